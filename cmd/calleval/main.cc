@@ -1,0 +1,63 @@
+// calleval: the service. `calleval serve` runs every role (or those named by --roles).
+
+#include <csignal>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cmd/calleval/server.h"
+#include "cmd/calleval/server_config.h"
+
+namespace {
+
+int Serve(const std::vector<std::string>& args) {
+  // SIGTERM/SIGINT are taken synchronously by sigwait below, never by a handler.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto config = calleval::ParseServerConfig(args);
+  if (!config.ok()) {
+    std::cerr << "calleval: " << config.status().message() << "\n" << calleval::ServeUsage();
+    return 2;
+  }
+  auto server = calleval::Server::Start(*config);
+  if (!server.ok()) {
+    std::cerr << "calleval: cannot start: " << server.status().message() << "\n";
+    return 1;
+  }
+  if (const auto& bootstrap = (*server)->bootstrap()) {
+    std::cout << "Created workspace " << bootstrap->workspace.id << " \""
+              << bootstrap->workspace.name << "\" with " << bootstrap->workspace.credit_balance
+              << " credits.\nAPI key (shown once, also in " << config->data_dir
+              << "/bootstrap-key): " << bootstrap->key.api_key << "\n";
+  }
+  if ((*server)->http_port() != 0) {
+    std::cout << "calleval: HTTP on " << (*server)->http_base_url() << "\n";
+  }
+  if ((*server)->grpc_port() != 0) {
+    std::cout << "calleval: gRPC on port " << (*server)->grpc_port() << "\n";
+  }
+  std::cout.flush();
+  int received = 0;
+  sigwait(&signals, &received);
+  std::cerr << "calleval: signal " << received << ", shutting down\n";
+  (*server)->Shutdown();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "help") {
+    std::cout << "usage: calleval serve [flags]\n\n" << calleval::ServeUsage();
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "serve") return Serve({args.begin() + 1, args.end()});
+  std::cerr << "calleval: unknown command " << args[0] << "\n";
+  return 2;
+}

@@ -1,0 +1,383 @@
+#include "cmd/calleval/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "calleval/v1/accounts.grpc.pb.h"
+#include "calleval/v1/agents.grpc.pb.h"
+#include "calleval/v1/calls.grpc.pb.h"
+#include "common/crypto.h"
+#include "common/errors.h"
+#include "common/schema.h"
+#include "common/status_macros.h"
+#include "common/thread_pool.h"
+#include "edge/grpc_invoker.h"
+#include "edge/http_server.h"
+#include "edge/json_codec.h"
+#include "edge/openapi.h"
+#include "edge/route_table.h"
+#include "services/accounts/accounts_service.h"
+#include "services/accounts/authenticator.h"
+#include "services/agents/agents_service.h"
+#include "services/agents/agents_store.h"
+#include "services/calls/calls_service.h"
+#include "services/calls/calls_store.h"
+#include "services/calls/recording_downloader.h"
+#include "services/calls/recording_signer.h"
+
+namespace calleval {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Threads for store work. Ingests block on the group commit's fsync, so more threads than
+// cores means more writes share each commit.
+constexpr int kStoreThreads = 32;
+
+bool HasRole(const ServerConfig& config, const std::string& role) {
+  return config.roles.count(role) > 0;
+}
+
+absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& addr) {
+  size_t colon = addr.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(addr.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("bad address (want host:port): ", addr));
+  }
+  std::string host = addr.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return std::make_pair(host, port);
+}
+
+// Reads a secret file, creating it with `bytes` random bytes (mode 0600) when missing.
+absl::StatusOr<std::string> LoadOrCreateSecret(const std::string& path, size_t bytes) {
+  if (std::ifstream in(path, std::ios::binary); in) {
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (data.size() >= 16) return data;
+  }
+  std::string secret = RandomBytes(bytes);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(secret.data(), static_cast<std::streamsize>(secret.size()));
+    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+  }
+  ::chmod(tmp.c_str(), 0600);
+  // Two processes starting together: the first rename wins and both read it back.
+  std::error_code ec;
+  if (!fs::exists(path)) fs::rename(tmp, path, ec);
+  fs::remove(tmp, ec);
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+absl::Status WriteBootstrapKey(const std::string& path, const std::string& key) {
+  std::ofstream out(path, std::ios::trunc);
+  out << key << "\n";
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  out.close();
+  ::chmod(path.c_str(), 0600);
+  return absl::OkStatus();
+}
+
+// The services whose HTTP annotations make up the public API.
+std::vector<const google::protobuf::ServiceDescriptor*> PublicServices() {
+  const auto* pool = google::protobuf::DescriptorPool::generated_pool();
+  return {pool->FindServiceByName(v1::Accounts::service_full_name()),
+          pool->FindServiceByName(v1::Agents::service_full_name()),
+          pool->FindServiceByName(v1::Calls::service_full_name())};
+}
+
+edge::LocalResponse JsonResponse(int status, std::string body) {
+  edge::LocalResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+edge::LocalResponse ErrorResponse(const absl::Status& status) {
+  return JsonResponse(HttpStatusFor(status), edge::PrintJson(ToErrorResponse(status)));
+}
+
+// The edge binds its port before the services exist (presigned links name that port), so it
+// starts with this forwarder, which answers 503 until the invoker is in place.
+struct InvokerSlot : edge::MethodInvoker {
+  std::atomic<edge::MethodInvoker*> target{nullptr};
+  void Invoke(const google::protobuf::MethodDescriptor* method,
+              std::unique_ptr<google::protobuf::Message> request,
+              const edge::CallContext& context, Done done) override {
+    edge::MethodInvoker* invoker = target.load();
+    if (invoker == nullptr) {
+      done(absl::UnavailableError("the service is starting"), nullptr);
+      return;
+    }
+    invoker->Invoke(method, std::move(request), context, std::move(done));
+  }
+};
+
+}  // namespace
+
+struct Server::State {
+  ServerConfig config;
+  std::unique_ptr<db::Database> database;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<accounts::AccountsStore> accounts_store;
+  std::unique_ptr<accounts::Authenticator> authenticator;
+  std::unique_ptr<agents::AgentsStore> agents_store;
+  std::unique_ptr<calls::RecordingSigner> signer;
+  std::unique_ptr<calls::CallsStore> calls_store;
+  std::unique_ptr<calls::RecordingDownloader> downloader;
+  std::unique_ptr<accounts::AccountsService> accounts_service;
+  std::unique_ptr<agents::AgentsService> agents_service;
+  std::unique_ptr<calls::CallsService> calls_service;
+  std::unique_ptr<grpc::Server> grpc_server;
+  int grpc_port = 0;
+  std::unique_ptr<edge::RouteTable> routes;
+  std::string openapi;
+  std::unique_ptr<edge::GrpcInvoker> invoker;
+  InvokerSlot invoker_slot;
+  std::unique_ptr<edge::HttpServer> http_server;
+  std::optional<accounts::Bootstrap> bootstrap;
+  std::string base_url;
+  bool shut_down = false;
+  // Set when every role is up; until then /readyz and presigned links answer 503.
+  std::atomic<bool> ready{false};
+};
+
+Server::Server(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+Server::~Server() { Shutdown(); }
+
+int Server::http_port() const {
+  return state_->http_server ? state_->http_server->port() : 0;
+}
+int Server::grpc_port() const { return state_->grpc_port; }
+std::string Server::http_base_url() const { return state_->base_url; }
+const std::optional<accounts::Bootstrap>& Server::bootstrap() const { return state_->bootstrap; }
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
+  auto s = std::make_unique<State>();
+  s->config = config;
+  const bool edge_role = HasRole(config, "edge");
+  const bool backend_roles = std::any_of(config.roles.begin(), config.roles.end(),
+                                         [](const std::string& r) { return r != "edge"; });
+  for (const char* pending : {"metrics", "scoring", "runs"}) {
+    if (HasRole(config, pending) && config.roles.size() < AllRoles().size()) {
+      std::cerr << "calleval: role " << pending << " has no work in this version yet\n";
+    }
+  }
+
+  std::error_code ec;
+  fs::create_directories(fs::path(config.data_dir) / "recordings", ec);
+  if (ec) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create data dir ", config.data_dir, ": ", ec.message()));
+  }
+  ASSIGN_OR_RETURN(std::string signing_key,
+                   LoadOrCreateSecret((fs::path(config.data_dir) / "signing-key").string(), 32));
+
+  ASSIGN_OR_RETURN(auto http_hp, SplitHostPort(config.http_addr));
+  ASSIGN_OR_RETURN(auto grpc_hp, SplitHostPort(config.grpc_addr));
+  (void)grpc_hp;
+
+  if (backend_roles) {
+    ASSIGN_OR_RETURN(s->database,
+                     db::Database::Open((fs::path(config.data_dir) / "calleval.db").string(),
+                                        SchemaMigrations()));
+    s->pool = std::make_unique<ThreadPool>(kStoreThreads);
+    s->accounts_store = std::make_unique<accounts::AccountsStore>(s->database.get());
+    if (HasRole(config, "accounts")) {
+      ASSIGN_OR_RETURN(s->bootstrap, s->accounts_store->BootstrapIfEmpty());
+      if (s->bootstrap) {
+        RETURN_IF_ERROR(WriteBootstrapKey(
+            (fs::path(config.data_dir) / "bootstrap-key").string(), s->bootstrap->key.api_key));
+      }
+    }
+    // With SQLite every role of an installation shares the data dir, so keys are checked
+    // against the store directly unless accounts is explicitly remote.
+    if (!HasRole(config, "accounts") && !config.accounts_addr.empty()) {
+      s->authenticator = accounts::NewGrpcAuthenticator(
+          grpc::CreateChannel(config.accounts_addr, grpc::InsecureChannelCredentials()));
+    } else {
+      s->authenticator = accounts::NewStoreAuthenticator(s->accounts_store.get());
+    }
+    s->agents_store = std::make_unique<agents::AgentsStore>(s->database.get());
+  }
+
+  grpc::ServerBuilder builder;
+  if (backend_roles) {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    builder.AddListeningPort(config.grpc_addr, grpc::InsecureServerCredentials(), &s->grpc_port);
+    builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_body_bytes * 2));
+  }
+
+  if (edge_role) {
+    ASSIGN_OR_RETURN(auto table, edge::RouteTable::Build(PublicServices()));
+    s->routes = std::make_unique<edge::RouteTable>(std::move(table));
+    s->openapi = edge::BuildOpenApi(*s->routes, "calleval", "1.0.0");
+  }
+
+  s->base_url = config.public_base_url;
+
+  if (edge_role) {
+    edge::HttpServerOptions options;
+    options.host = http_hp.first;
+    options.port = http_hp.second;
+    options.threads = config.http_threads;
+    options.max_body_bytes = static_cast<size_t>(config.max_body_bytes);
+    options.access_log = config.access_log;
+    options.rate_limit_per_second = config.rate_limit_per_second;
+    options.rate_limit_burst = config.rate_limit_burst;
+    s->http_server =
+        std::make_unique<edge::HttpServer>(s->routes.get(), &s->invoker_slot, options);
+  }
+
+  // Presigned links are answered by the edge from the shared recordings directory.
+  auto* state = s.get();
+  if (edge_role) {
+    s->http_server->AddLocalRoute("GET", "/healthz", [](const edge::LocalRequest&) {
+      return JsonResponse(200, R"({"status":"ok"})");
+    });
+    s->http_server->AddLocalRoute("GET", "/readyz", [state](const edge::LocalRequest&) {
+      if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
+      if (state->database) {
+        absl::Status ok = state->database->Read([](db::Connection& c) {
+          return c.Exec("SELECT 1");
+        });
+        if (!ok.ok()) return ErrorResponse(absl::UnavailableError("database not ready"));
+      }
+      return JsonResponse(200, R"({"status":"ready"})");
+    });
+    s->http_server->AddLocalRoute("GET", "/openapi.json", [state](const edge::LocalRequest&) {
+      return JsonResponse(200, state->openapi);
+    });
+    s->http_server->AddLocalRoute("GET", "/recordings/", [state](const edge::LocalRequest& r) {
+      if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
+      int64_t call_id = 0;
+      absl::string_view id = absl::string_view(r.path).substr(std::string("/recordings/").size());
+      auto expires = r.query.find("expires");
+      auto signature = r.query.find("signature");
+      if (!state->signer || !state->calls_store || !absl::SimpleAtoi(id, &call_id) ||
+          expires == r.query.end() || signature == r.query.end() ||
+          !state->signer->Verify(call_id, expires->second, signature->second, absl::Now())) {
+        return ErrorResponse(ForbiddenError(
+            "invalid_signature", "the recording link is invalid or has expired; fetch the "
+                                 "call again for a fresh presigned_recording_url"));
+      }
+      auto file = state->calls_store->GetRecordingFile(call_id);
+      if (!file.ok()) return ErrorResponse(file.status());
+      edge::LocalResponse response;
+      response.content_type = file->content_type;
+      response.file_path = file->path;
+      return response;
+    });
+    RETURN_IF_ERROR(s->http_server->Start());
+    if (s->base_url.empty()) {
+      std::string host = http_hp.first.find(':') != std::string::npos
+                             ? absl::StrCat("[", http_hp.first, "]")
+                             : http_hp.first;
+      if (host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
+      s->base_url = absl::StrCat("http://", host, ":", s->http_server->port());
+    }
+  }
+
+  if (backend_roles) {
+    s->signer = std::make_unique<calls::RecordingSigner>(signing_key, s->base_url,
+                                                         config.presign_validity);
+    calls::CallsStore::Options calls_options;
+    calls_options.recordings_dir = (fs::path(config.data_dir) / "recordings").string();
+    calls_options.url_guard.allowed_hosts = config.allow_private_hosts;
+    calls_options.signer = s->signer.get();
+    agents::AgentsStore* agents_store = s->agents_store.get();
+    s->calls_store = std::make_unique<calls::CallsStore>(
+        s->database.get(),
+        [agents_store](int64_t workspace_id,
+                       int64_t agent_id) -> absl::StatusOr<calls::AgentInfo> {
+          auto agent = agents_store->Get(workspace_id, agent_id);
+          if (!agent.ok()) {
+            if (agent.status().code() != absl::StatusCode::kNotFound) return agent.status();
+            return ValidationError(
+                "agent_not_found", absl::StrCat("agent ", agent_id, " not found"),
+                {{"agent_id", absl::StrCat("no agent ", agent_id, " in workspace ",
+                                           workspace_id)}});
+          }
+          return calls::AgentInfo{{agent->disabled_metric_ids().begin(),
+                                   agent->disabled_metric_ids().end()}};
+        },
+        calls_options);
+
+    if (HasRole(config, "accounts")) {
+      s->accounts_service = std::make_unique<accounts::AccountsService>(
+          s->accounts_store.get(), s->authenticator.get(), s->pool.get());
+      builder.RegisterService(s->accounts_service.get());
+    }
+    if (HasRole(config, "agents")) {
+      s->agents_service = std::make_unique<agents::AgentsService>(
+          s->agents_store.get(), s->authenticator.get(), s->pool.get());
+      builder.RegisterService(s->agents_service.get());
+    }
+    if (HasRole(config, "calls")) {
+      calls::RecordingDownloader::Options download;
+      download.fetch.guard.allowed_hosts = config.allow_private_hosts;
+      download.fetch.max_bytes = config.max_recording_bytes;
+      download.fetch.total_timeout = config.download_timeout;
+      s->downloader =
+          std::make_unique<calls::RecordingDownloader>(s->calls_store.get(), download);
+      s->downloader->Start();
+      calls::RecordingDownloader* downloader = s->downloader.get();
+      s->calls_service = std::make_unique<calls::CallsService>(
+          s->calls_store.get(), s->authenticator.get(), s->pool.get(),
+          [downloader](const v1::Call& call) {
+            if (call.has_recording_url()) downloader->Notify();
+          });
+      builder.RegisterService(s->calls_service.get());
+    }
+    s->grpc_server = builder.BuildAndStart();
+    if (!s->grpc_server) {
+      return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", config.grpc_addr));
+    }
+  }
+
+  if (edge_role) {
+    std::map<std::string, std::shared_ptr<grpc::Channel>> channels;
+    auto channel_for = [&](const std::string& role, const std::string& addr) {
+      if (HasRole(config, role)) return s->grpc_server->InProcessChannel(grpc::ChannelArguments());
+      return grpc::CreateChannel(addr.empty() ? config.grpc_addr : addr,
+                                 grpc::InsecureChannelCredentials());
+    };
+    channels[v1::Accounts::service_full_name()] = channel_for("accounts", config.accounts_addr);
+    channels[v1::Agents::service_full_name()] = channel_for("agents", config.agents_addr);
+    channels[v1::Calls::service_full_name()] = channel_for("calls", config.calls_addr);
+    s->invoker = std::make_unique<edge::GrpcInvoker>(std::move(channels), absl::Seconds(30));
+    s->invoker_slot.target.store(s->invoker.get());
+  }
+  s->ready.store(true);
+  return std::unique_ptr<Server>(new Server(std::move(s)));
+}
+
+void Server::Shutdown() {
+  State& s = *state_;
+  if (s.shut_down) return;
+  s.shut_down = true;
+  if (s.http_server) s.http_server->Shutdown();
+  if (s.grpc_server) s.grpc_server->Shutdown(std::chrono::system_clock::now() +
+                                             std::chrono::seconds(10));
+  if (s.downloader) s.downloader->Stop();
+  s.pool.reset();  // runs what was queued
+}
+
+}  // namespace calleval

@@ -1,0 +1,40 @@
+#pragma once
+
+// Assembles the roles of `calleval serve` in one process: the database and stores, the gRPC
+// services (with health and reflection), the recording downloader, and the HTTP edge that
+// reaches the services over in-process gRPC channels (or remote ones for roles run elsewhere).
+
+#include <grpcpp/server.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "cmd/calleval/server_config.h"
+#include "services/accounts/accounts_store.h"
+
+namespace calleval {
+
+class Server {
+ public:
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerConfig& config);
+  ~Server();
+
+  // Stops accepting, finishes in-flight requests and background work, and releases
+  // everything. Safe to call more than once.
+  void Shutdown();
+
+  int http_port() const;  // 0 without the edge role
+  int grpc_port() const;  // 0 when no gRPC role runs here
+  std::string http_base_url() const;
+  // The workspace and key created on the first start of an empty data dir.
+  const std::optional<accounts::Bootstrap>& bootstrap() const;
+
+ private:
+  struct State;
+  explicit Server(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace calleval

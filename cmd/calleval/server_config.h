@@ -1,0 +1,49 @@
+#pragma once
+
+// Configuration of `calleval serve` (SPEC §10): every flag also reads CALLEVAL_<NAME> from the
+// environment; a flag on the command line wins over the environment.
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace calleval {
+
+inline const std::set<std::string>& AllRoles() {
+  static const auto* roles =
+      new std::set<std::string>{"edge", "calls", "metrics", "agents", "accounts", "scoring", "runs"};
+  return *roles;
+}
+
+struct ServerConfig {
+  std::string data_dir = "./data";
+  std::string http_addr = "127.0.0.1:8080";  // port 0 picks a free port
+  std::string grpc_addr = "127.0.0.1:50051";
+  std::set<std::string> roles = AllRoles();
+  // Base of presigned recording links; default http://<http_addr>.
+  std::string public_base_url;
+  int workers = 0;  // scoring workers; 0 = number of cores
+  int http_threads = 2;
+  int64_t max_body_bytes = 16 << 20;
+  absl::Duration presign_validity = absl::Hours(1);
+  // Hosts exempt from the public-address rule of SPEC §8, exactly as written in URLs.
+  std::vector<std::string> allow_private_hosts;
+  // Where roles not run by this process are reached (default: grpc_addr).
+  std::string accounts_addr, agents_addr, calls_addr;
+  bool access_log = true;
+  double rate_limit_per_second = 0;  // per API key; 0 = unlimited
+  int rate_limit_burst = 0;
+  int64_t max_recording_bytes = int64_t{512} << 20;
+  absl::Duration download_timeout = absl::Minutes(5);
+};
+
+// Parses `serve` flags (argv after the subcommand) over the environment's CALLEVAL_* values.
+absl::StatusOr<ServerConfig> ParseServerConfig(const std::vector<std::string>& args);
+
+std::string ServeUsage();
+
+}  // namespace calleval

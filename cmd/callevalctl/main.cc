@@ -1,0 +1,143 @@
+// callevalctl: administration of an installation's data dir (SPEC §10). Works while the
+// server runs: SQLite's WAL mode lets both write, each waiting briefly for the other.
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/schema.h"
+#include "common/sqlite.h"
+#include "nlohmann/json.hpp"
+#include "services/accounts/accounts_store.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: callevalctl [--data-dir DIR] COMMAND\n"
+    "  workspace create --name NAME [--credits N]\n"
+    "  key create --workspace ID [--grant ID,...]\n"
+    "  credits add --workspace ID --amount N\n"
+    "DIR defaults to $CALLEVAL_DATA_DIR, else ./data\n";
+
+int Fail(const std::string& message) {
+  std::cerr << "callevalctl: " << message << "\n";
+  return 1;
+}
+
+int Usage(const std::string& message) {
+  std::cerr << "callevalctl: " << message << "\n" << kUsage;
+  return 2;
+}
+
+// "--name value" / "--name=value" pairs after the command words.
+bool ParseFlags(const std::vector<std::string>& args, std::map<std::string, std::string>* flags,
+                std::string* error) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg.rfind("--", 0) != 0) {
+      *error = "unexpected argument " + arg;
+      return false;
+    }
+    arg = arg.substr(2);
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      (*flags)[arg.substr(0, eq)] = arg.substr(eq + 1);
+    } else if (i + 1 < args.size()) {
+      (*flags)[arg] = args[++i];
+    } else {
+      *error = "--" + arg + " needs a value";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Int64Flag(const std::map<std::string, std::string>& flags, const std::string& name,
+               int64_t* out) {
+  auto it = flags.find(name);
+  return it != flags.end() && absl::SimpleAtoi(it->second, out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string data_dir = std::getenv("CALLEVAL_DATA_DIR") ? std::getenv("CALLEVAL_DATA_DIR")
+                                                          : "./data";
+  while (!args.empty() && args[0].rfind("--data-dir", 0) == 0) {
+    if (args[0] == "--data-dir") {
+      if (args.size() < 2) return Usage("--data-dir needs a value");
+      data_dir = args[1];
+      args.erase(args.begin(), args.begin() + 2);
+    } else {
+      data_dir = args[0].substr(std::string("--data-dir=").size());
+      args.erase(args.begin());
+    }
+  }
+  if (args.size() < 2) return Usage("missing command");
+  const std::string command = args[0] + " " + args[1];
+  std::map<std::string, std::string> flags;
+  std::string error;
+  if (!ParseFlags({args.begin() + 2, args.end()}, &flags, &error)) return Usage(error);
+
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  auto database = calleval::db::Database::Open(
+      (std::filesystem::path(data_dir) / "calleval.db").string(), calleval::SchemaMigrations());
+  if (!database.ok()) return Fail(std::string(database.status().message()));
+  calleval::accounts::AccountsStore store(database->get());
+
+  if (command == "workspace create") {
+    int64_t credits = 0;
+    if (flags.count("credits") && !Int64Flag(flags, "credits", &credits)) {
+      return Usage("--credits must be an integer");
+    }
+    if (!flags.count("name")) return Usage("--name is required");
+    auto workspace = store.CreateWorkspace(flags["name"], credits);
+    if (!workspace.ok()) return Fail(std::string(workspace.status().message()));
+    auto key = store.CreateKey(workspace->id, {});
+    if (!key.ok()) return Fail(std::string(key.status().message()));
+    std::cout << nlohmann::json{{"id", workspace->id},
+                                {"name", workspace->name},
+                                {"credit_balance", workspace->credit_balance},
+                                {"api_key", key->api_key}}
+                     .dump()
+              << "\n";
+    return 0;
+  }
+  if (command == "key create") {
+    int64_t workspace = 0;
+    if (!Int64Flag(flags, "workspace", &workspace)) return Usage("--workspace ID is required");
+    std::vector<int64_t> grants;
+    for (absl::string_view g : absl::StrSplit(flags["grant"], ',', absl::SkipWhitespace())) {
+      int64_t id = 0;
+      if (!absl::SimpleAtoi(g, &id)) return Usage("--grant takes workspace ids: 2,3");
+      grants.push_back(id);
+    }
+    auto key = store.CreateKey(workspace, grants);
+    if (!key.ok()) return Fail(std::string(key.status().message()));
+    std::cout << nlohmann::json{{"api_key", key->api_key},
+                                {"workspace_id", key->workspace_id},
+                                {"granted_workspace_ids", key->granted_workspace_ids}}
+                     .dump()
+              << "\n";
+    return 0;
+  }
+  if (command == "credits add") {
+    int64_t workspace = 0, amount = 0;
+    if (!Int64Flag(flags, "workspace", &workspace)) return Usage("--workspace ID is required");
+    if (!Int64Flag(flags, "amount", &amount)) return Usage("--amount N is required");
+    auto balance = store.AddCredits(workspace, amount);
+    if (!balance.ok()) return Fail(std::string(balance.status().message()));
+    std::cout << nlohmann::json{{"workspace_id", workspace}, {"credit_balance", *balance}}.dump()
+              << "\n";
+    return 0;
+  }
+  return Usage("unknown command " + command);
+}

@@ -1,0 +1,135 @@
+#include "common/schema.h"
+
+namespace calleval {
+
+const std::vector<db::Migration>& SchemaMigrations() {
+  static const auto* migrations = new std::vector<db::Migration>{
+      {1, R"sql(
+CREATE TABLE workspaces (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  credit_balance INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL
+);
+
+-- Only a SHA-256 digest of each key is kept; `display_prefix` is the start of the key, enough
+-- to tell keys apart in a listing without being usable.
+CREATE TABLE api_keys (
+  id INTEGER PRIMARY KEY,
+  workspace_id INTEGER NOT NULL REFERENCES workspaces(id),
+  display_prefix TEXT NOT NULL,
+  digest BLOB NOT NULL UNIQUE,
+  created_at TEXT NOT NULL,
+  revoked_at TEXT
+);
+
+CREATE TABLE api_key_grants (
+  key_id INTEGER NOT NULL REFERENCES api_keys(id) ON DELETE CASCADE,
+  workspace_id INTEGER NOT NULL REFERENCES workspaces(id),
+  PRIMARY KEY (key_id, workspace_id)
+) WITHOUT ROWID;
+
+-- One row per charge or refund; (call_id, metric_id, kind) is unique so a metric is never
+-- charged twice for the same call, whoever retries.
+CREATE TABLE credit_ledger (
+  id INTEGER PRIMARY KEY,
+  workspace_id INTEGER NOT NULL REFERENCES workspaces(id),
+  call_id INTEGER,
+  metric_id INTEGER,
+  kind TEXT NOT NULL,
+  amount INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  UNIQUE (call_id, metric_id, kind)
+);
+
+CREATE TABLE languages (
+  id INTEGER PRIMARY KEY,
+  code TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL
+);
+INSERT INTO languages (id, code, name) VALUES
+  (1, 'en-US', 'English (United States)'),
+  (2, 'en-GB', 'English (United Kingdom)'),
+  (3, 'es-ES', 'Spanish (Spain)'),
+  (4, 'es-MX', 'Spanish (Mexico)'),
+  (5, 'fr-FR', 'French (France)'),
+  (6, 'de-DE', 'German (Germany)'),
+  (7, 'it-IT', 'Italian (Italy)'),
+  (8, 'pt-BR', 'Portuguese (Brazil)'),
+  (9, 'nl-NL', 'Dutch (Netherlands)'),
+  (10, 'hi-IN', 'Hindi (India)'),
+  (11, 'ja-JP', 'Japanese (Japan)'),
+  (12, 'zh-CN', 'Chinese (Mandarin, Simplified)');
+
+-- Agents. List-valued and structured fields are JSON text.
+CREATE TABLE agents (
+  id INTEGER PRIMARY KEY,
+  workspace_id INTEGER NOT NULL REFERENCES workspaces(id),
+  name TEXT NOT NULL,
+  phone_number TEXT,
+  telephony_carrier TEXT,
+  agent_source TEXT NOT NULL,
+  assistant_id TEXT,
+  call_directions TEXT NOT NULL,
+  language_id INTEGER REFERENCES languages(id),
+  instructions TEXT,
+  opening_message TEXT,
+  max_call_duration_seconds INTEGER NOT NULL,
+  disabled_metric_ids TEXT NOT NULL DEFAULT '[]',
+  silence_threshold_ms INTEGER,
+  model TEXT,
+  voice TEXT,
+  web_channel TEXT,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+CREATE INDEX agents_by_workspace ON agents (workspace_id, id);
+
+-- Calls. `transcript`, `metadata`, `standard_metrics` and `metric_results` are serialized
+-- calleval.v1 protobuf messages (see services/calls/call_codec.h).
+CREATE TABLE calls (
+  id INTEGER PRIMARY KEY,
+  workspace_id INTEGER NOT NULL REFERENCES workspaces(id),
+  agent_id INTEGER NOT NULL,
+  call_identifier TEXT NOT NULL,
+  observation_type TEXT NOT NULL,
+  call_direction TEXT NOT NULL,
+  analysis_status TEXT NOT NULL,
+  transcription_status TEXT NOT NULL,
+  recording_url TEXT,
+  -- Recording download: NULL (no recording), 'pending', 'stored', 'failed'.
+  recording_state TEXT,
+  recording_lease_until INTEGER,
+  recording_attempts INTEGER NOT NULL DEFAULT 0,
+  recording_content_type TEXT,
+  recording_bytes INTEGER,
+  duration_seconds INTEGER,
+  call_timestamp TEXT NOT NULL,
+  call_end_reason TEXT,
+  customer_number TEXT,
+  tag TEXT,
+  label TEXT,
+  metadata BLOB,
+  transcript BLOB,
+  transcript_source TEXT,
+  metric_ids TEXT NOT NULL DEFAULT '',  -- comma-separated ids to score; empty: all enabled
+  standard_metrics BLOB,
+  metric_results BLOB,
+  credits_used INTEGER NOT NULL DEFAULT 0,
+  failure_reason TEXT,
+  failure_message TEXT,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  UNIQUE (workspace_id, call_identifier)
+);
+CREATE INDEX calls_by_agent ON calls (workspace_id, agent_id, id);
+CREATE INDEX calls_by_status ON calls (workspace_id, analysis_status, id);
+CREATE INDEX calls_by_tag ON calls (workspace_id, tag, id);
+CREATE INDEX calls_recording_work ON calls (recording_state, recording_lease_until)
+  WHERE recording_state = 'pending';
+)sql"},
+  };
+  return *migrations;
+}
+
+}  // namespace calleval

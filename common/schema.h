@@ -1,0 +1,13 @@
+#pragma once
+
+#include <vector>
+
+#include "common/sqlite.h"
+
+namespace calleval {
+
+// The database schema of every store, as ordered migrations (PRAGMA user_version). A new
+// migration is appended; an applied one is never edited.
+const std::vector<db::Migration>& SchemaMigrations();
+
+}  // namespace calleval

@@ -1,0 +1,36 @@
+#pragma once
+
+// Helpers for the thin gRPC adapters of every service (gRPC callback API).
+
+#include <grpcpp/grpcpp.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "common/grpc_status.h"
+#include "common/thread_pool.h"
+
+namespace calleval {
+
+// The caller's Authorization metadata ("Bearer ..."), or empty.
+inline std::string AuthorizationOf(const grpc::CallbackServerContext* context) {
+  const auto& md = context->client_metadata();
+  auto it = md.find("authorization");
+  if (it == md.end()) return {};
+  return std::string(it->second.data(), it->second.size());
+}
+
+// Runs `work` (returning absl::Status) on `pool` and finishes the RPC with its status. Store
+// work may block on SQLite's group commit, so it never runs on gRPC's own threads.
+template <typename Work>
+grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, ThreadPool* pool,
+                                   Work work) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  pool->Schedule([reactor, work = std::move(work)]() mutable {
+    reactor->Finish(ToGrpcStatus(work()));
+  });
+  return reactor;
+}
+
+}  // namespace calleval

@@ -1,0 +1,152 @@
+#include "services/accounts/accounts_store.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/crypto.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+
+namespace calleval::accounts {
+namespace {
+
+// Keys are long random secrets, so one SHA-256 (no salt, no stretching) is the right digest:
+// it cannot be brute-forced and keeps authentication cheap on every request.
+std::string KeyDigest(absl::string_view api_key) { return Sha256(api_key); }
+
+absl::StatusOr<Workspace> ReadWorkspace(db::Connection& c, int64_t id) {
+  ASSIGN_OR_RETURN(auto stmt,
+                   c.Prepare("SELECT id, name, credit_balance FROM workspaces WHERE id = ?"));
+  stmt.Bind(1, id);
+  ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return NotFoundError(absl::StrCat("workspace ", id));
+  return Workspace{stmt.Int64(0), stmt.Text(1), stmt.Int64(2)};
+}
+
+absl::StatusOr<Workspace> InsertWorkspace(db::Connection& c, std::optional<int64_t> id,
+                                          absl::string_view name, int64_t credits) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("INSERT INTO workspaces (id, name, credit_balance, "
+                                        "created_at) VALUES (?, ?, ?, ?)"));
+  stmt.Bind(1, id).Bind(2, name).Bind(3, credits).Bind(4, NowTimestamp());
+  RETURN_IF_ERROR(stmt.Run());
+  return Workspace{c.LastInsertRowId(), std::string(name), credits};
+}
+
+absl::StatusOr<CreatedKey> InsertKey(db::Connection& c, int64_t workspace_id,
+                                     const std::vector<int64_t>& grants) {
+  RETURN_IF_ERROR(ReadWorkspace(c, workspace_id).status());
+  CreatedKey key;
+  key.api_key = GenerateApiKey();
+  key.workspace_id = workspace_id;
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("INSERT INTO api_keys (workspace_id, display_prefix, "
+                                        "digest, created_at) VALUES (?, ?, ?, ?)"));
+  stmt.Bind(1, workspace_id)
+      .Bind(2, key.api_key.substr(0, kApiKeyPrefix.size() + 6))
+      .BindBlob(3, KeyDigest(key.api_key))
+      .Bind(4, NowTimestamp());
+  RETURN_IF_ERROR(stmt.Run());
+  key.key_id = c.LastInsertRowId();
+  for (int64_t granted : grants) {
+    if (granted == workspace_id) continue;
+    RETURN_IF_ERROR(ReadWorkspace(c, granted).status());
+    ASSIGN_OR_RETURN(auto grant, c.Prepare("INSERT OR IGNORE INTO api_key_grants (key_id, "
+                                           "workspace_id) VALUES (?, ?)"));
+    grant.Bind(1, key.key_id).Bind(2, granted);
+    RETURN_IF_ERROR(grant.Run());
+    key.granted_workspace_ids.push_back(granted);
+  }
+  return key;
+}
+
+}  // namespace
+
+std::string GenerateApiKey() { return absl::StrCat(kApiKeyPrefix, Base64Url(RandomBytes(24))); }
+
+absl::StatusOr<int64_t> ResolveWorkspace(const Principal& principal,
+                                         std::optional<int64_t> client_id) {
+  if (!client_id || *client_id == principal.workspace_id) return principal.workspace_id;
+  const auto& granted = principal.granted_workspace_ids;
+  if (std::find(granted.begin(), granted.end(), *client_id) != granted.end()) return *client_id;
+  return MakeError(absl::StatusCode::kPermissionDenied, "workspace_not_accessible",
+                   absl::StrCat("this API key cannot access workspace ", *client_id),
+                   {{"client_id", "not accessible with this API key"}});
+}
+
+absl::StatusOr<Workspace> AccountsStore::CreateWorkspace(absl::string_view name, int64_t credits) {
+  if (name.empty()) return FieldError("name", "must not be empty");
+  if (credits < 0) return FieldError("credits", "must not be negative");
+  return db::WriteResult<Workspace>(*db_, [&](db::Connection& c) {
+    return InsertWorkspace(c, std::nullopt, name, credits);
+  });
+}
+
+absl::StatusOr<Workspace> AccountsStore::GetWorkspace(int64_t id) {
+  return db::ReadResult<Workspace>(*db_, [&](db::Connection& c) { return ReadWorkspace(c, id); });
+}
+
+absl::StatusOr<CreatedKey> AccountsStore::CreateKey(int64_t workspace_id,
+                                                    const std::vector<int64_t>& grants) {
+  return db::WriteResult<CreatedKey>(
+      *db_, [&](db::Connection& c) { return InsertKey(c, workspace_id, grants); });
+}
+
+absl::StatusOr<Principal> AccountsStore::Authenticate(absl::string_view api_key) {
+  if (!absl::StartsWith(api_key, kApiKeyPrefix)) return UnauthenticatedError("invalid API key");
+  const std::string digest = KeyDigest(api_key);
+  return db::ReadResult<Principal>(*db_, [&](db::Connection& c) -> absl::StatusOr<Principal> {
+    ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT id, workspace_id, digest FROM api_keys "
+                                          "WHERE digest = ? AND revoked_at IS NULL"));
+    stmt.BindBlob(1, digest);
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    // The index lookup finds the row; the comparison itself is constant-time so the check
+    // does not depend on how much of a guessed digest matched.
+    if (!row || !ConstantTimeEquals(stmt.Text(2), digest)) {
+      return UnauthenticatedError("invalid API key");
+    }
+    Principal principal{stmt.Int64(0), stmt.Int64(1), {}};
+    ASSIGN_OR_RETURN(auto grants, c.Prepare("SELECT workspace_id FROM api_key_grants WHERE "
+                                            "key_id = ? ORDER BY workspace_id"));
+    grants.Bind(1, principal.key_id);
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, grants.Step());
+      if (!more) break;
+      principal.granted_workspace_ids.push_back(grants.Int64(0));
+    }
+    return principal;
+  });
+}
+
+absl::StatusOr<int64_t> AccountsStore::AddCredits(int64_t workspace_id, int64_t amount) {
+  return db::WriteResult<int64_t>(*db_, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
+    ASSIGN_OR_RETURN(Workspace ws, ReadWorkspace(c, workspace_id));
+    if (ws.credit_balance + amount < 0) {
+      return FieldError("amount", "would make the balance negative");
+    }
+    ASSIGN_OR_RETURN(auto update, c.Prepare("UPDATE workspaces SET credit_balance = "
+                                            "credit_balance + ? WHERE id = ?"));
+    update.Bind(1, amount).Bind(2, workspace_id);
+    RETURN_IF_ERROR(update.Run());
+    ASSIGN_OR_RETURN(auto ledger, c.Prepare("INSERT INTO credit_ledger (workspace_id, kind, "
+                                            "amount, created_at) VALUES (?, 'top_up', ?, ?)"));
+    ledger.Bind(1, workspace_id).Bind(2, amount).Bind(3, NowTimestamp());
+    RETURN_IF_ERROR(ledger.Run());
+    return ws.credit_balance + amount;
+  });
+}
+
+absl::StatusOr<std::optional<Bootstrap>> AccountsStore::BootstrapIfEmpty() {
+  return db::WriteResult<std::optional<Bootstrap>>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<Bootstrap>> {
+        ASSIGN_OR_RETURN(auto count, c.Prepare("SELECT COUNT(*) FROM workspaces"));
+        ASSIGN_OR_RETURN(bool row, count.Step());
+        if (row && count.Int64(0) > 0) return std::nullopt;
+        Bootstrap out;
+        ASSIGN_OR_RETURN(out.workspace, InsertWorkspace(c, 1, "default", kBootstrapCredits));
+        ASSIGN_OR_RETURN(out.key, InsertKey(c, out.workspace.id, {}));
+        return out;
+      });
+}
+
+}  // namespace calleval::accounts

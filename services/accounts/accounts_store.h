@@ -1,0 +1,72 @@
+#pragma once
+
+// Workspaces, API keys, grants and credit balances (SPEC §1, §9, §10).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/sqlite.h"
+
+namespace calleval::accounts {
+
+struct Workspace {
+  int64_t id = 0;
+  std::string name;
+  int64_t credit_balance = 0;
+};
+
+// Who is calling: the key, its workspace, and the other workspaces granted to it.
+struct Principal {
+  int64_t key_id = 0;
+  int64_t workspace_id = 0;
+  std::vector<int64_t> granted_workspace_ids;
+};
+
+struct CreatedKey {
+  std::string api_key;  // shown once; only its digest is stored
+  int64_t key_id = 0;
+  int64_t workspace_id = 0;
+  std::vector<int64_t> granted_workspace_ids;
+};
+
+struct Bootstrap {
+  Workspace workspace;
+  CreatedKey key;
+};
+
+inline constexpr absl::string_view kApiKeyPrefix = "cev_";
+inline constexpr int64_t kBootstrapCredits = 10000;
+
+// "cev_" followed by 32 URL-safe characters: 192 random bits.
+std::string GenerateApiKey();
+
+// The workspace a request acts on: the key's own when client_id is absent, client_id when it
+// is the key's own or granted to it; any other: 403 workspace_not_accessible.
+absl::StatusOr<int64_t> ResolveWorkspace(const Principal& principal,
+                                         std::optional<int64_t> client_id);
+
+class AccountsStore {
+ public:
+  explicit AccountsStore(db::Database* db) : db_(db) {}
+
+  absl::StatusOr<Workspace> CreateWorkspace(absl::string_view name, int64_t credits);
+  absl::StatusOr<Workspace> GetWorkspace(int64_t id);
+  // Creates a key for `workspace_id` that may also act on `grants`.
+  absl::StatusOr<CreatedKey> CreateKey(int64_t workspace_id, const std::vector<int64_t>& grants);
+  // Resolves a raw API key; unknown or revoked keys: 401.
+  absl::StatusOr<Principal> Authenticate(absl::string_view api_key);
+  // Adds (or with a negative amount removes) credits; returns the new balance.
+  absl::StatusOr<int64_t> AddCredits(int64_t workspace_id, int64_t amount);
+  // On an empty database creates workspace 1 "default" with 10,000 credits and one key, and
+  // returns them; returns nullopt when a workspace already exists.
+  absl::StatusOr<std::optional<Bootstrap>> BootstrapIfEmpty();
+
+ private:
+  db::Database* db_;
+};
+
+}  // namespace calleval::accounts

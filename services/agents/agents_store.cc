@@ -1,0 +1,693 @@
+#include "services/agents/agents_store.h"
+
+#include <nlohmann/json.hpp>
+#include <phonenumbers/phonenumber.pb.h>
+#include <phonenumbers/phonenumberutil.h>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "common/clock.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+
+namespace calleval::agents {
+namespace {
+
+using i18n::phonenumbers::PhoneNumber;
+using i18n::phonenumbers::PhoneNumberUtil;
+
+constexpr absl::string_view kInternal = "internal";
+constexpr absl::string_view kExternalVapi = "external_vapi";
+constexpr absl::string_view kExternalRetell = "external_retell";
+constexpr absl::string_view kAgentSpeaksFirst = "agent_speaks_first";
+constexpr absl::string_view kUserSpeaksFirst = "user_speaks_first";
+constexpr absl::string_view kInbound = "inbound";
+constexpr absl::string_view kOutbound = "outbound";
+
+constexpr absl::string_view kAgentColumns =
+    "id, workspace_id, name, phone_number, telephony_carrier, agent_source, assistant_id, "
+    "call_directions, language_id, instructions, opening_message, max_call_duration_seconds, "
+    "disabled_metric_ids, silence_threshold_ms, model, voice, created_at, updated_at";
+
+// An agent as stored, in plain C++ values. Request values are merged into it before
+// validation, so fields may hold not-yet-validated input until Validate() has run.
+struct AgentRecord {
+  int64_t id = 0;
+  int64_t workspace_id = 0;
+  std::optional<std::string> name;
+  std::optional<std::string> phone_number;
+  std::optional<std::string> telephony_carrier;
+  std::string agent_source = std::string(kInternal);
+  std::optional<std::string> assistant_id;
+  std::vector<std::string> call_directions = {std::string(kInbound)};
+  std::optional<int64_t> language_id;
+  std::optional<std::string> instructions;
+  std::string opening_mode = std::string(kAgentSpeaksFirst);
+  std::optional<std::string> opening_text;
+  int64_t opening_delay_ms = 0;
+  int64_t max_call_duration_seconds = kDefaultMaxCallDurationSeconds;
+  std::vector<int64_t> disabled_metric_ids;
+  std::optional<int64_t> silence_threshold_ms;
+  std::optional<std::string> model;
+  std::optional<std::string> voice;
+  std::string created_at;
+  std::string updated_at;
+};
+
+// Which top-level keys a request carried. The edge's JSON codec fills set_fields/null_fields;
+// a gRPC client may instead just set the fields, so a set field counts as sent too.
+class SentKeys {
+ public:
+  explicit SentKeys(const v1::AgentFields& fields)
+      : set_(fields.set_fields().begin(), fields.set_fields().end()),
+        null_(fields.null_fields().begin(), fields.null_fields().end()) {}
+
+  bool Set(absl::string_view key, bool has_value) const { return has_value || set_.contains(key); }
+  bool Null(absl::string_view key) const { return null_.contains(key); }
+
+ private:
+  absl::flat_hash_set<std::string> set_;
+  absl::flat_hash_set<std::string> null_;
+};
+
+// Length in characters (UTF-8 code points), which is what a user counts.
+size_t CharLength(absl::string_view s) {
+  return std::count_if(s.begin(), s.end(),
+                       [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+}
+
+bool IsBlank(absl::string_view s) { return absl::StripAsciiWhitespace(s).empty(); }
+
+bool IsExternal(absl::string_view source) {
+  return source == kExternalVapi || source == kExternalRetell;
+}
+
+// Legacy integration_type / agent_kind values onto agent_source; nullopt for unknown ones.
+std::optional<std::string> MapLegacySource(absl::string_view value) {
+  const std::string v = absl::AsciiStrToLower(absl::StripAsciiWhitespace(value));
+  if (v == "internal" || v == "custom" || v == "rubric" || v == "native") {
+    return std::string(kInternal);
+  }
+  if (v == "vapi" || v == "external_vapi") return std::string(kExternalVapi);
+  if (v == "retell" || v == "external_retell") return std::string(kExternalRetell);
+  return std::nullopt;
+}
+
+constexpr absl::string_view kLegacyValues =
+    "must be one of internal, custom, rubric, native, vapi, external_vapi, retell, "
+    "external_retell";
+
+class Issues {
+ public:
+  void Add(std::string field, std::string issue) {
+    issues_.push_back({std::move(field), std::move(issue)});
+  }
+  bool empty() const { return issues_.empty(); }
+
+  // One 422 naming every problem; the message reads "<field> <issue>" for each.
+  absl::Status ToStatus() && {
+    std::vector<std::string> parts;
+    parts.reserve(issues_.size());
+    for (const auto& i : issues_) parts.push_back(absl::StrCat(*i.field, " ", i.issue));
+    std::string message =
+        parts.size() == 1
+            ? parts[0]
+            : absl::StrCat(parts.size(), " fields are invalid: ", absl::StrJoin(parts, "; "));
+    return ValidationError("validation_failed", message, std::move(issues_));
+  }
+
+ private:
+  std::vector<FieldIssue> issues_;
+};
+
+// Resolves agent_source and the legacy fields of a request into `record`. Returns false when
+// they are invalid, so the rules that depend on the source are not checked against a guess.
+bool ApplySource(const v1::AgentFields& f, const SentKeys& sent, AgentRecord& record,
+                 Issues& issues) {
+  std::optional<std::string> source;  // what this request asks for
+  std::string source_key;             // the key that asked for it
+  bool source_invalid = false;
+  if (sent.Set("agent_source", f.has_agent_source())) {
+    const std::string& v = f.agent_source();
+    if (v == kInternal || v == kExternalVapi || v == kExternalRetell) {
+      source = v;
+      source_key = "agent_source";
+    } else {
+      issues.Add("agent_source", "must be one of internal, external_vapi, external_retell");
+      source_invalid = true;
+    }
+  }
+  auto legacy = [&](absl::string_view key, bool has, const std::string& value) {
+    if (!sent.Set(key, has)) return;
+    std::optional<std::string> mapped = MapLegacySource(value);
+    if (!mapped) {
+      issues.Add(std::string(key), std::string(kLegacyValues));
+      source_invalid = true;
+    } else if (source && *source != *mapped) {
+      issues.Add(std::string(key), absl::StrCat("maps to ", *mapped, ", which conflicts with ",
+                                                source_key, " (", *source, ")"));
+      source_invalid = true;
+    } else if (!source) {
+      source = *mapped;
+      source_key = std::string(key);
+    }
+  };
+  legacy("integration_type", f.has_integration_type(), f.integration_type());
+  legacy("agent_kind", f.has_agent_kind(), f.agent_kind());
+  if (source_invalid) return false;
+  if (source) {
+    record.agent_source = *source;
+  } else if (sent.Null("agent_source")) {
+    record.agent_source = std::string(kInternal);  // null restores the default
+  }
+  return true;
+}
+
+// Merges the opening message (and the legacy first_message) of a request into `record`.
+void ApplyOpening(const v1::AgentFields& f, const SentKeys& sent, AgentRecord& record,
+                  Issues& issues) {
+  if (sent.Null("opening_message") || sent.Null("first_message")) {
+    record.opening_mode = std::string(kAgentSpeaksFirst);
+    record.opening_text.reset();
+    record.opening_delay_ms = 0;
+  }
+  const bool has_opening = sent.Set("opening_message", f.has_opening_message());
+  const bool has_first = sent.Set("first_message", f.has_first_message());
+  if (has_opening && has_first) {
+    // first_message is the old spelling of {mode: agent_speaks_first, text}; both may be sent
+    // only when they say the same thing.
+    const v1::OpeningMessage& om = f.opening_message();
+    if ((om.has_text() && om.text() != f.first_message()) ||
+        (om.has_mode() && om.mode() != kAgentSpeaksFirst)) {
+      issues.Add("first_message", "conflicts with opening_message; send only opening_message");
+      return;
+    }
+  }
+  if (has_opening) {
+    const v1::OpeningMessage& om = f.opening_message();
+    // Keys inside opening_message merge into the stored one; the ones not sent are kept.
+    if (om.has_mode()) record.opening_mode = om.mode();
+    if (om.has_text()) record.opening_text = om.text();
+    if (om.has_delay_ms()) record.opening_delay_ms = om.delay_ms();
+  }
+  if (has_first) {
+    record.opening_mode = std::string(kAgentSpeaksFirst);
+    record.opening_text = f.first_message();
+  }
+  if (record.opening_text && record.opening_text->empty()) record.opening_text.reset();
+}
+
+// Merges a request into `record`: keys sent with a value replace, keys sent as null clear
+// (nullable fields) or restore the default, other keys keep the stored value. Required fields
+// sent as null become missing and are reported by Validate(). Returns whether the agent's
+// source is known (see ApplySource).
+bool ApplyFields(const v1::AgentFields& f, AgentRecord& record, Issues& issues) {
+  const SentKeys sent(f);
+  auto string_field = [&](absl::string_view key, bool has, const std::string& value,
+                          std::optional<std::string>& out) {
+    if (sent.Set(key, has)) {
+      out = value;
+    } else if (sent.Null(key)) {
+      out.reset();
+    }
+  };
+  auto int_field = [&](absl::string_view key, bool has, int64_t value,
+                       std::optional<int64_t>& out) {
+    if (sent.Set(key, has)) {
+      out = value;
+    } else if (sent.Null(key)) {
+      out.reset();
+    }
+  };
+
+  string_field("name", f.has_name(), f.name(), record.name);
+  string_field("phone_number", f.has_phone_number(), f.phone_number(), record.phone_number);
+  const bool source_known = ApplySource(f, sent, record, issues);
+  string_field("assistant_id", f.has_assistant_id(), f.assistant_id(), record.assistant_id);
+  if (sent.Set("call_directions", f.call_directions_size() > 0)) {
+    record.call_directions.assign(f.call_directions().begin(), f.call_directions().end());
+  } else if (sent.Null("call_directions")) {
+    record.call_directions = {std::string(kInbound)};
+  }
+  int_field("language_id", f.has_language_id(), f.language_id(), record.language_id);
+  string_field("instructions", f.has_instructions(), f.instructions(), record.instructions);
+  ApplyOpening(f, sent, record, issues);
+  if (sent.Set("max_call_duration_seconds", f.has_max_call_duration_seconds())) {
+    record.max_call_duration_seconds = f.max_call_duration_seconds();
+  } else if (sent.Null("max_call_duration_seconds")) {
+    record.max_call_duration_seconds = kDefaultMaxCallDurationSeconds;
+  }
+  if (sent.Set("disabled_metric_ids", f.disabled_metric_ids_size() > 0)) {
+    record.disabled_metric_ids.assign(f.disabled_metric_ids().begin(),
+                                      f.disabled_metric_ids().end());
+  } else if (sent.Null("disabled_metric_ids")) {
+    record.disabled_metric_ids.clear();
+  }
+  int_field("silence_threshold_ms", f.has_silence_threshold_ms(), f.silence_threshold_ms(),
+            record.silence_threshold_ms);
+  string_field("model", f.has_model(), f.model(), record.model);
+  string_field("voice", f.has_voice(), f.voice(), record.voice);
+  // Free-text settings sent empty mean "none".
+  if (record.model && record.model->empty()) record.model.reset();
+  if (record.voice && record.voice->empty()) record.voice.reset();
+  return source_known;
+}
+
+void CheckLength(absl::string_view field, const std::optional<std::string>& value, size_t max,
+                 Issues& issues) {
+  if (value && CharLength(*value) > max) {
+    issues.Add(std::string(field), absl::StrCat("must be at most ", max, " characters"));
+  }
+}
+
+// E.164 input, possibly with spaces, dashes, dots or parentheses between digits.
+bool HasOnlyPhoneCharacters(absl::string_view s) {
+  if (s.empty() || s[0] != '+') return false;
+  return std::all_of(s.begin() + 1, s.end(), [](char c) {
+    return absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == ' ' || c == '-' || c == '.' ||
+           c == '(' || c == ')';
+  });
+}
+
+// The normalized E.164 form and its country calling code, or an issue for phone_number.
+std::optional<std::pair<std::string, int>> NormalizePhone(absl::string_view raw, Issues& issues) {
+  const absl::string_view input = absl::StripAsciiWhitespace(raw);
+  if (!HasOnlyPhoneCharacters(input)) {
+    issues.Add("phone_number",
+               "must be an E.164 number: + followed by the country calling code and the "
+               "number, e.g. +14155552671");
+    return std::nullopt;
+  }
+  const PhoneNumberUtil* util = PhoneNumberUtil::GetInstance();
+  PhoneNumber number;
+  // Region "ZZ" (unknown): only numbers in international form with '+' parse.
+  switch (util->Parse(std::string(input), "ZZ", &number)) {
+    case PhoneNumberUtil::NO_PARSING_ERROR:
+      break;
+    case PhoneNumberUtil::INVALID_COUNTRY_CODE_ERROR:
+      issues.Add("phone_number", "is not a valid phone number: unknown country calling code");
+      return std::nullopt;
+    case PhoneNumberUtil::TOO_LONG_NSN:
+      issues.Add("phone_number", "is not a valid phone number: too long");
+      return std::nullopt;
+    case PhoneNumberUtil::TOO_SHORT_NSN:
+    case PhoneNumberUtil::TOO_SHORT_AFTER_IDD:
+      issues.Add("phone_number", "is not a valid phone number: too short");
+      return std::nullopt;
+    default:
+      issues.Add("phone_number", "is not a valid phone number");
+      return std::nullopt;
+  }
+  if (!util->IsValidNumber(number)) {
+    // Say why when the length alone rules it out; otherwise the digits match no number plan.
+    std::string why = "no such number";
+    switch (util->IsPossibleNumberWithReason(number)) {
+      case PhoneNumberUtil::TOO_SHORT:
+      case PhoneNumberUtil::IS_POSSIBLE_LOCAL_ONLY:
+        why = "too short";
+        break;
+      case PhoneNumberUtil::TOO_LONG:
+        why = "too long";
+        break;
+      default:
+        break;
+    }
+    issues.Add("phone_number", absl::StrCat("is not a valid phone number for country calling "
+                                            "code +",
+                                            number.country_code(), ": ", why));
+    return std::nullopt;
+  }
+  std::string e164;
+  util->Format(number, PhoneNumberUtil::E164, &e164);
+  return std::make_pair(std::move(e164), static_cast<int>(number.country_code()));
+}
+
+template <typename T>
+void Deduplicate(std::vector<T>& values) {
+  std::set<T> seen;
+  values.erase(std::remove_if(values.begin(), values.end(),
+                              [&](const T& v) { return !seen.insert(v).second; }),
+               values.end());
+}
+
+absl::StatusOr<bool> LanguageExists(db::Connection& c, int64_t id) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT 1 FROM languages WHERE id = ?"));
+  stmt.Bind(1, id);
+  return stmt.Step();
+}
+
+// Checks the merged agent against every rule and normalizes it (E.164 phone, carrier,
+// duplicate-free lists, fields ignored for its source). Problems are added to `issues`; with
+// `source_known` false the rules that depend on agent_source are skipped.
+absl::Status Validate(db::Connection& c, const AgentsStore& store, bool source_known,
+                      AgentRecord& r, Issues& issues) {
+  if (!r.name) {
+    issues.Add("name", "is required");
+  } else if (IsBlank(*r.name)) {
+    issues.Add("name", "must not be empty");
+  } else {
+    CheckLength("name", r.name, kMaxNameLength, issues);
+  }
+
+  // Without a web channel (not offered yet) the phone is the only way to reach an agent.
+  r.telephony_carrier.reset();
+  if (!r.phone_number) {
+    issues.Add("phone_number", "is required");
+  } else if (auto normalized = NormalizePhone(*r.phone_number, issues)) {
+    r.phone_number = std::move(normalized->first);
+    r.telephony_carrier = store.CarrierFor(normalized->second);
+  }
+
+  const bool external = IsExternal(r.agent_source);
+  if (!source_known) {
+    CheckLength("assistant_id", r.assistant_id, kMaxNameLength, issues);
+  } else if (external) {
+    if (!r.assistant_id || IsBlank(*r.assistant_id)) {
+      issues.Add("assistant_id", absl::StrCat("is required when agent_source is ", r.agent_source));
+    } else {
+      CheckLength("assistant_id", r.assistant_id, kMaxNameLength, issues);
+    }
+  } else {
+    r.assistant_id.reset();  // ignored for internal agents
+  }
+
+  if (r.call_directions.empty()) {
+    issues.Add("call_directions", "must not be empty (inbound, outbound)");
+  }
+  for (size_t i = 0; i < r.call_directions.size(); ++i) {
+    if (r.call_directions[i] != kInbound && r.call_directions[i] != kOutbound) {
+      issues.Add(absl::StrCat("call_directions[", i, "]"), "must be inbound or outbound");
+    }
+  }
+  Deduplicate(r.call_directions);
+
+  if (r.language_id) {
+    ASSIGN_OR_RETURN(bool exists, LanguageExists(c, *r.language_id));
+    if (!exists) {
+      issues.Add("language_id",
+                 absl::StrCat("no language ", *r.language_id, " (see GET /api/v1/languages)"));
+    }
+  } else if (source_known && !external) {
+    issues.Add("language_id", "is required for internal agents");
+  }
+
+  if (source_known && !external && (!r.instructions || IsBlank(*r.instructions))) {
+    issues.Add("instructions", "is required for internal agents");
+  } else {
+    CheckLength("instructions", r.instructions, kMaxInstructionsLength, issues);
+  }
+
+  if (r.opening_mode != kAgentSpeaksFirst && r.opening_mode != kUserSpeaksFirst) {
+    issues.Add("opening_message.mode", "must be agent_speaks_first or user_speaks_first");
+  }
+  CheckLength("opening_message.text", r.opening_text, kMaxOpeningTextLength, issues);
+  if (r.opening_delay_ms < 0 || r.opening_delay_ms > kMaxOpeningDelayMs) {
+    issues.Add("opening_message.delay_ms",
+               absl::StrCat("must be between 0 and ", kMaxOpeningDelayMs));
+  }
+
+  if (r.max_call_duration_seconds < 1 || r.max_call_duration_seconds > kMaxCallDurationSeconds) {
+    issues.Add("max_call_duration_seconds",
+               absl::StrCat("must be between 1 and ", kMaxCallDurationSeconds));
+  }
+
+  for (size_t i = 0; i < r.disabled_metric_ids.size(); ++i) {
+    if (r.disabled_metric_ids[i] <= 0) {
+      issues.Add(absl::StrCat("disabled_metric_ids[", i, "]"), "must be a positive metric id");
+    }
+  }
+  Deduplicate(r.disabled_metric_ids);
+
+  if (r.silence_threshold_ms && (*r.silence_threshold_ms < kMinSilenceThresholdMs ||
+                                 *r.silence_threshold_ms > kMaxSilenceThresholdMs)) {
+    issues.Add("silence_threshold_ms", absl::StrCat("must be between ", kMinSilenceThresholdMs,
+                                                    " and ", kMaxSilenceThresholdMs));
+  }
+  CheckLength("model", r.model, kMaxNameLength, issues);
+  CheckLength("voice", r.voice, kMaxNameLength, issues);
+  return absl::OkStatus();
+}
+
+std::string OpeningJson(const AgentRecord& r) {
+  nlohmann::json j = {{"mode", r.opening_mode}, {"delay_ms", r.opening_delay_ms}};
+  j["text"] = r.opening_text ? nlohmann::json(*r.opening_text) : nlohmann::json(nullptr);
+  return j.dump();
+}
+
+absl::StatusOr<AgentRecord> RecordFromRow(const db::Statement& s) {
+  AgentRecord r;
+  r.id = s.Int64(0);
+  r.workspace_id = s.Int64(1);
+  r.name = s.Text(2);
+  r.phone_number = s.OptionalText(3);
+  r.telephony_carrier = s.OptionalText(4);
+  r.agent_source = s.Text(5);
+  r.assistant_id = s.OptionalText(6);
+  const auto directions = nlohmann::json::parse(s.Text(7), nullptr, /*allow_exceptions=*/false);
+  const auto opening = nlohmann::json::parse(s.OptionalText(10).value_or("{}"), nullptr, false);
+  const auto disabled = nlohmann::json::parse(s.Text(12), nullptr, false);
+  if (!directions.is_array() || !opening.is_object() || !disabled.is_array()) {
+    return InternalError(absl::StrCat("agent ", r.id, " has a corrupt stored field"));
+  }
+  r.call_directions.clear();
+  for (const auto& d : directions) {
+    if (d.is_string()) r.call_directions.push_back(d.get<std::string>());
+  }
+  r.language_id = s.OptionalInt64(8);
+  r.instructions = s.OptionalText(9);
+  if (auto it = opening.find("mode"); it != opening.end() && it->is_string()) {
+    r.opening_mode = it->get<std::string>();
+  }
+  if (auto it = opening.find("text"); it != opening.end() && it->is_string()) {
+    r.opening_text = it->get<std::string>();
+  }
+  if (auto it = opening.find("delay_ms"); it != opening.end() && it->is_number_integer()) {
+    r.opening_delay_ms = it->get<int64_t>();
+  }
+  r.max_call_duration_seconds = s.Int64(11);
+  for (const auto& id : disabled) {
+    if (id.is_number_integer()) r.disabled_metric_ids.push_back(id.get<int64_t>());
+  }
+  r.silence_threshold_ms = s.OptionalInt64(13);
+  r.model = s.OptionalText(14);
+  r.voice = s.OptionalText(15);
+  r.created_at = s.Text(16);
+  r.updated_at = s.Text(17);
+  return r;
+}
+
+v1::Agent ToProto(const AgentRecord& r) {
+  v1::Agent a;
+  a.set_id(r.id);
+  a.set_client_id(r.workspace_id);
+  a.set_name(r.name.value_or(""));
+  if (r.phone_number) a.set_phone_number(*r.phone_number);
+  if (r.telephony_carrier) a.set_telephony_carrier(*r.telephony_carrier);
+  a.set_agent_source(r.agent_source);
+  if (r.assistant_id) a.set_assistant_id(*r.assistant_id);
+  for (const auto& d : r.call_directions) a.add_call_directions(d);
+  if (r.language_id) a.set_language_id(*r.language_id);
+  if (r.instructions) a.set_instructions(*r.instructions);
+  auto* om = a.mutable_opening_message();
+  om->set_mode(r.opening_mode);
+  if (r.opening_text) om->set_text(*r.opening_text);
+  om->set_delay_ms(static_cast<int32_t>(r.opening_delay_ms));
+  // Phone-only agents: transport and web_channel stay unset (null).
+  a.set_max_call_duration_seconds(static_cast<int32_t>(r.max_call_duration_seconds));
+  for (int64_t id : r.disabled_metric_ids) a.add_disabled_metric_ids(id);
+  if (r.silence_threshold_ms)
+    a.set_silence_threshold_ms(static_cast<int32_t>(*r.silence_threshold_ms));
+  if (r.model) a.set_model(*r.model);
+  if (r.voice) a.set_voice(*r.voice);
+  a.set_created_at(r.created_at);
+  a.set_updated_at(r.updated_at);
+  return a;
+}
+
+absl::StatusOr<AgentRecord> ReadAgent(db::Connection& c, int64_t workspace_id, int64_t id) {
+  static const std::string sql =
+      absl::StrCat("SELECT ", kAgentColumns, " FROM agents WHERE id = ? AND workspace_id = ?");
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare(sql));
+  stmt.Bind(1, id).Bind(2, workspace_id);
+  ASSIGN_OR_RETURN(bool found, stmt.Step());
+  if (!found) return NotFoundError(absl::StrCat("agent ", id));
+  return RecordFromRow(stmt);
+}
+
+// Binds the writable columns, in the order both INSERT and UPDATE list them, from index 1.
+void BindWritable(db::Statement& s, const AgentRecord& r) {
+  s.Bind(1, r.name.value_or(""))
+      .Bind(2, r.phone_number)
+      .Bind(3, r.telephony_carrier)
+      .Bind(4, r.agent_source)
+      .Bind(5, r.assistant_id)
+      .Bind(6, nlohmann::json(r.call_directions).dump())
+      .Bind(7, r.language_id)
+      .Bind(8, r.instructions)
+      .Bind(9, OpeningJson(r))
+      .Bind(10, r.max_call_duration_seconds)
+      .Bind(11, nlohmann::json(r.disabled_metric_ids).dump())
+      .Bind(12, r.silence_threshold_ms)
+      .Bind(13, r.model)
+      .Bind(14, r.voice)
+      .Bind(15, r.updated_at);
+}
+
+}  // namespace
+
+std::map<int, std::string> DefaultCarriers() {
+  return {{1, "twilio"}, {44, "twilio"}, {91, "plivo"}};
+}
+
+AgentsStore::AgentsStore(db::Database* db, Options options)
+    : db_(db), options_(std::move(options)) {}
+
+const std::string& AgentsStore::CarrierFor(int country_code) const {
+  auto it = options_.carriers.find(country_code);
+  return it == options_.carriers.end() ? options_.default_carrier : it->second;
+}
+
+absl::StatusOr<v1::Agent> AgentsStore::Create(int64_t workspace_id, const v1::AgentFields& fields) {
+  return db::WriteResult<v1::Agent>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Agent> {
+    AgentRecord record;
+    record.workspace_id = workspace_id;
+    Issues issues;
+    const bool source_known = ApplyFields(fields, record, issues);
+    RETURN_IF_ERROR(Validate(c, *this, source_known, record, issues));
+    if (!issues.empty()) return std::move(issues).ToStatus();
+    record.created_at = record.updated_at = NowTimestamp();
+    ASSIGN_OR_RETURN(auto insert,
+                     c.Prepare("INSERT INTO agents (name, phone_number, telephony_carrier, "
+                               "agent_source, assistant_id, call_directions, language_id, "
+                               "instructions, opening_message, max_call_duration_seconds, "
+                               "disabled_metric_ids, silence_threshold_ms, model, voice, "
+                               "updated_at, workspace_id, created_at) VALUES (?, ?, ?, ?, ?, ?, "
+                               "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    BindWritable(insert, record);
+    insert.Bind(16, workspace_id).Bind(17, record.created_at);
+    RETURN_IF_ERROR(insert.Run());
+    record.id = c.LastInsertRowId();
+    return ToProto(record);
+  });
+}
+
+absl::StatusOr<v1::Agent> AgentsStore::Get(int64_t workspace_id, int64_t id) {
+  return db::ReadResult<v1::Agent>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Agent> {
+    ASSIGN_OR_RETURN(AgentRecord record, ReadAgent(c, workspace_id, id));
+    return ToProto(record);
+  });
+}
+
+absl::StatusOr<v1::Agent> AgentsStore::Update(int64_t workspace_id, int64_t id,
+                                              const v1::AgentFields& patch) {
+  return db::WriteResult<v1::Agent>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Agent> {
+    ASSIGN_OR_RETURN(AgentRecord record, ReadAgent(c, workspace_id, id));
+    Issues issues;
+    const bool source_known = ApplyFields(patch, record, issues);
+    RETURN_IF_ERROR(Validate(c, *this, source_known, record, issues));
+    if (!issues.empty()) return std::move(issues).ToStatus();
+    record.updated_at = NowTimestamp();
+    ASSIGN_OR_RETURN(auto update,
+                     c.Prepare("UPDATE agents SET name = ?, phone_number = ?, "
+                               "telephony_carrier = ?, agent_source = ?, assistant_id = ?, "
+                               "call_directions = ?, language_id = ?, instructions = ?, "
+                               "opening_message = ?, max_call_duration_seconds = ?, "
+                               "disabled_metric_ids = ?, silence_threshold_ms = ?, model = ?, "
+                               "voice = ?, updated_at = ? WHERE id = ? AND workspace_id = ?"));
+    BindWritable(update, record);
+    update.Bind(16, id).Bind(17, workspace_id);
+    RETURN_IF_ERROR(update.Run());
+    return ToProto(record);
+  });
+}
+
+absl::Status AgentsStore::Delete(int64_t workspace_id, int64_t id) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto del, c.Prepare("DELETE FROM agents WHERE id = ? AND workspace_id = ?"));
+    del.Bind(1, id).Bind(2, workspace_id);
+    RETURN_IF_ERROR(del.Run());
+    if (c.Changes() == 0) return NotFoundError(absl::StrCat("agent ", id));
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<v1::ListAgentsResponse> AgentsStore::List(int64_t workspace_id, int page,
+                                                         int per_page) {
+  Issues issues;
+  if (page < 1) issues.Add("page", "must be at least 1");
+  if (per_page < 1 || per_page > kMaxPerPage) {
+    issues.Add("per_page", absl::StrCat("must be between 1 and ", kMaxPerPage));
+  }
+  if (!issues.empty()) return std::move(issues).ToStatus();
+  return db::ReadResult<v1::ListAgentsResponse>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<v1::ListAgentsResponse> {
+        v1::ListAgentsResponse response;
+        ASSIGN_OR_RETURN(auto count,
+                         c.Prepare("SELECT COUNT(*) FROM agents WHERE workspace_id = ?"));
+        count.Bind(1, workspace_id);
+        ASSIGN_OR_RETURN(bool row, count.Step());
+        const int64_t total = row ? count.Int64(0) : 0;
+        static const std::string sql =
+            absl::StrCat("SELECT ", kAgentColumns,
+                         " FROM agents WHERE workspace_id = ? ORDER BY id DESC LIMIT ? OFFSET ?");
+        ASSIGN_OR_RETURN(auto select, c.Prepare(sql));
+        select.Bind(1, workspace_id)
+            .Bind(2, per_page)
+            .Bind(3, static_cast<int64_t>(page - 1) * per_page);
+        while (true) {
+          ASSIGN_OR_RETURN(bool more, select.Step());
+          if (!more) break;
+          ASSIGN_OR_RETURN(AgentRecord record, RecordFromRow(select));
+          *response.add_data() = ToProto(record);
+        }
+        auto* pagination = response.mutable_pagination();
+        pagination->set_current_page(page);
+        pagination->set_per_page(per_page);
+        pagination->set_total_count(total);
+        pagination->set_total_pages(static_cast<int32_t>((total + per_page - 1) / per_page));
+        return response;
+      });
+}
+
+absl::StatusOr<v1::ListLanguagesResponse> AgentsStore::ListLanguages() {
+  return db::ReadResult<v1::ListLanguagesResponse>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<v1::ListLanguagesResponse> {
+        v1::ListLanguagesResponse response;
+        ASSIGN_OR_RETURN(auto select,
+                         c.Prepare("SELECT id, code, name FROM languages ORDER BY id"));
+        while (true) {
+          ASSIGN_OR_RETURN(bool more, select.Step());
+          if (!more) break;
+          auto* language = response.add_data();
+          language->set_id(select.Int64(0));
+          language->set_code(select.Text(1));
+          language->set_name(select.Text(2));
+        }
+        return response;
+      });
+}
+
+absl::Status AgentsStore::CheckAgentInWorkspace(int64_t workspace_id, int64_t agent_id) {
+  return db_->Read([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto stmt,
+                     c.Prepare("SELECT 1 FROM agents WHERE id = ? AND workspace_id = ?"));
+    stmt.Bind(1, agent_id).Bind(2, workspace_id);
+    ASSIGN_OR_RETURN(bool found, stmt.Step());
+    if (found) return absl::OkStatus();
+    return ValidationError(
+        "agent_not_found",
+        absl::StrCat("agent ", agent_id, " not found in workspace ", workspace_id),
+        {{"agent_id", absl::StrCat("no agent ", agent_id, " in workspace ", workspace_id)}});
+  });
+}
+
+}  // namespace calleval::agents

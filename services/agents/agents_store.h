@@ -1,0 +1,71 @@
+#pragma once
+
+// Agents (the systems under test) and the languages they speak (seed "Agent", SPEC §5).
+//
+// Every function takes the workspace the request already resolved; an agent of another
+// workspace is reported as not found. Validation collects every field problem of a request
+// into one 422 "validation_failed" error so a client can fix them all at once.
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "calleval/v1/agents.pb.h"
+#include "common/sqlite.h"
+
+namespace calleval::agents {
+
+// Limits of the agent fields that neither the seed nor SPEC §5 fixes.
+inline constexpr int kMaxNameLength = 255;  // name, model, voice, assistant_id
+inline constexpr int kMaxInstructionsLength = 100000;
+inline constexpr int kMaxOpeningTextLength = 10000;
+inline constexpr int kMaxOpeningDelayMs = 60000;
+inline constexpr int kDefaultMaxCallDurationSeconds = 600;
+inline constexpr int kMaxCallDurationSeconds = 7200;
+inline constexpr int kMinSilenceThresholdMs = 500;
+inline constexpr int kMaxSilenceThresholdMs = 60000;
+inline constexpr int kDefaultPerPage = 25;
+inline constexpr int kMaxPerPage = 100;
+
+// Country calling code -> telephony carrier of SPEC §5's default table.
+std::map<int, std::string> DefaultCarriers();
+
+class AgentsStore {
+ public:
+  struct Options {
+    // Carrier for a phone number's country calling code; codes not listed use
+    // `default_carrier`.
+    std::map<int, std::string> carriers = DefaultCarriers();
+    std::string default_carrier = "telnyx";
+  };
+
+  explicit AgentsStore(db::Database* db) : AgentsStore(db, Options()) {}
+  AgentsStore(db::Database* db, Options options);
+
+  // Validates and stores a new agent (201 at the edge).
+  absl::StatusOr<v1::Agent> Create(int64_t workspace_id, const v1::AgentFields& fields);
+  absl::StatusOr<v1::Agent> Get(int64_t workspace_id, int64_t id);
+  // PATCH: keys in `patch.set_fields` (or set on the message) change, keys in
+  // `patch.null_fields` are cleared (nullable fields) or reset to their default; the merged
+  // agent is validated as on create.
+  absl::StatusOr<v1::Agent> Update(int64_t workspace_id, int64_t id, const v1::AgentFields& patch);
+  absl::Status Delete(int64_t workspace_id, int64_t id);
+  // Newest first; page is 1-based, per_page 1..100 (else 422).
+  absl::StatusOr<v1::ListAgentsResponse> List(int64_t workspace_id, int page, int per_page);
+  absl::StatusOr<v1::ListLanguagesResponse> ListLanguages();
+
+  // For call ingest: OK when `agent_id` names an agent of the workspace, otherwise 422
+  // "agent_not_found" with a detail on field agent_id.
+  absl::Status CheckAgentInWorkspace(int64_t workspace_id, int64_t agent_id);
+
+  // The carrier for a country calling code.
+  const std::string& CarrierFor(int country_code) const;
+
+ private:
+  db::Database* db_;
+  Options options_;
+};
+
+}  // namespace calleval::agents

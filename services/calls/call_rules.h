@@ -1,0 +1,72 @@
+#pragma once
+
+// The rules of call ingest and update (SPEC §2 and the seed's Calls section) as pure functions,
+// so they are unit-tested without a database or a server.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "calleval/v1/calls.pb.h"
+#include "google/protobuf/struct.pb.h"
+
+namespace calleval::calls {
+
+inline constexpr size_t kMaxTranscriptTurns = 10000;
+inline constexpr size_t kMaxCallIdentifierLength = 255;
+
+// Field-level validation of an ingest request that needs nothing but the request itself:
+// required keys, enums, roles, timings, sizes. All problems are reported at once (422).
+// recording_url is checked separately against the URL guard.
+absl::Status ValidateIngest(const v1::IngestCallRequest& request);
+
+// "voice" when the call has a recording, "text" otherwise (the seed: a transcript without a
+// recording is stored as text automatically).
+std::string ObservationTypeOf(const v1::IngestCallRequest& request);
+
+// duration_seconds when not given: the last transcript turn's end_time, rounded; nullopt when
+// there is none (a voice call learns its duration from the decoded audio).
+std::optional<int64_t> DurationFromTranscript(const v1::IngestCallRequest& request);
+
+// Applies a metadata patch: keys with a value are added or overwritten, keys sent as null are
+// deleted, keys not sent are kept.
+void MergeMetadata(const google::protobuf::Struct& patch, google::protobuf::Struct* stored);
+
+// A copy of `metadata` without its null-valued top-level keys (null means "no value").
+google::protobuf::Struct WithoutNulls(const google::protobuf::Struct& metadata);
+
+// Which of the requested metric_ids can be scored (seed rules for metric_ids).
+struct MetricSelection {
+  std::vector<int64_t> metric_ids;          // to score; empty means "every enabled metric"
+  std::vector<int64_t> ignored_metric_ids;  // in the order given
+};
+
+// `known` says whether an id names a metric of the workspace; `disabled` lists the agent's
+// disabled metric ids; `requires_audio` says whether a metric needs a recording.
+template <typename Known, typename RequiresAudio>
+MetricSelection SelectMetrics(const std::vector<int64_t>& requested,
+                              const std::vector<int64_t>& disabled, bool has_recording,
+                              Known known, RequiresAudio requires_audio) {
+  MetricSelection out;
+  for (int64_t id : requested) {
+    bool usable = known(id);
+    for (int64_t d : disabled) usable = usable && d != id;
+    if (usable && !has_recording && requires_audio(id)) usable = false;
+    bool seen = false;
+    for (int64_t s : out.metric_ids) seen = seen || s == id;
+    if (usable) {
+      if (!seen) out.metric_ids.push_back(id);
+    } else {
+      out.ignored_metric_ids.push_back(id);
+    }
+  }
+  if (out.metric_ids.empty() && !requested.empty()) {
+    // No id can be scored: score as if metric_ids had been omitted, and report all of them.
+    out.ignored_metric_ids = requested;
+  }
+  return out;
+}
+
+}  // namespace calleval::calls

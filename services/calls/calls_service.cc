@@ -1,0 +1,81 @@
+#include "services/calls/calls_service.h"
+
+#include "common/status_macros.h"
+#include "common/unary.h"
+
+namespace calleval::calls {
+namespace {
+
+template <typename Request>
+std::optional<int64_t> ClientIdOf(const Request& request) {
+  if (!request.has_client_id()) return std::nullopt;
+  return request.client_id();
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> CallsService::Workspace(const std::string& authorization,
+                                                std::optional<int64_t> client_id) {
+  ASSIGN_OR_RETURN(accounts::Principal principal, authenticator_->Authenticate(authorization));
+  return accounts::ResolveWorkspace(principal, client_id);
+}
+
+grpc::ServerUnaryReactor* CallsService::IngestCall(grpc::CallbackServerContext* context,
+                                                   const v1::IngestCallRequest* request,
+                                                   v1::Call* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request,
+                                   response]() -> absl::Status {
+    ASSIGN_OR_RETURN(int64_t workspace, Workspace(auth, ClientIdOf(*request)));
+    ASSIGN_OR_RETURN(*response, store_->Ingest(workspace, *request));
+    if (on_ingest_) on_ingest_(*response);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* CallsService::GetCall(grpc::CallbackServerContext* context,
+                                                const v1::GetCallRequest* request,
+                                                v1::Call* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request,
+                                   response]() -> absl::Status {
+    ASSIGN_OR_RETURN(int64_t workspace, Workspace(auth, ClientIdOf(*request)));
+    ASSIGN_OR_RETURN(*response, store_->Get(workspace, request->call_identifier_or_id()));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* CallsService::UpdateCall(grpc::CallbackServerContext* context,
+                                                   const v1::UpdateCallRequest* request,
+                                                   v1::Call* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request,
+                                   response]() -> absl::Status {
+    ASSIGN_OR_RETURN(int64_t workspace, Workspace(auth, ClientIdOf(*request)));
+    std::optional<int64_t> agent_id;
+    if (request->has_agent_id()) agent_id = request->agent_id();
+    ASSIGN_OR_RETURN(*response, store_->Update(workspace, request->call_identifier_or_id(),
+                                               agent_id, request->update()));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* CallsService::ListCalls(grpc::CallbackServerContext* context,
+                                                  const v1::ListCallsRequest* request,
+                                                  v1::ListCallsResponse* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request,
+                                   response]() -> absl::Status {
+    ASSIGN_OR_RETURN(int64_t workspace, Workspace(auth, ClientIdOf(*request)));
+    ASSIGN_OR_RETURN(*response, store_->List(workspace, *request));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* CallsService::DeleteCall(grpc::CallbackServerContext* context,
+                                                   const v1::DeleteCallRequest* request,
+                                                   google::protobuf::Empty* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context),
+                                   request]() -> absl::Status {
+    ASSIGN_OR_RETURN(int64_t workspace, Workspace(auth, ClientIdOf(*request)));
+    return store_->Delete(workspace, request->call_identifier_or_id());
+  });
+}
+
+}  // namespace calleval::calls

@@ -1,0 +1,49 @@
+#pragma once
+
+// gRPC adapter of the Calls service: authenticates, resolves the workspace, calls the store.
+
+#include <functional>
+
+#include "calleval/v1/calls.grpc.pb.h"
+#include "common/thread_pool.h"
+#include "services/accounts/authenticator.h"
+#include "services/calls/calls_store.h"
+
+namespace calleval::calls {
+
+class CallsService final : public v1::Calls::CallbackService {
+ public:
+  // `on_ingest` runs after each stored ingest (wakes the recording downloader).
+  CallsService(CallsStore* store, accounts::Authenticator* authenticator, ThreadPool* pool,
+               std::function<void(const v1::Call&)> on_ingest)
+      : store_(store), authenticator_(authenticator), pool_(pool),
+        on_ingest_(std::move(on_ingest)) {}
+
+  grpc::ServerUnaryReactor* IngestCall(grpc::CallbackServerContext* context,
+                                       const v1::IngestCallRequest* request,
+                                       v1::Call* response) override;
+  grpc::ServerUnaryReactor* GetCall(grpc::CallbackServerContext* context,
+                                    const v1::GetCallRequest* request,
+                                    v1::Call* response) override;
+  grpc::ServerUnaryReactor* UpdateCall(grpc::CallbackServerContext* context,
+                                       const v1::UpdateCallRequest* request,
+                                       v1::Call* response) override;
+  grpc::ServerUnaryReactor* ListCalls(grpc::CallbackServerContext* context,
+                                      const v1::ListCallsRequest* request,
+                                      v1::ListCallsResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteCall(grpc::CallbackServerContext* context,
+                                       const v1::DeleteCallRequest* request,
+                                       google::protobuf::Empty* response) override;
+
+ private:
+  // The workspace the request acts on: the key's own, or client_id when accessible.
+  absl::StatusOr<int64_t> Workspace(const std::string& authorization,
+                                    std::optional<int64_t> client_id);
+
+  CallsStore* store_;
+  accounts::Authenticator* authenticator_;
+  ThreadPool* pool_;
+  std::function<void(const v1::Call&)> on_ingest_;
+};
+
+}  // namespace calleval::calls

@@ -1,0 +1,473 @@
+#include "services/calls/calls_store.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/clock.h"
+#include "common/errors.h"
+#include "common/standard_metrics.h"
+#include "common/status_macros.h"
+#include "services/calls/call_rules.h"
+
+namespace calleval::calls {
+namespace {
+
+constexpr int kDefaultPerPage = 25;
+constexpr int kMaxPerPage = 100;
+
+constexpr absl::string_view kCallColumns =
+    "id, workspace_id, agent_id, call_identifier, observation_type, call_direction, "
+    "analysis_status, transcription_status, recording_url, recording_state, duration_seconds, "
+    "call_timestamp, call_end_reason, customer_number, tag, label, metadata, transcript, "
+    "transcript_source, metric_ids, standard_metrics, metric_results, credits_used, "
+    "failure_reason, failure_message, created_at, updated_at";
+
+std::string JoinIds(const std::vector<int64_t>& ids) { return absl::StrJoin(ids, ","); }
+
+void SetOptional(const db::Statement& s, int column,
+                 const std::function<void(std::string)>& set) {
+  if (!s.IsNull(column)) set(s.Text(column));
+}
+
+v1::Call CallFromRow(const db::Statement& s, const RecordingSigner* signer) {
+  v1::Call call;
+  call.set_id(s.Int64(0));
+  call.set_client_id(s.Int64(1));
+  call.set_agent_id(s.Int64(2));
+  call.set_call_identifier(s.Text(3));
+  call.set_observation_type(s.Text(4));
+  call.set_call_direction(s.Text(5));
+  call.set_analysis_status(s.Text(6));
+  call.set_transcription_status(s.Text(7));
+  SetOptional(s, 8, [&](std::string v) { call.set_recording_url(std::move(v)); });
+  if (signer != nullptr && !s.IsNull(9) && s.Text(9) == "stored") {
+    call.set_presigned_recording_url(signer->Sign(call.id(), absl::Now()));
+  }
+  if (!s.IsNull(10)) call.set_duration_seconds(s.Int64(10));
+  call.set_call_timestamp(s.Text(11));
+  SetOptional(s, 12, [&](std::string v) { call.set_call_end_reason(std::move(v)); });
+  SetOptional(s, 13, [&](std::string v) { call.set_customer_number(std::move(v)); });
+  SetOptional(s, 14, [&](std::string v) { call.set_tag(std::move(v)); });
+  SetOptional(s, 15, [&](std::string v) { call.set_label(std::move(v)); });
+  call.mutable_metadata()->ParseFromString(s.Text(16));
+  if (!s.IsNull(17)) {
+    v1::StoredTranscript transcript;
+    transcript.ParseFromString(s.Text(17));
+    *call.mutable_transcript() = std::move(*transcript.mutable_turns());
+  }
+  SetOptional(s, 18, [&](std::string v) { call.set_transcript_source(std::move(v)); });
+  for (absl::string_view id : absl::StrSplit(s.Text(19), ',', absl::SkipEmpty())) {
+    int64_t value = 0;
+    if (absl::SimpleAtoi(id, &value)) call.add_metric_ids(value);
+  }
+  if (!s.IsNull(20)) {
+    v1::StoredStandardMetrics metrics;
+    metrics.ParseFromString(s.Text(20));
+    *call.mutable_standard_metrics() = std::move(*metrics.mutable_items());
+  }
+  if (!s.IsNull(21)) {
+    v1::StoredMetricResults results;
+    results.ParseFromString(s.Text(21));
+    *call.mutable_metric_results() = std::move(*results.mutable_items());
+  }
+  call.set_credits_used(s.Int64(22));
+  SetOptional(s, 23, [&](std::string v) { call.set_failure_reason(std::move(v)); });
+  SetOptional(s, 24, [&](std::string v) { call.set_failure_message(std::move(v)); });
+  call.set_created_at(s.Text(25));
+  call.set_updated_at(s.Text(26));
+  return call;
+}
+
+// The id of the workspace's call named by `key` (SPEC §2: digits are tried as the id first).
+absl::StatusOr<int64_t> FindCallId(db::Connection& c, int64_t workspace_id,
+                                   absl::string_view key) {
+  int64_t id = 0;
+  if (!key.empty() && absl::c_all_of(key, absl::ascii_isdigit) && absl::SimpleAtoi(key, &id)) {
+    ASSIGN_OR_RETURN(auto by_id,
+                     c.Prepare("SELECT id FROM calls WHERE id = ? AND workspace_id = ?"));
+    by_id.Bind(1, id).Bind(2, workspace_id);
+    ASSIGN_OR_RETURN(bool found, by_id.Step());
+    if (found) return id;
+  }
+  ASSIGN_OR_RETURN(auto by_identifier, c.Prepare("SELECT id FROM calls WHERE workspace_id = ? "
+                                                 "AND call_identifier = ?"));
+  by_identifier.Bind(1, workspace_id).Bind(2, key);
+  ASSIGN_OR_RETURN(bool found, by_identifier.Step());
+  if (!found) return NotFoundError(absl::StrCat("call ", key));
+  return by_identifier.Int64(0);
+}
+
+absl::StatusOr<v1::Call> ReadCall(db::Connection& c, int64_t id, const RecordingSigner* signer) {
+  static const std::string sql = absl::StrCat("SELECT ", kCallColumns, " FROM calls WHERE id = ?");
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare(sql));
+  stmt.Bind(1, id);
+  ASSIGN_OR_RETURN(bool found, stmt.Step());
+  if (!found) return NotFoundError(absl::StrCat("call ", id));
+  return CallFromRow(stmt, signer);
+}
+
+absl::Status ValidatePage(std::optional<int> page, std::optional<int> per_page) {
+  std::vector<FieldIssue> issues;
+  if (page && *page < 1) issues.push_back({"page", "must be at least 1"});
+  if (per_page && (*per_page < 1 || *per_page > kMaxPerPage)) {
+    issues.push_back({"per_page", absl::StrCat("must be between 1 and ", kMaxPerPage)});
+  }
+  if (issues.empty()) return absl::OkStatus();
+  return ValidationError("validation_failed", "invalid pagination", std::move(issues));
+}
+
+}  // namespace
+
+CallsStore::CallsStore(db::Database* db, AgentLookup agents, Options options)
+    : db_(db), agents_(std::move(agents)), options_(std::move(options)) {}
+
+std::string CallsStore::RecordingPath(int64_t call_id) const {
+  return absl::StrCat(options_.recordings_dir, "/", call_id);
+}
+
+absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
+                                            const v1::IngestCallRequest& request) {
+  RETURN_IF_ERROR(ValidateIngest(request));
+  const std::string observation_type = ObservationTypeOf(request);
+  const bool has_recording = observation_type == "voice";
+  if (has_recording) {
+    absl::Status url = CheckUrlLiteral(request.recording_url(), options_.url_guard);
+    if (!url.ok()) {
+      // Report the URL guard's reason under the request's field name.
+      v1::ErrorInfo info = ErrorInfoOf(url);
+      return ValidationError(info.code().empty() ? "url_not_public" : info.code(), url.message(),
+                             {{"recording_url", std::string(url.message())}});
+    }
+  }
+  ASSIGN_OR_RETURN(AgentInfo agent, agents_(workspace_id, request.agent_id()));
+
+  const std::vector<int64_t> requested(request.metric_ids().begin(), request.metric_ids().end());
+  // Until custom metrics exist the workspace's metrics are the twelve standard ones.
+  MetricSelection selection = SelectMetrics(
+      requested, agent.disabled_metric_ids, has_recording,
+      [](int64_t id) { return FindStandardMetric(id) != nullptr; },
+      [](int64_t id) {
+        const StandardMetricInfo* m = FindStandardMetric(id);
+        return m != nullptr && m->requires_audio;
+      });
+
+  std::string metadata = WithoutNulls(request.metadata()).SerializeAsString();
+  v1::StoredTranscript transcript;
+  *transcript.mutable_turns() = request.transcript();
+  std::optional<int64_t> duration;
+  if (request.has_duration_seconds()) {
+    duration = request.duration_seconds();
+  } else {
+    duration = DurationFromTranscript(request);
+  }
+  const std::string now = NowTimestamp();
+  std::string call_timestamp = now;
+  if (request.has_call_timestamp()) {
+    call_timestamp = FormatTimestamp(*ParseTimestamp(request.call_timestamp()));
+  }
+
+  ASSIGN_OR_RETURN(
+      int64_t id, db::WriteResult<int64_t>(*db_, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
+        ASSIGN_OR_RETURN(auto existing, c.Prepare("SELECT id FROM calls WHERE workspace_id = ? "
+                                                  "AND call_identifier = ?"));
+        existing.Bind(1, workspace_id).Bind(2, request.call_identifier());
+        ASSIGN_OR_RETURN(bool duplicate, existing.Step());
+        if (duplicate) {
+          return ConflictError(
+              "duplicate_call_identifier",
+              absl::StrCat("call_identifier ", request.call_identifier(), " was already submitted"),
+              {{"call_identifier", absl::StrCat("already submitted as call ", existing.Int64(0))}});
+        }
+        ASSIGN_OR_RETURN(
+            auto insert,
+            c.Prepare("INSERT INTO calls (workspace_id, agent_id, call_identifier, "
+                      "observation_type, call_direction, analysis_status, transcription_status, "
+                      "recording_url, recording_state, duration_seconds, call_timestamp, "
+                      "call_end_reason, customer_number, tag, label, metadata, transcript, "
+                      "transcript_source, metric_ids, created_at, updated_at) VALUES "
+                      "(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+        insert.Bind(1, workspace_id)
+            .Bind(2, request.agent_id())
+            .Bind(3, request.call_identifier())
+            .Bind(4, observation_type)
+            .Bind(5, request.has_call_direction() ? request.call_direction() : "inbound")
+            .Bind(6, request.transcript_size() > 0 && !has_recording ? "completed" : "pending");
+        if (has_recording) {
+          insert.Bind(7, request.recording_url()).Bind(8, "pending");
+        } else {
+          insert.BindNull(7).BindNull(8);
+        }
+        insert.Bind(9, duration).Bind(10, call_timestamp);
+        auto optional_text = [&](int index, bool has, const std::string& value) {
+          if (has) {
+            insert.Bind(index, value);
+          } else {
+            insert.BindNull(index);
+          }
+        };
+        optional_text(11, request.has_call_end_reason(), request.call_end_reason());
+        optional_text(12, request.has_customer_number(), request.customer_number());
+        optional_text(13, request.has_tag(), request.tag());
+        optional_text(14, request.has_label(), request.label());
+        insert.BindBlob(15, metadata);
+        if (request.transcript_size() > 0) {
+          insert.BindBlob(16, transcript.SerializeAsString()).Bind(17, "provided");
+        } else {
+          insert.BindNull(16).BindNull(17);
+        }
+        insert.Bind(18, JoinIds(selection.metric_ids)).Bind(19, now).Bind(20, now);
+        RETURN_IF_ERROR(insert.Run());
+        return c.LastInsertRowId();
+      }));
+
+  // The record as ingested, built from what was written (no second read on the hot path).
+  v1::Call call;
+  call.set_id(id);
+  call.set_call_identifier(request.call_identifier());
+  call.set_client_id(workspace_id);
+  call.set_agent_id(request.agent_id());
+  call.set_observation_type(observation_type);
+  call.set_call_direction(request.has_call_direction() ? request.call_direction() : "inbound");
+  call.set_analysis_status("pending");
+  call.set_transcription_status(request.transcript_size() > 0 && !has_recording ? "completed"
+                                                                                : "pending");
+  if (has_recording) call.set_recording_url(request.recording_url());
+  if (duration) call.set_duration_seconds(*duration);
+  call.set_call_timestamp(call_timestamp);
+  if (request.has_call_end_reason()) call.set_call_end_reason(request.call_end_reason());
+  if (request.has_customer_number()) call.set_customer_number(request.customer_number());
+  if (request.has_tag()) call.set_tag(request.tag());
+  if (request.has_label()) call.set_label(request.label());
+  call.mutable_metadata()->ParseFromString(metadata);
+  *call.mutable_transcript() = request.transcript();
+  if (request.transcript_size() > 0) call.set_transcript_source("provided");
+  for (int64_t m : selection.metric_ids) call.add_metric_ids(m);
+  for (int64_t m : selection.ignored_metric_ids) call.add_ignored_metric_ids(m);
+  call.set_created_at(now);
+  call.set_updated_at(now);
+  return call;
+}
+
+absl::StatusOr<v1::Call> CallsStore::Get(int64_t workspace_id, absl::string_view key) {
+  return db::ReadResult<v1::Call>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Call> {
+    ASSIGN_OR_RETURN(int64_t id, FindCallId(c, workspace_id, key));
+    return ReadCall(c, id, options_.signer);
+  });
+}
+
+absl::StatusOr<v1::Call> CallsStore::Update(int64_t workspace_id, absl::string_view key,
+                                            std::optional<int64_t> agent_id,
+                                            const v1::CallUpdate& update) {
+  auto is_set = [&](absl::string_view name) {
+    for (const auto& f : update.set_fields()) {
+      if (f == name) return true;
+    }
+    return false;
+  };
+  auto is_null = [&](absl::string_view name) {
+    for (const auto& f : update.null_fields()) {
+      if (f == name) return true;
+    }
+    return false;
+  };
+  return db::WriteResult<v1::Call>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Call> {
+    ASSIGN_OR_RETURN(int64_t id, FindCallId(c, workspace_id, key));
+    ASSIGN_OR_RETURN(v1::Call call, ReadCall(c, id, options_.signer));
+    if (agent_id && *agent_id != call.agent_id()) {
+      return NotFoundError(absl::StrCat("call ", key, " of agent ", *agent_id));
+    }
+    // Each mutable text field: a value sets it, null clears it, absence keeps it.
+    struct TextField {
+      absl::string_view name;
+      bool has;
+      const std::string& value;
+      std::function<void(const std::string*)> apply;
+    };
+    TextField fields[] = {
+        {"label", update.has_label(), update.label(),
+         [&](const std::string* v) { v ? call.set_label(*v) : call.clear_label(); }},
+        {"tag", update.has_tag(), update.tag(),
+         [&](const std::string* v) { v ? call.set_tag(*v) : call.clear_tag(); }},
+        {"customer_number", update.has_customer_number(), update.customer_number(),
+         [&](const std::string* v) {
+           v ? call.set_customer_number(*v) : call.clear_customer_number();
+         }},
+        {"call_end_reason", update.has_call_end_reason(), update.call_end_reason(),
+         [&](const std::string* v) {
+           v ? call.set_call_end_reason(*v) : call.clear_call_end_reason();
+         }},
+    };
+    for (auto& f : fields) {
+      if (f.has) {
+        f.apply(&f.value);
+      } else if (is_null(f.name)) {
+        f.apply(nullptr);
+      }
+    }
+    if (is_set("metadata")) MergeMetadata(update.metadata(), call.mutable_metadata());
+    // metadata: null is taken as "no change": deleting keys is done key by key.
+    call.set_updated_at(NowTimestamp());
+    ASSIGN_OR_RETURN(auto stmt, c.Prepare("UPDATE calls SET label = ?, tag = ?, "
+                                          "customer_number = ?, call_end_reason = ?, "
+                                          "metadata = ?, updated_at = ? WHERE id = ?"));
+    auto text = [](bool has, const std::string& v) {
+      return has ? std::optional<std::string>(v) : std::nullopt;
+    };
+    stmt.Bind(1, text(call.has_label(), call.label()))
+        .Bind(2, text(call.has_tag(), call.tag()))
+        .Bind(3, text(call.has_customer_number(), call.customer_number()))
+        .Bind(4, text(call.has_call_end_reason(), call.call_end_reason()))
+        .BindBlob(5, call.metadata().SerializeAsString())
+        .Bind(6, call.updated_at())
+        .Bind(7, id);
+    RETURN_IF_ERROR(stmt.Run());
+    return call;
+  });
+}
+
+absl::StatusOr<v1::ListCallsResponse> CallsStore::List(int64_t workspace_id,
+                                                       const v1::ListCallsRequest& request) {
+  std::optional<int> page_opt, per_page_opt;
+  if (request.has_page()) page_opt = request.page();
+  if (request.has_per_page()) per_page_opt = request.per_page();
+  RETURN_IF_ERROR(ValidatePage(page_opt, per_page_opt));
+  const int page = page_opt.value_or(1);
+  const int per_page = per_page_opt.value_or(kDefaultPerPage);
+
+  // Filters are fixed in number, so every combination is a distinct cached statement.
+  std::string where = "workspace_id = ?";
+  if (request.has_agent_id()) where += " AND agent_id = ?";
+  if (request.has_analysis_status()) where += " AND analysis_status = ?";
+  if (request.has_tag()) where += " AND tag = ?";
+  if (request.has_observation_type()) where += " AND observation_type = ?";
+  auto bind_filters = [&](db::Statement& s) {
+    int i = 1;
+    s.Bind(i++, workspace_id);
+    if (request.has_agent_id()) s.Bind(i++, request.agent_id());
+    if (request.has_analysis_status()) s.Bind(i++, request.analysis_status());
+    if (request.has_tag()) s.Bind(i++, request.tag());
+    if (request.has_observation_type()) s.Bind(i++, request.observation_type());
+    return i;
+  };
+  return db::ReadResult<v1::ListCallsResponse>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<v1::ListCallsResponse> {
+        v1::ListCallsResponse response;
+        ASSIGN_OR_RETURN(auto count, c.Prepare(absl::StrCat("SELECT COUNT(*) FROM calls WHERE ",
+                                                            where)));
+        bind_filters(count);
+        ASSIGN_OR_RETURN(bool row, count.Step());
+        const int64_t total = row ? count.Int64(0) : 0;
+        ASSIGN_OR_RETURN(auto select,
+                         c.Prepare(absl::StrCat("SELECT ", kCallColumns, " FROM calls WHERE ",
+                                                where, " ORDER BY id DESC LIMIT ? OFFSET ?")));
+        int next = bind_filters(select);
+        select.Bind(next, per_page).Bind(next + 1, static_cast<int64_t>(page - 1) * per_page);
+        while (true) {
+          ASSIGN_OR_RETURN(bool more, select.Step());
+          if (!more) break;
+          *response.add_data() = CallFromRow(select, options_.signer);
+        }
+        auto* pagination = response.mutable_pagination();
+        pagination->set_current_page(page);
+        pagination->set_per_page(per_page);
+        pagination->set_total_count(total);
+        pagination->set_total_pages(static_cast<int>((total + per_page - 1) / per_page));
+        return response;
+      });
+}
+
+absl::Status CallsStore::Delete(int64_t workspace_id, absl::string_view key) {
+  ASSIGN_OR_RETURN(int64_t id, db::WriteResult<int64_t>(
+                                   *db_, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
+                                     ASSIGN_OR_RETURN(int64_t id, FindCallId(c, workspace_id, key));
+                                     ASSIGN_OR_RETURN(auto del,
+                                                      c.Prepare("DELETE FROM calls WHERE id = ?"));
+                                     del.Bind(1, id);
+                                     RETURN_IF_ERROR(del.Run());
+                                     return id;
+                                   }));
+  std::error_code ignored;
+  std::filesystem::remove(RecordingPath(id), ignored);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<RecordingJob>> CallsStore::ClaimRecordingJob(absl::Duration lease) {
+  const int64_t now = NowUnixSeconds();
+  return db::WriteResult<std::optional<RecordingJob>>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<RecordingJob>> {
+        ASSIGN_OR_RETURN(
+            auto claim,
+            c.Prepare("UPDATE calls SET recording_lease_until = ?, recording_attempts = "
+                      "recording_attempts + 1 WHERE id = (SELECT id FROM calls WHERE "
+                      "recording_state = 'pending' AND (recording_lease_until IS NULL OR "
+                      "recording_lease_until <= ?) ORDER BY id LIMIT 1) "
+                      "RETURNING id, recording_url, recording_attempts"));
+        claim.Bind(1, now + absl::ToInt64Seconds(lease)).Bind(2, now);
+        ASSIGN_OR_RETURN(bool row, claim.Step());
+        if (!row) return std::nullopt;
+        RecordingJob job{claim.Int64(0), claim.Text(1), static_cast<int>(claim.Int64(2))};
+        // Drain the statement so the UPDATE completes before the transaction commits.
+        ASSIGN_OR_RETURN(bool more, claim.Step());
+        (void)more;
+        return std::optional<RecordingJob>(job);
+      });
+}
+
+absl::Status CallsStore::CompleteRecording(int64_t call_id, absl::string_view content_type,
+                                           int64_t bytes) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto stmt,
+                     c.Prepare("UPDATE calls SET recording_state = 'stored', "
+                               "recording_lease_until = NULL, recording_content_type = ?, "
+                               "recording_bytes = ?, updated_at = ? WHERE id = ? AND "
+                               "recording_state = 'pending'"));
+    stmt.Bind(1, content_type).Bind(2, bytes).Bind(3, NowTimestamp()).Bind(4, call_id);
+    RETURN_IF_ERROR(stmt.Run());
+    if (c.Changes() == 0) return NotFoundError(absl::StrCat("pending recording of call ", call_id));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CallsStore::RetryRecording(int64_t call_id, absl::Duration delay) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto stmt, c.Prepare("UPDATE calls SET recording_lease_until = ? WHERE id = ? "
+                                          "AND recording_state = 'pending'"));
+    stmt.Bind(1, NowUnixSeconds() + absl::ToInt64Seconds(delay)).Bind(2, call_id);
+    return stmt.Run();
+  });
+}
+
+absl::Status CallsStore::FailRecording(int64_t call_id, absl::string_view message) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(
+        auto stmt,
+        c.Prepare("UPDATE calls SET recording_state = 'failed', recording_lease_until = NULL, "
+                  "analysis_status = 'failed', transcription_status = CASE WHEN "
+                  "transcription_status = 'completed' THEN 'completed' ELSE 'failed' END, "
+                  "failure_reason = 'download_failed', failure_message = ?, updated_at = ? "
+                  "WHERE id = ? AND recording_state = 'pending'"));
+    stmt.Bind(1, message).Bind(2, NowTimestamp()).Bind(3, call_id);
+    return stmt.Run();
+  });
+}
+
+absl::StatusOr<RecordingFile> CallsStore::GetRecordingFile(int64_t call_id) {
+  return db::ReadResult<RecordingFile>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<RecordingFile> {
+        ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT recording_content_type FROM calls WHERE "
+                                              "id = ? AND recording_state = 'stored'"));
+        stmt.Bind(1, call_id);
+        ASSIGN_OR_RETURN(bool row, stmt.Step());
+        if (!row) return NotFoundError(absl::StrCat("recording of call ", call_id));
+        return RecordingFile{RecordingPath(call_id),
+                             stmt.OptionalText(0).value_or("application/octet-stream")};
+      });
+}
+
+}  // namespace calleval::calls

@@ -1,0 +1,85 @@
+#pragma once
+
+// Call records on SQLite: ingest with all of SPEC §2's rules, read by id or call_identifier,
+// update of the mutable fields, listing, deletion, and the durable queue of recording
+// downloads.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "calleval/v1/calls.pb.h"
+#include "common/sqlite.h"
+#include "common/url_guard.h"
+#include "services/calls/recording_signer.h"
+
+namespace calleval::calls {
+
+// What ingest needs to know about the call's agent.
+struct AgentInfo {
+  std::vector<int64_t> disabled_metric_ids;
+};
+// Looks the agent up in the workspace: 422 agent_not_found when it is not there.
+using AgentLookup = std::function<absl::StatusOr<AgentInfo>(int64_t workspace_id,
+                                                            int64_t agent_id)>;
+
+// A recording waiting to be downloaded, leased to one downloader.
+struct RecordingJob {
+  int64_t call_id = 0;
+  std::string url;
+  int attempts = 0;  // including this one
+};
+
+struct RecordingFile {
+  std::string path;
+  std::string content_type;
+};
+
+class CallsStore {
+ public:
+  struct Options {
+    std::string recordings_dir;  // <data-dir>/recordings
+    UrlGuardOptions url_guard;
+    const RecordingSigner* signer = nullptr;
+  };
+
+  CallsStore(db::Database* db, AgentLookup agents, Options options);
+
+  // Validates and stores a call; answers with the record (analysis_status pending) and, when
+  // some metric_ids cannot be scored, ignored_metric_ids.
+  absl::StatusOr<v1::Call> Ingest(int64_t workspace_id, const v1::IngestCallRequest& request);
+  // An all-digit key is tried as the integer id first, then as a call_identifier.
+  absl::StatusOr<v1::Call> Get(int64_t workspace_id, absl::string_view id_or_identifier);
+  // Changes label, tag, customer_number, call_end_reason and metadata (merged); with
+  // `agent_id` the call must belong to that agent (else 404).
+  absl::StatusOr<v1::Call> Update(int64_t workspace_id, absl::string_view id_or_identifier,
+                                  std::optional<int64_t> agent_id, const v1::CallUpdate& update);
+  absl::StatusOr<v1::ListCallsResponse> List(int64_t workspace_id,
+                                             const v1::ListCallsRequest& request);
+  // Deletes the record and its stored recording.
+  absl::Status Delete(int64_t workspace_id, absl::string_view id_or_identifier);
+
+  // Recording downloads. A job is leased for `lease`; a downloader that dies leaves the lease
+  // to expire and the job is handed out again.
+  absl::StatusOr<std::optional<RecordingJob>> ClaimRecordingJob(absl::Duration lease);
+  absl::Status CompleteRecording(int64_t call_id, absl::string_view content_type, int64_t bytes);
+  // Gives the job back for a later attempt (transient failure).
+  absl::Status RetryRecording(int64_t call_id, absl::Duration delay);
+  // Ends the call failed with failure_reason download_failed and `message`.
+  absl::Status FailRecording(int64_t call_id, absl::string_view message);
+  // The stored recording of a call (no workspace check: the caller verified a signed link).
+  absl::StatusOr<RecordingFile> GetRecordingFile(int64_t call_id);
+  std::string RecordingPath(int64_t call_id) const;
+
+ private:
+  db::Database* db_;
+  AgentLookup agents_;
+  Options options_;
+};
+
+}  // namespace calleval::calls

@@ -1,0 +1,537 @@
+// Drives every route of the foundation over real HTTP against the real server (all roles in
+// one process, SQLite in a temporary data dir, port 0).
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "cmd/calleval/server.h"
+#include "common/crypto.h"
+#include "common/schema.h"
+#include "services/accounts/accounts_store.h"
+#include "tests/edge/bad_bodies.h"
+#include "tests/integration/http_client.h"
+#include "tests/support/test_http_server.h"
+
+namespace calleval {
+namespace {
+
+using ::nlohmann::json;
+using ::testing::HasSubstr;
+using testing::HttpClient;
+using testing::HttpResponse;
+
+class ApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string tmpl = ::testing::TempDir() + "/api_XXXXXX";
+    dir_ = new std::string(mkdtemp(tmpl.data()));
+    ServerConfig config;
+    config.data_dir = *dir_;
+    config.http_addr = "127.0.0.1:0";
+    config.grpc_addr = "127.0.0.1:0";
+    config.access_log = false;
+    config.max_body_bytes = 1 << 20;
+    config.allow_private_hosts = {"127.0.0.1"};
+    auto server = Server::Start(config);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+    ASSERT_TRUE(server_->bootstrap().has_value());
+    key_ = new std::string(server_->bootstrap()->key.api_key);
+
+    // A second workspace with its own key, and a key of workspace 1 granted workspace 2's
+    // access, made the way callevalctl does it: on the same database file.
+    auto db = db::Database::Open(*dir_ + "/calleval.db", SchemaMigrations());
+    ASSERT_TRUE(db.ok());
+    accounts::AccountsStore store(db->get());
+    auto other = store.CreateWorkspace("other", 100);
+    ASSERT_TRUE(other.ok());
+    other_workspace_ = other->id;
+    other_key_ = new std::string(store.CreateKey(other->id, {})->api_key);
+    granted_key_ = new std::string(store.CreateKey(1, {other->id})->api_key);
+  }
+
+  static void TearDownTestSuite() {
+    delete server_;
+    std::filesystem::remove_all(*dir_);
+  }
+
+  void SetUp() override {
+    client_ = std::make_unique<HttpClient>(server_->http_base_url());
+    client_->set_api_key(*key_);
+  }
+
+  // An internal agent in the key's workspace.
+  int64_t CreateAgent(HttpClient& client, const std::string& name = "Support bot") {
+    HttpResponse r = client.Post("/api/v1/agents", json{{"name", name},
+                                                       {"phone_number", "+14155550123"},
+                                                       {"language_id", 1},
+                                                       {"instructions", "Help callers."}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.json().value("id", int64_t{0});
+  }
+
+  json TranscriptCall(const std::string& identifier, int64_t agent_id) {
+    return json{{"call_identifier", identifier},
+                {"agent_id", agent_id},
+                {"transcript",
+                 {{{"role", "AI Assistant"}, {"content", "Hello, how can I help?"},
+                   {"start_time", 0.4}, {"end_time", 2.1}},
+                  {{"role", "User"}, {"content", "My card is lost."},
+                   {"start_time", 2.9}, {"end_time", 4.6}}}},
+                {"metadata", {{"crm", "A-1"}, {"keep", true}}}};
+  }
+
+  // Polls a call until `done` holds or 10 s pass.
+  json PollCall(const std::string& key, const std::function<bool(const json&)>& done) {
+    json call;
+    for (int i = 0; i < 200; ++i) {
+      call = client_->Get("/api/public/v1/calls/" + key).json();
+      if (done(call)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return call;
+  }
+
+  static void ExpectError(const HttpResponse& r, int status, const std::string& code = "") {
+    EXPECT_EQ(r.status, status) << r.body;
+    json body = r.json();
+    ASSERT_TRUE(body.contains("error")) << r.body;
+    EXPECT_EQ(body["error"]["status"], status);
+    EXPECT_TRUE(body["error"]["message"].is_string());
+    EXPECT_TRUE(body["error"]["details"].is_array());
+    if (!code.empty()) EXPECT_EQ(body["error"]["code"], code) << r.body;
+  }
+
+  static std::string* dir_;
+  static Server* server_;
+  static std::string* key_;
+  static std::string* other_key_;
+  static std::string* granted_key_;
+  static int64_t other_workspace_;
+  std::unique_ptr<HttpClient> client_;
+};
+
+std::string* ApiTest::dir_ = nullptr;
+Server* ApiTest::server_ = nullptr;
+std::string* ApiTest::key_ = nullptr;
+std::string* ApiTest::other_key_ = nullptr;
+std::string* ApiTest::granted_key_ = nullptr;
+int64_t ApiTest::other_workspace_ = 0;
+
+TEST_F(ApiTest, HealthAndOpenApiNeedNoKey) {
+  HttpClient anonymous(server_->http_base_url());
+  EXPECT_EQ(anonymous.Get("/healthz").status, 200);
+  EXPECT_EQ(anonymous.Get("/readyz").status, 200);
+  HttpResponse openapi = anonymous.Get("/openapi.json");
+  ASSERT_EQ(openapi.status, 200);
+  json doc = openapi.json();
+  EXPECT_EQ(doc["openapi"], "3.0.3");
+  for (const char* path : {"/api/public/v1/calls", "/api/public/v1/calls/{call_identifier_or_id}",
+                           "/api/v1/agents", "/api/v1/agents/{id}", "/api/v1/languages",
+                           "/api/v1/workspaces/current"}) {
+    EXPECT_TRUE(doc["paths"].contains(path)) << path;
+  }
+}
+
+TEST_F(ApiTest, BootstrapKeyWrittenPrivately) {
+  std::ifstream in(*dir_ + "/bootstrap-key");
+  std::string key;
+  in >> key;
+  EXPECT_EQ(key, *key_);
+  auto perms = std::filesystem::status(*dir_ + "/bootstrap-key").permissions();
+  EXPECT_EQ(perms & std::filesystem::perms::group_all, std::filesystem::perms::none);
+  EXPECT_EQ(perms & std::filesystem::perms::others_all, std::filesystem::perms::none);
+}
+
+TEST_F(ApiTest, AuthenticationRequired) {
+  HttpClient anonymous(server_->http_base_url());
+  ExpectError(anonymous.Get("/api/public/v1/calls"), 401, "unauthenticated");
+  anonymous.set_api_key("cev_notakey");
+  ExpectError(anonymous.Get("/api/public/v1/calls"), 401);
+  ExpectError(anonymous.Get("/api/v1/workspaces/current"), 401);
+}
+
+TEST_F(ApiTest, CurrentWorkspaceAndGrants) {
+  HttpResponse r = client_->Get("/api/v1/workspaces/current");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json(), (json{{"id", 1}, {"name", "default"}, {"credit_balance", 10000}}));
+  ExpectError(client_->Get(absl::StrCat("/api/v1/workspaces/current?client_id=",
+                                        other_workspace_)),
+              403, "workspace_not_accessible");
+  HttpClient granted(server_->http_base_url());
+  granted.set_api_key(*granted_key_);
+  r = granted.Get(absl::StrCat("/api/v1/workspaces/current?client_id=", other_workspace_));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["name"], "other");
+}
+
+TEST_F(ApiTest, Languages) {
+  HttpResponse r = client_->Get("/api/v1/languages");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_GE(r.json()["data"].size(), 10u);
+  EXPECT_TRUE(r.json()["data"][0]["id"].is_number_integer());
+}
+
+TEST_F(ApiTest, AgentLifecycle) {
+  HttpResponse created = client_->Post(
+      "/api/v1/agents", json{{"name", "Billing"},
+                             {"phone_number", "+447911123456"},
+                             {"language_id", 2},
+                             {"instructions", "Answer billing questions."},
+                             {"first_message", "Hello from billing"},
+                             {"call_directions", {"inbound", "outbound"}}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  json agent = created.json();
+  EXPECT_EQ(agent["telephony_carrier"], "twilio");
+  EXPECT_EQ(agent["agent_source"], "internal");
+  EXPECT_EQ(agent["opening_message"]["mode"], "agent_speaks_first");
+  EXPECT_EQ(agent["opening_message"]["text"], "Hello from billing");
+  EXPECT_EQ(agent["max_call_duration_seconds"], 600);
+  EXPECT_TRUE(agent["transport"].is_null());
+  EXPECT_TRUE(agent["web_channel"].is_null());
+  const std::string path = absl::StrCat("/api/v1/agents/", agent["id"].get<int64_t>());
+
+  EXPECT_EQ(client_->Get(path).json()["name"], "Billing");
+  HttpResponse patched = client_->Patch(path, json{{"name", "Billing 2"}, {"model", nullptr}});
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(patched.json()["name"], "Billing 2");
+  EXPECT_EQ(patched.json()["phone_number"], "+447911123456");
+
+  HttpResponse list = client_->Get("/api/v1/agents?per_page=1");
+  ASSERT_EQ(list.status, 200);
+  EXPECT_EQ(list.json()["data"].size(), 1u);
+  EXPECT_EQ(list.json()["pagination"]["per_page"], 1);
+
+  HttpClient other(server_->http_base_url());
+  other.set_api_key(*other_key_);
+  ExpectError(other.Get(path), 404);
+
+  HttpResponse deleted = client_->Delete(path);
+  EXPECT_EQ(deleted.status, 204);
+  EXPECT_TRUE(deleted.body.empty());
+  ExpectError(client_->Get(path), 404);
+}
+
+TEST_F(ApiTest, AgentValidation) {
+  HttpResponse r = client_->Post("/api/v1/agents", json{{"name", "x"},
+                                                       {"phone_number", "12345"},
+                                                       {"language_id", 1},
+                                                       {"instructions", "i"}});
+  ExpectError(r, 422);
+  EXPECT_THAT(r.body, HasSubstr("phone_number"));
+  ExpectError(client_->Post("/api/v1/agents", json{{"name", "x"}, {"phone_number", "+14155550123"}}),
+              422);
+}
+
+TEST_F(ApiTest, IngestTranscriptCallAndRead) {
+  int64_t agent = CreateAgent(*client_);
+  HttpResponse r = client_->Post("/api/public/v1/calls", TranscriptCall("crm-1", agent));
+  ASSERT_EQ(r.status, 201) << r.body;
+  json call = r.json();
+  EXPECT_TRUE(call["id"].is_number_integer());
+  EXPECT_EQ(call["client_id"], 1);
+  EXPECT_EQ(call["agent_id"], agent);
+  EXPECT_EQ(call["observation_type"], "text");
+  EXPECT_EQ(call["analysis_status"], "pending");
+  EXPECT_EQ(call["transcription_status"], "completed");
+  EXPECT_EQ(call["call_direction"], "inbound");
+  EXPECT_EQ(call["duration_seconds"], 5);
+  EXPECT_EQ(call["transcript_source"], "provided");
+  EXPECT_TRUE(call["presigned_recording_url"].is_null());
+  EXPECT_TRUE(call["recording_url"].is_null());
+  EXPECT_TRUE(call["label"].is_null());
+  EXPECT_TRUE(call["failure_reason"].is_null());
+  EXPECT_FALSE(call.contains("ignored_metric_ids"));
+  EXPECT_EQ(call["metadata"], (json{{"crm", "A-1"}, {"keep", true}}));
+  EXPECT_EQ(call["transcript"][1]["role"], "User");
+  EXPECT_EQ(call["credits_used"], 0);
+
+  const std::string id = std::to_string(call["id"].get<int64_t>());
+  json by_id = client_->Get("/api/public/v1/calls/" + id).json();
+  json by_identifier = client_->Get("/api/public/v1/calls/crm-1").json();
+  EXPECT_EQ(by_id, by_identifier);
+  EXPECT_EQ(by_id["call_identifier"], "crm-1");
+}
+
+TEST_F(ApiTest, IngestRejections) {
+  int64_t agent = CreateAgent(*client_);
+  ASSERT_EQ(client_->Post("/api/public/v1/calls", TranscriptCall("dup-1", agent)).status, 201);
+  HttpResponse dup = client_->Post("/api/public/v1/calls", TranscriptCall("dup-1", agent));
+  ExpectError(dup, 409);
+  EXPECT_EQ(dup.json()["error"]["details"][0]["field"], "call_identifier");
+  EXPECT_THAT(dup.json()["error"]["details"][0]["issue"].get<std::string>(),
+              HasSubstr("already submitted as call"));
+
+  json bad_role = TranscriptCall("role-1", agent);
+  bad_role["transcript"][1]["role"] = "Customer";
+  HttpResponse role = client_->Post("/api/public/v1/calls", bad_role);
+  ExpectError(role, 422, "invalid_role");
+  EXPECT_EQ(role.json()["error"]["details"][0]["field"], "transcript[1].role");
+
+  ExpectError(client_->Post("/api/public/v1/calls",
+                            json{{"call_identifier", "none-1"}, {"agent_id", agent}}),
+              422, "recording_or_transcript_required");
+  ExpectError(client_->Post("/api/public/v1/calls", TranscriptCall("agent-404", 999999)), 422,
+              "agent_not_found");
+
+  json private_url = TranscriptCall("url-1", agent);
+  private_url["recording_url"] = "http://10.0.0.5/r.wav";
+  ExpectError(client_->Post("/api/public/v1/calls", private_url), 422, "url_not_public");
+  private_url["recording_url"] = "file:///etc/passwd";
+  ExpectError(client_->Post("/api/public/v1/calls", private_url), 422);
+
+  json wrong_type = TranscriptCall("type-1", agent);
+  wrong_type["duration_seconds"] = "long";
+  ExpectError(client_->Post("/api/public/v1/calls", wrong_type), 422);
+  json wrong_ids = TranscriptCall("type-2", agent);
+  wrong_ids["metric_ids"] = json::array({1, "two"});
+  ExpectError(client_->Post("/api/public/v1/calls", wrong_ids), 422);
+}
+
+TEST_F(ApiTest, SameIdentifierInAnotherWorkspaceIsNotADuplicate) {
+  int64_t agent = CreateAgent(*client_);
+  ASSERT_EQ(client_->Post("/api/public/v1/calls", TranscriptCall("shared-1", agent)).status, 201);
+  HttpClient other(server_->http_base_url());
+  other.set_api_key(*other_key_);
+  int64_t other_agent = CreateAgent(other);
+  EXPECT_EQ(other.Post("/api/public/v1/calls", TranscriptCall("shared-1", other_agent)).status,
+            201);
+  // And the other workspace's agent cannot be used from workspace 1.
+  ExpectError(client_->Post("/api/public/v1/calls", TranscriptCall("x-ws", other_agent)), 422,
+              "agent_not_found");
+}
+
+TEST_F(ApiTest, IgnoredMetricIds) {
+  int64_t agent = CreateAgent(*client_);
+  json body = TranscriptCall("metrics-1", agent);
+  body["metric_ids"] = {999, 1, 12};  // unknown, audio without recording, usable
+  HttpResponse r = client_->Post("/api/public/v1/calls", body);
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(r.json()["ignored_metric_ids"], json({999, 1}));
+  EXPECT_EQ(r.json()["metric_ids"], json({12}));
+  // Not in later reads.
+  EXPECT_FALSE(client_->Get("/api/public/v1/calls/metrics-1").json().contains(
+      "ignored_metric_ids"));
+}
+
+TEST_F(ApiTest, UpdateCall) {
+  int64_t agent = CreateAgent(*client_);
+  ASSERT_EQ(client_->Post("/api/public/v1/calls", TranscriptCall("upd-1", agent)).status, 201);
+  HttpResponse r = client_->Patch(
+      "/api/public/v1/calls/upd-1",
+      json{{"label", "reviewed"},
+           {"tag", "vip"},
+           {"metadata", {{"crm", "B-2"}, {"keep", nullptr}, {"new", 1}}},
+           {"call_identifier", "renamed"},  // immutable: ignored
+           {"agent_id", 424242},            // immutable: ignored
+           {"transcript", json::array()}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  json call = r.json();
+  EXPECT_EQ(call["label"], "reviewed");
+  EXPECT_EQ(call["tag"], "vip");
+  EXPECT_EQ(call["metadata"], (json{{"crm", "B-2"}, {"new", 1}}));
+  EXPECT_EQ(call["call_identifier"], "upd-1");
+  EXPECT_EQ(call["agent_id"], agent);
+  EXPECT_EQ(call["transcript"].size(), 2u);
+
+  r = client_->Patch("/api/public/v1/calls/upd-1", json{{"label", nullptr}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_TRUE(r.json()["label"].is_null());
+  EXPECT_EQ(r.json()["tag"], "vip");
+
+  ExpectError(client_->Patch(absl::StrCat("/api/public/v1/calls/upd-1?agent_id=", agent + 1000),
+                             json{{"label", "x"}}),
+              404);
+  EXPECT_EQ(client_->Patch(absl::StrCat("/api/public/v1/calls/upd-1?agent_id=", agent),
+                           json{{"label", "y"}})
+                .status,
+            200);
+  ExpectError(client_->Patch("/api/public/v1/calls/no-such-call", json{{"label", "x"}}), 404);
+}
+
+TEST_F(ApiTest, ListFiltersAndPagination) {
+  int64_t agent = CreateAgent(*client_, "lister");
+  for (int i = 0; i < 5; ++i) {
+    json body = TranscriptCall(absl::StrCat("list-", i), agent);
+    if (i % 2 == 0) body["tag"] = "even";
+    ASSERT_EQ(client_->Post("/api/public/v1/calls", body).status, 201);
+  }
+  HttpResponse r =
+      client_->Get(absl::StrCat("/api/public/v1/calls?agent_id=", agent, "&per_page=2&page=2"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  json page = r.json();
+  EXPECT_EQ(page["pagination"],
+            (json{{"current_page", 2}, {"total_pages", 3}, {"total_count", 5}, {"per_page", 2}}));
+  ASSERT_EQ(page["data"].size(), 2u);
+  EXPECT_EQ(page["data"][0]["call_identifier"], "list-2");  // newest first
+  r = client_->Get(absl::StrCat("/api/public/v1/calls?agent_id=", agent, "&tag=even"));
+  EXPECT_EQ(r.json()["pagination"]["total_count"], 3);
+  r = client_->Get(absl::StrCat("/api/public/v1/calls?agent_id=", agent,
+                                "&observation_type=voice"));
+  EXPECT_EQ(r.json()["pagination"]["total_count"], 0);
+  ExpectError(client_->Get("/api/public/v1/calls?per_page=1000"), 422);
+  ExpectError(client_->Get("/api/public/v1/calls?page=abc"), 422);
+}
+
+TEST_F(ApiTest, CrossWorkspaceIsolation) {
+  int64_t agent = CreateAgent(*client_);
+  HttpResponse r = client_->Post("/api/public/v1/calls", TranscriptCall("secret-1", agent));
+  ASSERT_EQ(r.status, 201);
+  const std::string id = std::to_string(r.json()["id"].get<int64_t>());
+  HttpClient other(server_->http_base_url());
+  other.set_api_key(*other_key_);
+  ExpectError(other.Get("/api/public/v1/calls/" + id), 404);
+  ExpectError(other.Get("/api/public/v1/calls/secret-1"), 404);
+  ExpectError(other.Patch("/api/public/v1/calls/" + id, json{{"label", "x"}}), 404);
+  ExpectError(other.Delete("/api/public/v1/calls/" + id), 404);
+  ExpectError(other.Get("/api/public/v1/calls?client_id=1"), 403, "workspace_not_accessible");
+  json body = TranscriptCall("foreign-1", agent);
+  body["client_id"] = 1;
+  ExpectError(other.Post("/api/public/v1/calls", body), 403);
+  EXPECT_EQ(other.Get("/api/public/v1/calls").json()["data"].size(),
+            other.Get("/api/public/v1/calls").json()["pagination"]["total_count"].get<size_t>());
+  // The granted key may act on the other workspace explicitly.
+  HttpClient granted(server_->http_base_url());
+  granted.set_api_key(*granted_key_);
+  EXPECT_EQ(granted.Get(absl::StrCat("/api/public/v1/calls?client_id=", other_workspace_)).status,
+            200);
+}
+
+TEST_F(ApiTest, DeleteCall) {
+  int64_t agent = CreateAgent(*client_);
+  ASSERT_EQ(client_->Post("/api/public/v1/calls", TranscriptCall("del-1", agent)).status, 201);
+  HttpResponse r = client_->Delete("/api/public/v1/calls/del-1");
+  EXPECT_EQ(r.status, 204);
+  ExpectError(client_->Get("/api/public/v1/calls/del-1"), 404);
+  ExpectError(client_->Delete("/api/public/v1/calls/del-1"), 404);
+  // The identifier can be used again once deleted.
+  EXPECT_EQ(client_->Post("/api/public/v1/calls", TranscriptCall("del-1", agent)).status, 201);
+}
+
+TEST_F(ApiTest, EdgeErrorStatuses) {
+  ExpectError(client_->Post("/api/public/v1/calls", std::string("{\"call_identifier\": ")), 400,
+              "malformed_json");
+  ExpectError(client_->Post("/api/public/v1/calls", std::string("[1,2]")), 400);
+  ExpectError(client_->Post("/api/public/v1/calls", std::string(2 << 20, ' ')), 413);
+  ExpectError(client_->Get("/api/public/v1/nothing"), 404);
+  HttpResponse wrong_method = client_->Put("/api/public/v1/calls", "{}");
+  ExpectError(wrong_method, 405);
+  EXPECT_FALSE(wrong_method.headers["allow"].empty());
+}
+
+TEST_F(ApiTest, RequestIdEchoed) {
+  HttpResponse r = client_->Send("GET", "/api/v1/languages", nullptr,
+                                 {{"X-Request-Id", "req-abc-123"}});
+  EXPECT_EQ(r.headers["x-request-id"], "req-abc-123");
+  r = client_->Get("/api/v1/languages");
+  EXPECT_FALSE(r.headers["x-request-id"].empty());
+}
+
+TEST_F(ApiTest, KeepAliveReusesOneConnection) {
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(client_->Get("/api/v1/languages").status, 200);
+  EXPECT_EQ(client_->connections_opened(), 0);  // the last request opened none
+}
+
+TEST_F(ApiTest, MalformedBodiesNeverGive5xx) {
+  int64_t agent = CreateAgent(*client_);
+  (void)agent;
+  std::vector<std::string> bodies = testdata::GenerateBadBodies();
+  ASSERT_GE(bodies.size(), 200u);
+  int checked = 0;
+  for (const std::string& body : bodies) {
+    HttpResponse r = client_->Post("/api/public/v1/calls", body);
+    EXPECT_GE(r.status, 400) << body.substr(0, 200);
+    EXPECT_LT(r.status, 500) << body.substr(0, 200) << " -> " << r.body.substr(0, 300);
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(bodies.size()));
+  // The server still answers normally.
+  EXPECT_EQ(client_->Get("/healthz").status, 200);
+}
+
+class RecordingTest : public ApiTest {
+ protected:
+  void SetUp() override {
+    ApiTest::SetUp();
+    agent_ = CreateAgent(*client_);
+  }
+  json Ingest(const std::string& identifier, const std::string& url) {
+    json body = TranscriptCall(identifier, agent_);
+    body["recording_url"] = url;
+    HttpResponse r = client_->Post("/api/public/v1/calls", body);
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.json();
+  }
+  int64_t agent_ = 0;
+  TestHttpServer files_;
+};
+
+TEST_F(RecordingTest, DownloadedStoredAndServedThroughSignedLink) {
+  std::string wav = "RIFF....WAVEfmt fake audio bytes " + std::string(100000, 'x');
+  files_.Serve("/calls/r1.wav", wav, "audio/wav");
+  json call = Ingest("rec-1", files_.url("/calls/r1.wav"));
+  EXPECT_EQ(call["observation_type"], "voice");
+  EXPECT_EQ(call["transcription_status"], "pending");
+  EXPECT_TRUE(call["presigned_recording_url"].is_null());
+  call = PollCall("rec-1", [](const json& c) { return !c["presigned_recording_url"].is_null(); });
+  ASSERT_TRUE(call["presigned_recording_url"].is_string()) << call.dump();
+  const std::string link = call["presigned_recording_url"];
+
+  HttpClient anonymous(server_->http_base_url());
+  HttpResponse audio = anonymous.Get(link);
+  ASSERT_EQ(audio.status, 200);
+  EXPECT_EQ(audio.body, wav);
+  EXPECT_EQ(audio.headers["content-type"], "audio/wav");
+
+  std::string tampered = link;
+  tampered.back() = tampered.back() == '0' ? '1' : '0';
+  ExpectError(anonymous.Get(tampered), 403);
+  std::string other_call = absl::StrReplaceAll(
+      link, {{absl::StrCat("/recordings/", call["id"].get<int64_t>()), "/recordings/999999"}});
+  ExpectError(anonymous.Get(other_call), 403);
+
+  // A correctly signed link whose expiry has passed.
+  std::ifstream key_file(*dir_ + "/signing-key", std::ios::binary);
+  std::string key((std::istreambuf_iterator<char>(key_file)), std::istreambuf_iterator<char>());
+  int64_t id = call["id"];
+  int64_t expired = 1700000000;
+  std::string signature = HexEncode(HmacSha256(key, absl::StrCat(id, ".", expired)));
+  ExpectError(anonymous.Get(absl::StrCat(server_->http_base_url(), "/recordings/", id,
+                                         "?expires=", expired, "&signature=", signature)),
+              403);
+  // Deleting the call deletes the recording.
+  EXPECT_EQ(client_->Delete("/api/public/v1/calls/rec-1").status, 204);
+  EXPECT_FALSE(std::filesystem::exists(*dir_ + "/recordings/" + std::to_string(id)));
+}
+
+TEST_F(RecordingTest, FailedDownloadEndsCallFailed) {
+  files_.Status("/missing.wav", 404);
+  Ingest("rec-404", files_.url("/missing.wav"));
+  json call = PollCall("rec-404", [](const json& c) { return c["analysis_status"] == "failed"; });
+  EXPECT_EQ(call["analysis_status"], "failed");
+  EXPECT_EQ(call["failure_reason"], "download_failed");
+  EXPECT_THAT(call["failure_message"].get<std::string>(), HasSubstr("404"));
+  EXPECT_TRUE(call["presigned_recording_url"].is_null());
+}
+
+TEST_F(RecordingTest, RedirectToLoopbackNameRefused) {
+  files_.Redirect("/redirect.wav",
+                  absl::StrCat("http://localhost:", files_.port(), "/never.wav"));
+  files_.Serve("/never.wav", "secret", "audio/wav");
+  Ingest("rec-redirect", files_.url("/redirect.wav"));
+  json call =
+      PollCall("rec-redirect", [](const json& c) { return c["analysis_status"] == "failed"; });
+  EXPECT_EQ(call["failure_reason"], "download_failed");
+  EXPECT_EQ(files_.hits("/never.wav"), 0);
+}
+
+}  // namespace
+}  // namespace calleval

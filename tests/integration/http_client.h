@@ -1,0 +1,61 @@
+#pragma once
+
+// A small blocking HTTP/1.1 client for integration tests (libcurl, one keep-alive connection
+// per client).
+
+#include <curl/curl.h>
+
+#include <map>
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace calleval::testing {
+
+struct HttpResponse {
+  long status = 0;
+  std::string body;
+  std::map<std::string, std::string> headers;  // names lower-cased
+  // The body parsed as JSON (null when it is not JSON).
+  nlohmann::json json() const;
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(std::string base_url);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  void set_api_key(std::string key) { api_key_ = std::move(key); }
+
+  HttpResponse Get(const std::string& path) { return Send("GET", path, nullptr); }
+  HttpResponse Delete(const std::string& path) { return Send("DELETE", path, nullptr); }
+  HttpResponse Post(const std::string& path, const std::string& body) {
+    return Send("POST", path, &body);
+  }
+  HttpResponse Patch(const std::string& path, const std::string& body) {
+    return Send("PATCH", path, &body);
+  }
+  HttpResponse Put(const std::string& path, const std::string& body) {
+    return Send("PUT", path, &body);
+  }
+  HttpResponse Post(const std::string& path, const nlohmann::json& body) {
+    return Post(path, body.dump());
+  }
+  HttpResponse Patch(const std::string& path, const nlohmann::json& body) {
+    return Patch(path, body.dump());
+  }
+  // Any method, absolute URL or path, optional body and extra headers.
+  HttpResponse Send(const std::string& method, const std::string& path, const std::string* body,
+                    const std::map<std::string, std::string>& headers = {});
+
+  int connections_opened() const;
+
+ private:
+  std::string base_url_;
+  std::string api_key_;
+  CURL* curl_;
+};
+
+}  // namespace calleval::testing

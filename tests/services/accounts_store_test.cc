@@ -1,0 +1,150 @@
+#include "services/accounts/accounts_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "absl/strings/match.h"
+#include "common/errors.h"
+#include "common/schema.h"
+#include "services/accounts/authenticator.h"
+
+namespace calleval::accounts {
+namespace {
+
+using ::testing::ElementsAre;
+
+class AccountsStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = ::testing::TempDir() + "/accounts_XXXXXX";
+    dir_ = mkdtemp(tmpl.data());
+    path_ = dir_ + "/calleval.db";
+    auto db = db::Database::Open(path_, SchemaMigrations());
+    ASSERT_TRUE(db.ok()) << db.status();
+    db_ = std::move(*db);
+    store_ = std::make_unique<AccountsStore>(db_.get());
+  }
+  void TearDown() override {
+    store_.reset();
+    db_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string dir_, path_;
+  std::unique_ptr<db::Database> db_;
+  std::unique_ptr<AccountsStore> store_;
+};
+
+TEST_F(AccountsStoreTest, KeysAreLongRandomAndPrefixed) {
+  std::string a = GenerateApiKey(), b = GenerateApiKey();
+  EXPECT_TRUE(absl::StartsWith(a, "cev_"));
+  EXPECT_EQ(a.size(), 4u + 32u);  // 24 random bytes = 192 bits
+  EXPECT_NE(a, b);
+}
+
+TEST_F(AccountsStoreTest, OnlyTheDigestIsStored) {
+  auto ws = store_->CreateWorkspace("acme", 5);
+  ASSERT_TRUE(ws.ok());
+  auto key = store_->CreateKey(ws->id, {});
+  ASSERT_TRUE(key.ok());
+  db_.reset();  // flush and close
+  std::string bytes;
+  for (const char* suffix : {"", "-wal"}) {
+    std::ifstream in(path_ + suffix, std::ios::binary);
+    bytes.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  EXPECT_FALSE(absl::StrContains(bytes, key->api_key));
+  EXPECT_FALSE(absl::StrContains(bytes, key->api_key.substr(10)));
+}
+
+TEST_F(AccountsStoreTest, AuthenticateKnownUnknownAndTampered) {
+  auto ws = store_->CreateWorkspace("acme", 5);
+  auto key = store_->CreateKey(ws->id, {});
+  auto principal = store_->Authenticate(key->api_key);
+  ASSERT_TRUE(principal.ok());
+  EXPECT_EQ(principal->workspace_id, ws->id);
+  std::string tampered = key->api_key;
+  tampered.back() = tampered.back() == 'A' ? 'B' : 'A';
+  EXPECT_EQ(HttpStatusFor(store_->Authenticate(tampered).status()), 401);
+  EXPECT_EQ(HttpStatusFor(store_->Authenticate("").status()), 401);
+  EXPECT_EQ(HttpStatusFor(store_->Authenticate("cev_").status()), 401);
+  EXPECT_EQ(HttpStatusFor(store_->Authenticate("Bearer x").status()), 401);
+}
+
+TEST_F(AccountsStoreTest, GrantsAndWorkspaceResolution) {
+  auto a = store_->CreateWorkspace("a", 0);
+  auto b = store_->CreateWorkspace("b", 0);
+  auto c = store_->CreateWorkspace("c", 0);
+  auto key = store_->CreateKey(a->id, {b->id});
+  ASSERT_TRUE(key.ok());
+  EXPECT_THAT(key->granted_workspace_ids, ElementsAre(b->id));
+  auto principal = store_->Authenticate(key->api_key);
+  ASSERT_TRUE(principal.ok());
+  EXPECT_EQ(*ResolveWorkspace(*principal, std::nullopt), a->id);
+  EXPECT_EQ(*ResolveWorkspace(*principal, a->id), a->id);
+  EXPECT_EQ(*ResolveWorkspace(*principal, b->id), b->id);
+  absl::Status denied = ResolveWorkspace(*principal, c->id).status();
+  EXPECT_EQ(HttpStatusFor(denied), 403);
+  EXPECT_EQ(ErrorInfoOf(denied).code(), "workspace_not_accessible");
+  EXPECT_EQ(HttpStatusFor(ResolveWorkspace(*principal, 999).status()), 403);
+}
+
+TEST_F(AccountsStoreTest, GrantOfMissingWorkspaceFails) {
+  auto a = store_->CreateWorkspace("a", 0);
+  EXPECT_EQ(HttpStatusFor(store_->CreateKey(a->id, {42}).status()), 404);
+  EXPECT_EQ(HttpStatusFor(store_->CreateKey(42, {}).status()), 404);
+}
+
+TEST_F(AccountsStoreTest, Credits) {
+  auto a = store_->CreateWorkspace("a", 10);
+  EXPECT_EQ(*store_->AddCredits(a->id, 5), 15);
+  EXPECT_EQ(*store_->AddCredits(a->id, -15), 0);
+  EXPECT_EQ(HttpStatusFor(store_->AddCredits(a->id, -1).status()), 422);
+  EXPECT_EQ(store_->GetWorkspace(a->id)->credit_balance, 0);
+}
+
+TEST_F(AccountsStoreTest, BootstrapOnlyOnEmptyDatabase) {
+  auto first = store_->BootstrapIfEmpty();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(first->has_value());
+  EXPECT_EQ((*first)->workspace.id, 1);
+  EXPECT_EQ((*first)->workspace.name, "default");
+  EXPECT_EQ((*first)->workspace.credit_balance, 10000);
+  EXPECT_TRUE(store_->Authenticate((*first)->key.api_key).ok());
+  auto second = store_->BootstrapIfEmpty();
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(second->has_value());
+}
+
+TEST(BearerTokenTest, Parsing) {
+  EXPECT_EQ(*BearerToken("Bearer cev_abc"), "cev_abc");
+  EXPECT_EQ(*BearerToken("bearer   cev_abc "), "cev_abc");
+  EXPECT_EQ(HttpStatusFor(BearerToken("").status()), 401);
+  EXPECT_EQ(HttpStatusFor(BearerToken("Basic abc").status()), 401);
+  EXPECT_EQ(HttpStatusFor(BearerToken("Bearer ").status()), 401);
+}
+
+TEST(CachingAuthenticatorTest, CachesSuccessNotFailure) {
+  int calls = 0;
+  CachingAuthenticator auth(
+      [&](absl::string_view key) -> absl::StatusOr<Principal> {
+        ++calls;
+        if (key == "cev_good") return Principal{1, 7, {}};
+        return UnauthenticatedError("invalid API key");
+      },
+      absl::Seconds(60));
+  EXPECT_EQ(auth.Authenticate("Bearer cev_good")->workspace_id, 7);
+  EXPECT_EQ(auth.Authenticate("Bearer cev_good")->workspace_id, 7);
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(auth.Authenticate("Bearer cev_bad").ok());
+  EXPECT_FALSE(auth.Authenticate("Bearer cev_bad").ok());
+  EXPECT_EQ(calls, 3);
+}
+
+}  // namespace
+}  // namespace calleval::accounts
