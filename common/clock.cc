@@ -4,7 +4,7 @@
 namespace calleval {
 
 std::string FormatTimestamp(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E*SZ", t, absl::UTCTimeZone());
+  return absl::FormatTime("%Y-%m-%d%ET%H:%M:%SZ", t, absl::UTCTimeZone());
 }
 
 std::string NowTimestamp() { return FormatTimestamp(absl::Now()); }

@@ -12,7 +12,7 @@
 
 namespace calleval {
 
-// "2026-11-22T10:15:00Z"; sub-second digits only when present.
+// "2026-11-22T10:15:00Z" (whole seconds, as SPEC §1 writes them).
 std::string FormatTimestamp(absl::Time t);
 std::string NowTimestamp();
 // Accepts RFC 3339 / ISO 8601 with a zone ("Z" or "+02:00"), and a date-time without zone

@@ -17,9 +17,11 @@ constexpr size_t kMaxBatch = 512;
 // Statement
 
 Statement::~Statement() {
-  if (stmt_ != nullptr) {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
+  if (stmt_ == nullptr) return;
+  if (owned_) {
+    sqlite3_finalize(stmt_);
+  } else {
+    conn_->Release(stmt_);
   }
 }
 
@@ -114,19 +116,31 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const std::string& 
 }
 
 Connection::~Connection() {
-  for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+  for (auto& [sql, cached] : cache_) sqlite3_finalize(cached.stmt);
   sqlite3_close_v2(db_);
 }
 
 absl::StatusOr<Statement> Connection::Prepare(absl::string_view sql) {
   auto it = cache_.find(std::string(sql));
-  if (it != cache_.end()) return Statement(it->second, this);
+  if (it != cache_.end() && !it->second.in_use) {
+    it->second.in_use = true;
+    return Statement(it->second.stmt, this, /*owned=*/false);
+  }
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
                               SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
   if (rc != SQLITE_OK) return ErrorStatus(rc, sql);
-  cache_.emplace(std::string(sql), stmt);
-  return Statement(stmt, this);
+  if (it != cache_.end()) return Statement(stmt, this, /*owned=*/true);
+  auto [inserted, ok] = cache_.emplace(std::string(sql), Cached{stmt, true});
+  by_stmt_[stmt] = &inserted->second;
+  return Statement(stmt, this, /*owned=*/false);
+}
+
+void Connection::Release(sqlite3_stmt* stmt) {
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  auto it = by_stmt_.find(stmt);
+  if (it != by_stmt_.end()) it->second->in_use = false;
 }
 
 absl::Status Connection::Exec(absl::string_view sql) {
@@ -258,10 +272,15 @@ absl::Status Database::Read(const ReadFn& fn) {
   if (conn == nullptr) {
     ASSIGN_OR_RETURN(conn, Connection::Open(path_, /*read_only=*/true));
   }
-  absl::Status status = conn->Exec("BEGIN");
+  // A read transaction keeps every statement of `fn` on one snapshot.
+  auto run = [&](absl::string_view sql) -> absl::Status {
+    ASSIGN_OR_RETURN(Statement stmt, conn->Prepare(sql));
+    return stmt.Run();
+  };
+  absl::Status status = run("BEGIN");
   if (status.ok()) {
     status = fn(*conn);
-    absl::Status ended = conn->Exec("COMMIT");
+    absl::Status ended = run("COMMIT");
     if (status.ok()) status = ended;
   }
   absl::MutexLock lock(&read_mu_);

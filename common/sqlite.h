@@ -34,7 +34,8 @@ class Connection;
 // of scope. Bind indexes are 1-based as in SQLite; column indexes are 0-based.
 class Statement {
  public:
-  Statement(Statement&& other) noexcept : stmt_(other.stmt_), conn_(other.conn_) {
+  Statement(Statement&& other) noexcept
+      : stmt_(other.stmt_), conn_(other.conn_), owned_(other.owned_) {
     other.stmt_ = nullptr;
   }
   Statement(const Statement&) = delete;
@@ -69,9 +70,12 @@ class Statement {
 
  private:
   friend class Connection;
-  Statement(sqlite3_stmt* stmt, Connection* conn) : stmt_(stmt), conn_(conn) {}
+  Statement(sqlite3_stmt* stmt, Connection* conn, bool owned)
+      : stmt_(stmt), conn_(conn), owned_(owned) {}
   sqlite3_stmt* stmt_;
   Connection* conn_;
+  // A statement prepared because the cached one was in use; finalized instead of returned.
+  bool owned_;
 };
 
 class Connection {
@@ -81,7 +85,8 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  // Returns the cached prepared statement for `sql`, compiling it on first use.
+  // Returns the cached prepared statement for `sql`, compiling it on first use. While one
+  // Statement for a text is alive, preparing the same text again gives a separate statement.
   absl::StatusOr<Statement> Prepare(absl::string_view sql);
   // Executes one or more statements without results.
   absl::Status Exec(absl::string_view sql);
@@ -93,9 +98,17 @@ class Connection {
   absl::Status ErrorStatus(int rc, absl::string_view context) const;
 
  private:
+  friend class Statement;
+  struct Cached {
+    sqlite3_stmt* stmt = nullptr;
+    bool in_use = false;
+  };
   explicit Connection(sqlite3* db) : db_(db) {}
+  void Release(sqlite3_stmt* stmt);
+
   sqlite3* db_;
-  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+  std::unordered_map<std::string, Cached> cache_;
+  std::unordered_map<sqlite3_stmt*, Cached*> by_stmt_;
 };
 
 // One schema migration: applied in order, once, tracked by PRAGMA user_version.

@@ -35,7 +35,7 @@ grpc::ServerUnaryReactor* CallsService::IngestCall(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* CallsService::GetCall(grpc::CallbackServerContext* context,
                                                 const v1::GetCallRequest* request,
                                                 v1::Call* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request,
+  return RunUnaryInline(context, [this, auth = AuthorizationOf(context), request,
                                    response]() -> absl::Status {
     ASSIGN_OR_RETURN(int64_t workspace, Workspace(auth, ClientIdOf(*request)));
     ASSIGN_OR_RETURN(*response, store_->Get(workspace, request->call_identifier_or_id()));
