@@ -51,9 +51,16 @@ struct Transfer {
   bool stopped_non_2xx = false;
   bool write_failed = false;
   int write_errno = 0;
+  const std::atomic<bool>* cancel = nullptr;
   std::string refused_address;
   std::string refused_reason;
 };
+
+// Progress callback: libcurl calls it about once a second even when no data flows.
+int CheckCancelled(void* userdata, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* t = static_cast<Transfer*>(userdata);
+  return t->cancel != nullptr && t->cancel->load() ? 1 : 0;
+}
 
 size_t WriteBody(char* data, size_t size, size_t nmemb, void* userdata) {
   auto* t = static_cast<Transfer*>(userdata);
@@ -177,10 +184,14 @@ class Fetcher {
       hop_.file = file;
       hop_.max_bytes = options_.max_bytes;
       hop_.allow_any_address = current.allowed_host;
+      hop_.cancel = options_.cancel;
       error_buffer_[0] = '\0';
       SetHopOptions(current, remaining);
       CURLcode rc = curl_easy_perform(curl_.get());
       const Transfer& t = hop_;
+      if (rc == CURLE_ABORTED_BY_CALLBACK) {
+        return Failure(absl::StatusCode::kCancelled, "cancelled");
+      }
       const std::string shown_url = RedactUrl(current.url);
 
       if (!t.refused_address.empty() && rc != CURLE_OK && !t.stopped_non_2xx) {
@@ -265,6 +276,11 @@ class Fetcher {
     curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, &OpenSocket);
     curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &hop_);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer_);
+    if (options_.cancel != nullptr) {
+      curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+      curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &CheckCancelled);
+      curl_easy_setopt(c, CURLOPT_XFERINFODATA, &hop_);
+    }
     if (resolve_) curl_easy_setopt(c, CURLOPT_RESOLVE, resolve_.get());
   }
 

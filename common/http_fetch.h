@@ -16,6 +16,7 @@
 //   kInternal            the local file could not be written.
 
 #include <cstdint>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct FetchOptions {
   // For tests (a public-looking name resolving to loopback exercises the connect-time check)
   // and for operators who pin a name; the connect-time check still applies.
   std::vector<std::string> resolve_override;
+  // When set and it becomes true, the download stops within about a second with kCancelled
+  // (a shutting-down server gives its work back instead of waiting out a long download).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct FetchResult {

@@ -95,10 +95,10 @@ absl::Status WriteBootstrapKey(const std::string& path, const std::string& key) 
 
 // The services whose HTTP annotations make up the public API.
 std::vector<const google::protobuf::ServiceDescriptor*> PublicServices() {
-  const auto* pool = google::protobuf::DescriptorPool::generated_pool();
-  return {pool->FindServiceByName(v1::Accounts::service_full_name()),
-          pool->FindServiceByName(v1::Agents::service_full_name()),
-          pool->FindServiceByName(v1::Calls::service_full_name())};
+  // Reached through a message of each file, which also makes sure the file is linked in.
+  return {v1::Workspace::descriptor()->file()->FindServiceByName("Accounts"),
+          v1::Agent::descriptor()->file()->FindServiceByName("Agents"),
+          v1::Call::descriptor()->file()->FindServiceByName("Calls")};
 }
 
 edge::LocalResponse JsonResponse(int status, std::string body) {

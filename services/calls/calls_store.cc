@@ -434,6 +434,16 @@ absl::Status CallsStore::CompleteRecording(int64_t call_id, absl::string_view co
   });
 }
 
+absl::Status CallsStore::ReleaseRecording(int64_t call_id) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto stmt, c.Prepare("UPDATE calls SET recording_lease_until = NULL, "
+                                          "recording_attempts = MAX(0, recording_attempts - 1) "
+                                          "WHERE id = ? AND recording_state = 'pending'"));
+    stmt.Bind(1, call_id);
+    return stmt.Run();
+  });
+}
+
 absl::Status CallsStore::RetryRecording(int64_t call_id, absl::Duration delay) {
   return db_->Write([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto stmt, c.Prepare("UPDATE calls SET recording_lease_until = ? WHERE id = ? "

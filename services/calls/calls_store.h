@@ -68,6 +68,8 @@ class CallsStore {
   // to expire and the job is handed out again.
   absl::StatusOr<std::optional<RecordingJob>> ClaimRecordingJob(absl::Duration lease);
   absl::Status CompleteRecording(int64_t call_id, absl::string_view content_type, int64_t bytes);
+  // Gives the job back untried (the process is stopping): the attempt does not count.
+  absl::Status ReleaseRecording(int64_t call_id);
   // Gives the job back for a later attempt (transient failure).
   absl::Status RetryRecording(int64_t call_id, absl::Duration delay);
   // Ends the call failed with failure_reason download_failed and `message`.

@@ -21,7 +21,9 @@ bool IsTransient(const absl::Status& status) {
 }  // namespace
 
 RecordingDownloader::RecordingDownloader(CallsStore* store, Options options)
-    : store_(store), options_(std::move(options)) {}
+    : store_(store), options_(std::move(options)) {
+  options_.fetch.cancel = &cancel_;
+}
 
 RecordingDownloader::~RecordingDownloader() { Stop(); }
 
@@ -39,6 +41,7 @@ void RecordingDownloader::Stop() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  cancel_.store(true);
   for (auto& t : threads_) t.join();
   threads_.clear();
 }
@@ -78,11 +81,13 @@ void RecordingDownloader::Process(const RecordingJob& job) {
     }
     return;
   }
-  if (IsTransient(result.status()) && job.attempts < options_.max_attempts) {
+  if (result.status().code() == absl::StatusCode::kCancelled) {
+    recorded = store_->ReleaseRecording(job.call_id);
+  } else if (IsTransient(result.status()) && job.attempts < options_.max_attempts) {
     recorded = store_->RetryRecording(job.call_id, absl::Seconds(5 * job.attempts));
   } else {
-    recorded = store_->FailRecording(
-        job.call_id, absl::StrCat("recording download failed: ", result.status().message()));
+    // The fetcher's messages read "recording download failed: <why>".
+    recorded = store_->FailRecording(job.call_id, result.status().message());
   }
   if (!recorded.ok()) {
     std::cerr << "recording downloader: call " << job.call_id << ": " << recorded << "\n";

@@ -33,7 +33,8 @@ class RecordingDownloader {
   void Start();
   // Wakes a worker now (after an ingest) instead of at the next poll.
   void Notify();
-  // Stops claiming new jobs and joins the workers; a download in progress finishes first.
+  // Stops claiming jobs, cancels downloads in progress (their jobs go back to the queue for
+  // the next start) and joins the workers.
   void Stop();
 
  private:
@@ -44,6 +45,8 @@ class RecordingDownloader {
   Options options_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The same as stopping_, readable by libcurl's progress callback without the lock.
+  std::atomic<bool> cancel_{false};
   int wakeups_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;
 };

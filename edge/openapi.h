@@ -1,0 +1,23 @@
+#pragma once
+
+// OpenAPI 3.0.3 description of the public API, generated from the same route table the server
+// uses, so the document cannot drift from what is served.
+//
+// Schemas follow the JSON codec's printing rules (edge/json_codec.h): int64 is an integer (never a
+// string), fields with presence and message fields are nullable, omit_empty fields may be absent,
+// Struct is an object, Value is any JSON, null_fields / set_fields never appear. Components are
+// keyed by the message's full name ("calleval.v1.Call"); `ErrorResponse` is the SPEC §1 error body.
+
+#include <string>
+#include <string_view>
+
+#include "edge/route_table.h"
+
+namespace calleval::edge {
+
+// The document as JSON text. Besides the routed methods it lists the routes the edge answers
+// itself (GET /healthz, /readyz, /openapi.json, /recordings/{id}), which need no bearer key.
+std::string BuildOpenApi(const RouteTable& routes, std::string_view title,
+                         std::string_view version);
+
+}  // namespace calleval::edge

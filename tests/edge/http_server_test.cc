@@ -1,0 +1,635 @@
+#include "edge/http_server.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+
+#include "calleval/v1/accounts.pb.h"
+#include "calleval/v1/agents.pb.h"
+#include "calleval/v1/calls.pb.h"
+#include "common/errors.h"
+#include "edge/route_table.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/empty.pb.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace calleval::edge {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using Json = nlohmann::json;
+using Response = http::response<http::string_body>;
+using ::testing::HasSubstr;
+
+// Answers calleval methods with canned messages built from the request. GetCall completes
+// inline; every other method completes on another thread, as a gRPC callback would.
+class FakeInvoker : public MethodInvoker {
+ public:
+  ~FakeInvoker() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (std::thread& t : threads_) t.join();
+  }
+
+  void Invoke(const google::protobuf::MethodDescriptor* method,
+              std::unique_ptr<google::protobuf::Message> request, const CallContext& context,
+              Done done) override {
+    std::string debug = request->ShortDebugString();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_method_ = method->name();
+      last_request_ = debug;
+      last_context_ = context;
+      ++calls_;
+    }
+    const std::string& name = method->name();
+    if (name == "GetCall") {
+      const auto& get = static_cast<const v1::GetCallRequest&>(*request);
+      if (get.call_identifier_or_id() == "missing") {
+        return done(NotFoundError("call missing"), nullptr);
+      }
+      if (get.call_identifier_or_id() == "slow") {
+        return Later(std::chrono::milliseconds(300), [done, id = get.call_identifier_or_id()] {
+          auto call = std::make_unique<v1::Call>();
+          call->set_call_identifier(id);
+          done(absl::OkStatus(), std::move(call));
+        });
+      }
+      auto call = std::make_unique<v1::Call>();
+      call->set_call_identifier(get.call_identifier_or_id());
+      call->set_client_id(get.client_id());
+      return done(absl::OkStatus(), std::move(call));
+    }
+    std::shared_ptr<google::protobuf::Message> shared(std::move(request));
+    Later(std::chrono::milliseconds(0), [name, shared, done] {
+      if (name == "IngestCall") {
+        const auto& ingest = static_cast<const v1::IngestCallRequest&>(*shared);
+        auto call = std::make_unique<v1::Call>();
+        call->set_id(42);
+        call->set_call_identifier(ingest.call_identifier());
+        call->set_agent_id(ingest.agent_id());
+        return done(absl::OkStatus(), std::move(call));
+      }
+      if (name == "UpdateCall") {
+        const auto& update = static_cast<const v1::UpdateCallRequest&>(*shared);
+        auto call = std::make_unique<v1::Call>();
+        call->set_call_identifier(update.call_identifier_or_id());
+        call->set_agent_id(update.agent_id());
+        if (update.update().has_label()) call->set_label(update.update().label());
+        return done(absl::OkStatus(), std::move(call));
+      }
+      if (name == "DeleteCall") {
+        return done(absl::OkStatus(), std::make_unique<google::protobuf::Empty>());
+      }
+      if (name == "ListCalls") {
+        const auto& list = static_cast<const v1::ListCallsRequest&>(*shared);
+        auto response = std::make_unique<v1::ListCallsResponse>();
+        response->mutable_pagination()->set_per_page(list.per_page());
+        return done(absl::OkStatus(), std::move(response));
+      }
+      done(ValidationError("not_faked", "no canned answer"), nullptr);
+    });
+  }
+
+  std::string last_method() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_method_;
+  }
+  std::string last_request() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_request_;
+  }
+  CallContext last_context() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_context_;
+  }
+  int calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+
+ private:
+  template <typename Fn>
+  void Later(std::chrono::milliseconds delay, Fn fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    threads_.emplace_back([delay, fn = std::move(fn)] {
+      std::this_thread::sleep_for(delay);
+      fn();
+    });
+  }
+
+  std::mutex mu_;
+  std::vector<std::thread> threads_;
+  std::string last_method_;
+  std::string last_request_;
+  CallContext last_context_;
+  int calls_ = 0;
+};
+
+// A blocking keep-alive client on one connection.
+class Client {
+ public:
+  explicit Client(int port) : stream_(ioc_) {
+    stream_.expires_after(std::chrono::seconds(10));
+    stream_.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  }
+
+  Response Do(http::verb verb, const std::string& target, const std::string& body = "",
+              const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+    http::request<http::string_body> request(verb, target, 11);
+    request.set(http::field::host, "localhost");
+    for (const auto& [name, value] : headers) request.set(name, value);
+    if (!body.empty() || verb == http::verb::post || verb == http::verb::patch ||
+        verb == http::verb::put) {
+      request.body() = body;
+      request.prepare_payload();
+    }
+    stream_.expires_after(std::chrono::seconds(10));
+    http::write(stream_, request);
+    Response response;
+    http::read(stream_, buffer_, response);
+    return response;
+  }
+
+  beast::tcp_stream& stream() { return stream_; }
+
+ private:
+  net::io_context ioc_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+};
+
+// Writes `data`, optionally half-closes, and reads until the server closes (or 5 s pass).
+std::string RawExchange(int port, const std::string& data, bool half_close = true) {
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.expires_after(std::chrono::seconds(5));
+  stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  beast::error_code ec;
+  net::write(stream, net::buffer(data), ec);
+  if (half_close) stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  std::string out;
+  char buf[4096];
+  while (true) {
+    size_t n = stream.read_some(net::buffer(buf), ec);
+    out.append(buf, n);
+    if (ec) break;
+  }
+  return out;
+}
+
+Json Body(const Response& response) { return Json::parse(response.body()); }
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto table = RouteTable::Build(
+        {v1::Call::descriptor()->file()->FindServiceByName("Calls"),
+         v1::Agent::descriptor()->file()->FindServiceByName("Agents"),
+         v1::Workspace::descriptor()->file()->FindServiceByName("Accounts")});
+    ASSERT_TRUE(table.ok()) << table.status();
+    table_ = std::make_unique<RouteTable>(std::move(table).value());
+  }
+
+  void StartServer(HttpServerOptions options = {}) {
+    options.port = 0;
+    options.access_log = false;
+    server_ = std::make_unique<HttpServer>(table_.get(), &invoker_, options);
+    server_->AddLocalRoute("GET", "/healthz", [](const LocalRequest& request) {
+      LocalResponse response;
+      response.body = R"({"status":"ok"})";
+      response.headers.emplace_back("cache-control", "no-store");
+      return response;
+    });
+    server_->AddLocalRoute("GET", "/recordings/", [this](const LocalRequest& request) {
+      LocalResponse response;
+      last_local_ = request;
+      auto it = request.query.find("signature");
+      if (it == request.query.end() || it->second != "good sig") {
+        response.status = 403;
+        response.body = R"({"error":{"status":403}})";
+        return response;
+      }
+      response.content_type = "audio/wav";
+      response.file_path = request.path == "/recordings/1" ? file_path_ : "/nonexistent/file";
+      return response;
+    });
+    ASSERT_TRUE(server_->Start().ok());
+    port_ = server_->port();
+    ASSERT_GT(port_, 0);
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  FakeInvoker invoker_;
+  std::unique_ptr<RouteTable> table_;
+  std::unique_ptr<HttpServer> server_;
+  int port_ = 0;
+  std::string file_path_;
+  LocalRequest last_local_;
+};
+
+TEST_F(HttpServerTest, RoutesGetWithPathAndQueryAndEchoesRequestId) {
+  StartServer();
+  Client client(port_);
+  Response response =
+      client.Do(http::verb::get, "/api/public/v1/calls/crm%2D1?client_id=5&unknown=1",
+                "", {{"x-request-id", "req-123"}, {"authorization", "Bearer k1"}});
+  EXPECT_EQ(response.result_int(), 200);
+  EXPECT_EQ(response[http::field::content_type], "application/json; charset=utf-8");
+  EXPECT_EQ(response["x-request-id"], "req-123");
+  Json body = Body(response);
+  EXPECT_EQ(body["call_identifier"], "crm-1");
+  EXPECT_EQ(body["client_id"], 5);
+  EXPECT_EQ(invoker_.last_method(), "GetCall");
+  EXPECT_EQ(invoker_.last_context().authorization, "Bearer k1");
+  EXPECT_EQ(invoker_.last_context().request_id, "req-123");
+}
+
+TEST_F(HttpServerTest, GeneratesRequestIdWhenAbsent) {
+  StartServer();
+  Client client(port_);
+  Response first = client.Do(http::verb::get, "/api/public/v1/calls/a");
+  Response second = client.Do(http::verb::get, "/api/public/v1/calls/a");
+  std::string id(first["x-request-id"]);
+  EXPECT_EQ(id.size(), 24u);
+  EXPECT_NE(id, std::string(second["x-request-id"]));
+  EXPECT_EQ(invoker_.last_context().request_id, std::string(second["x-request-id"]));
+}
+
+TEST_F(HttpServerTest, KeepAliveServesManyRequestsOnOneConnection) {
+  StartServer();
+  Client client(port_);
+  for (int i = 0; i < 20; ++i) {
+    Response get = client.Do(http::verb::get, "/api/public/v1/calls/c" + std::to_string(i));
+    ASSERT_EQ(get.result_int(), 200);
+    EXPECT_TRUE(get.keep_alive());
+    EXPECT_EQ(Body(get)["call_identifier"], "c" + std::to_string(i));
+    Response post = client.Do(http::verb::post, "/api/public/v1/calls",
+                              R"({"call_identifier": "n)" + std::to_string(i) +
+                                  R"(", "agent_id": 7})");
+    ASSERT_EQ(post.result_int(), 201);
+    EXPECT_TRUE(post.keep_alive());
+  }
+  EXPECT_EQ(invoker_.calls(), 40);
+}
+
+TEST_F(HttpServerTest, CreateAnswers201WithBody) {
+  StartServer();
+  Client client(port_);
+  Response response = client.Do(http::verb::post, "/api/public/v1/calls",
+                                R"({"call_identifier": "crm-9", "agent_id": 7})");
+  ASSERT_EQ(response.result_int(), 201);
+  Json body = Body(response);
+  EXPECT_EQ(body["id"], 42);
+  EXPECT_EQ(body["call_identifier"], "crm-9");
+  EXPECT_EQ(body["agent_id"], 7);
+  EXPECT_EQ(invoker_.last_method(), "IngestCall");
+}
+
+TEST_F(HttpServerTest, DeleteAnswers204WithoutBody) {
+  StartServer();
+  Client client(port_);
+  Response response = client.Do(http::verb::delete_, "/api/public/v1/calls/9");
+  EXPECT_EQ(response.result_int(), 204);
+  EXPECT_TRUE(response.body().empty());
+  EXPECT_EQ(invoker_.last_request(), "call_identifier_or_id: \"9\"");
+  // The connection stays usable after a body-less answer.
+  EXPECT_EQ(client.Do(http::verb::get, "/api/public/v1/calls/9").result_int(), 200);
+}
+
+TEST_F(HttpServerTest, PatchParsesBodyFieldAndQueryAndPath) {
+  StartServer();
+  Client client(port_);
+  Response response = client.Do(http::verb::patch,
+                                "/api/public/v1/calls/abc?agent_id=3&client_id=2&label=ignored",
+                                R"({"label": "L1", "unknown": true})");
+  ASSERT_EQ(response.result_int(), 200) << response.body();
+  Json body = Body(response);
+  EXPECT_EQ(body["label"], "L1");
+  EXPECT_EQ(body["agent_id"], 3);
+  EXPECT_EQ(body["call_identifier"], "abc");
+  EXPECT_THAT(invoker_.last_request(), HasSubstr("client_id: 2"));
+}
+
+TEST_F(HttpServerTest, PathBoundFieldIsNotReadFromQuery) {
+  StartServer();
+  Client client(port_);
+  Response response = client.Do(http::verb::get, "/api/v1/agents/5?id=9");
+  // GetAgent has no canned answer: the fake's 422 proves the request reached it.
+  EXPECT_EQ(response.result_int(), 422);
+  EXPECT_THAT(invoker_.last_request(), HasSubstr("id: 5"));
+  EXPECT_THAT(invoker_.last_request(), ::testing::Not(HasSubstr("id: 9")));
+}
+
+TEST_F(HttpServerTest, ListCallsReadsQueryParameters) {
+  StartServer();
+  Client client(port_);
+  Response response = client.Do(http::verb::get, "/api/public/v1/calls?per_page=7&tag=a+b%21");
+  ASSERT_EQ(response.result_int(), 200) << response.body();
+  EXPECT_EQ(Body(response)["pagination"]["per_page"], 7);
+  EXPECT_THAT(invoker_.last_request(), HasSubstr("tag: \"a b!\""));
+}
+
+TEST_F(HttpServerTest, QueryTypeErrorIs422) {
+  StartServer();
+  Client client(port_);
+  Response response = client.Do(http::verb::get, "/api/public/v1/calls?page=abc");
+  EXPECT_EQ(response.result_int(), 422);
+  Json body = Body(response);
+  EXPECT_EQ(body["error"]["status"], 422);
+  EXPECT_EQ(invoker_.calls(), 0);
+}
+
+TEST_F(HttpServerTest, UnknownRouteIs404WithErrorBody) {
+  StartServer();
+  Client client(port_);
+  Response response = client.Do(http::verb::get, "/api/v1/nothing-here", "",
+                                {{"x-request-id", "nf-1"}});
+  EXPECT_EQ(response.result_int(), 404);
+  EXPECT_EQ(response["x-request-id"], "nf-1");
+  Json body = Body(response);
+  EXPECT_EQ(body["error"]["status"], 404);
+  EXPECT_EQ(body["error"]["code"], "not_found");
+  EXPECT_TRUE(body["error"]["details"].is_array());
+  EXPECT_TRUE(response.keep_alive());
+}
+
+TEST_F(HttpServerTest, WrongMethodIs405WithAllow) {
+  StartServer();
+  Client client(port_);
+  Response response = client.Do(http::verb::put, "/api/public/v1/calls/1", "{}");
+  EXPECT_EQ(response.result_int(), 405);
+  EXPECT_EQ(response[http::field::allow], "GET, PATCH, DELETE");
+  Json body = Body(response);
+  EXPECT_EQ(body["error"]["status"], 405);
+  EXPECT_EQ(body["error"]["code"], "method_not_allowed");
+
+  Response local = client.Do(http::verb::post, "/healthz", "{}");
+  EXPECT_EQ(local.result_int(), 405);
+  EXPECT_EQ(local[http::field::allow], "GET");
+}
+
+TEST_F(HttpServerTest, ServiceErrorsMapToStatus) {
+  StartServer();
+  Client client(port_);
+  Response response = client.Do(http::verb::get, "/api/public/v1/calls/missing");
+  EXPECT_EQ(response.result_int(), 404);
+  Json body = Body(response);
+  EXPECT_EQ(body["error"]["code"], "not_found");
+  EXPECT_EQ(body["error"]["message"], "call missing not found");
+}
+
+TEST_F(HttpServerTest, EmptyOrMalformedBodyIs400) {
+  StartServer();
+  Client client(port_);
+  Response empty = client.Do(http::verb::post, "/api/public/v1/calls", "");
+  EXPECT_EQ(empty.result_int(), 400);
+  EXPECT_EQ(Body(empty)["error"]["code"], "malformed_json");
+
+  Response broken = client.Do(http::verb::post, "/api/public/v1/calls", "{\"call_identifier\":");
+  EXPECT_EQ(broken.result_int(), 400);
+  EXPECT_EQ(Body(broken)["error"]["status"], 400);
+
+  Response array = client.Do(http::verb::post, "/api/public/v1/calls", "[1]");
+  EXPECT_EQ(array.result_int(), 400);
+  EXPECT_EQ(invoker_.calls(), 0);
+  // Still the same healthy connection.
+  EXPECT_EQ(client.Do(http::verb::get, "/api/public/v1/calls/x").result_int(), 200);
+}
+
+TEST_F(HttpServerTest, OversizedBodyIs413AndCloses) {
+  HttpServerOptions options;
+  options.max_body_bytes = 1024;
+  StartServer(options);
+  Client client(port_);
+  std::string big = "{\"call_identifier\": \"" + std::string(4096, 'x') + "\"}";
+  Response response = client.Do(http::verb::post, "/api/public/v1/calls", big,
+                                {{"x-request-id", "big-1"}});
+  EXPECT_EQ(response.result_int(), 413);
+  EXPECT_FALSE(response.keep_alive());
+  EXPECT_EQ(response["x-request-id"], "big-1");
+  Json body = Body(response);
+  EXPECT_EQ(body["error"]["status"], 413);
+  EXPECT_EQ(body["error"]["code"], "body_too_large");
+  EXPECT_EQ(invoker_.calls(), 0);
+
+  // A body just under the limit is fine.
+  Client other(port_);
+  EXPECT_EQ(other.Do(http::verb::post, "/api/public/v1/calls", R"({"call_identifier": "s"})")
+                .result_int(),
+            201);
+}
+
+TEST_F(HttpServerTest, OversizedBodyWithExpectContinueIs413) {
+  HttpServerOptions options;
+  options.max_body_bytes = 1024;
+  StartServer(options);
+  std::string raw =
+      "POST /api/public/v1/calls HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n"
+      "Expect: 100-continue\r\n\r\n";
+  std::string answer = RawExchange(port_, raw, /*half_close=*/false);
+  EXPECT_THAT(answer, HasSubstr("HTTP/1.1 413"));
+  EXPECT_THAT(answer, HasSubstr("body_too_large"));
+}
+
+TEST_F(HttpServerTest, ExpectContinueGetsInterimAnswer) {
+  StartServer();
+  std::string body = R"({"call_identifier": "e1", "agent_id": 1})";
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.expires_after(std::chrono::seconds(5));
+  stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_));
+  std::string head = "POST /api/public/v1/calls HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                     std::to_string(body.size()) + "\r\nExpect: 100-continue\r\n\r\n";
+  net::write(stream, net::buffer(head));
+  beast::flat_buffer buffer;
+  http::response_parser<http::empty_body> interim;
+  http::read_header(stream, buffer, interim);
+  EXPECT_EQ(interim.get().result_int(), 100);
+  net::write(stream, net::buffer(body));
+  Response response;
+  http::read(stream, buffer, response);
+  EXPECT_EQ(response.result_int(), 201);
+  EXPECT_EQ(Body(response)["call_identifier"], "e1");
+}
+
+TEST_F(HttpServerTest, LocalRoutesServeJsonAndFiles) {
+  file_path_ = ::testing::TempDir() + "/http_server_test_recording.wav";
+  std::string content = "RIFF";
+  for (int i = 0; i < 100000; ++i) content.push_back(static_cast<char>(i * 7));
+  {
+    std::ofstream out(file_path_, std::ios::binary);
+    out << content;
+  }
+  StartServer();
+  Client client(port_);
+  Response health = client.Do(http::verb::get, "/healthz");
+  EXPECT_EQ(health.result_int(), 200);
+  EXPECT_EQ(Body(health)["status"], "ok");
+  EXPECT_EQ(health["cache-control"], "no-store");
+  EXPECT_FALSE(health["x-request-id"].empty());
+
+  Response file = client.Do(http::verb::get, "/recordings/1?expires=10&signature=good+sig",
+                            "", {{"X-Custom", "v"}});
+  ASSERT_EQ(file.result_int(), 200);
+  EXPECT_EQ(file[http::field::content_type], "audio/wav");
+  EXPECT_EQ(file.body(), content);
+  EXPECT_EQ(last_local_.method, "GET");
+  EXPECT_EQ(last_local_.path, "/recordings/1");
+  EXPECT_EQ(last_local_.query.at("expires"), "10");
+  EXPECT_EQ(last_local_.headers.at("x-custom"), "v");
+
+  Response forbidden = client.Do(http::verb::get, "/recordings/1?expires=10&signature=bad");
+  EXPECT_EQ(forbidden.result_int(), 403);
+  Response missing = client.Do(http::verb::get, "/recordings/2?signature=good%20sig");
+  EXPECT_EQ(missing.result_int(), 404);
+  EXPECT_EQ(Body(missing)["error"]["code"], "not_found");
+  // Prefix "/healthz" does not swallow "/healthzz".
+  EXPECT_EQ(client.Do(http::verb::get, "/healthzz").result_int(), 404);
+  std::remove(file_path_.c_str());
+}
+
+TEST_F(HttpServerTest, RateLimitAnswers429WithRetryAfter) {
+  HttpServerOptions options;
+  options.rate_limit_per_second = 0.5;
+  options.rate_limit_burst = 2;
+  StartServer(options);
+  Client client(port_);
+  std::vector<std::pair<std::string, std::string>> key_a = {{"authorization", "Bearer a"}};
+  EXPECT_EQ(client.Do(http::verb::get, "/api/public/v1/calls/1", "", key_a).result_int(), 200);
+  EXPECT_EQ(client.Do(http::verb::get, "/api/public/v1/calls/1", "", key_a).result_int(), 200);
+  Response limited = client.Do(http::verb::get, "/api/public/v1/calls/1", "", key_a);
+  EXPECT_EQ(limited.result_int(), 429);
+  int retry_after = std::stoi(std::string(limited[http::field::retry_after]));
+  EXPECT_GE(retry_after, 1);
+  EXPECT_LE(retry_after, 2);
+  Json body = Body(limited);
+  EXPECT_EQ(body["error"]["code"], "rate_limited");
+  EXPECT_EQ(body["error"]["status"], 429);
+  // Another key has its own bucket; local routes are never limited.
+  EXPECT_EQ(client.Do(http::verb::get, "/api/public/v1/calls/1", "", {{"authorization", "b"}})
+                .result_int(),
+            200);
+  EXPECT_EQ(client.Do(http::verb::get, "/healthz", "", key_a).result_int(), 200);
+}
+
+TEST_F(HttpServerTest, SurvivesClientDisconnectMidBody) {
+  StartServer();
+  std::string partial =
+      "POST /api/public/v1/calls HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"call_";
+  std::string answer = RawExchange(port_, partial, /*half_close=*/true);
+  EXPECT_EQ(answer, "");
+  // Disconnect without reading, in the middle of a header.
+  RawExchange(port_, "GET /api/public/v1/calls/1 HTTP/1.1\r\nHo", true);
+  Client client(port_);
+  EXPECT_EQ(client.Do(http::verb::get, "/api/public/v1/calls/1").result_int(), 200);
+  EXPECT_EQ(invoker_.calls(), 1);
+}
+
+TEST_F(HttpServerTest, SurvivesClientDisconnectBeforeAnswer) {
+  StartServer();
+  {
+    net::io_context ioc;
+    beast::tcp_stream stream(ioc);
+    stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_));
+    std::string request = "GET /api/public/v1/calls/slow HTTP/1.1\r\nHost: x\r\n\r\n";
+    net::write(stream, net::buffer(request));
+    // Closed before the 300 ms answer arrives.
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  Client client(port_);
+  EXPECT_EQ(client.Do(http::verb::get, "/api/public/v1/calls/1").result_int(), 200);
+}
+
+TEST_F(HttpServerTest, MalformedHttpGets400AndClose) {
+  StartServer();
+  std::string answer = RawExchange(port_, "GARBAGE\r\n\r\n");
+  EXPECT_THAT(answer, HasSubstr("400"));
+  answer = RawExchange(port_, "GET /x HTTP/1.1\r\nBad Header Line\r\n\r\n");
+  EXPECT_THAT(answer, HasSubstr("400"));
+  answer = RawExchange(port_, std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11));
+  Client client(port_);
+  EXPECT_EQ(client.Do(http::verb::get, "/api/public/v1/calls/1").result_int(), 200);
+}
+
+TEST_F(HttpServerTest, HttpOneZeroClosesUnlessKeepAlive) {
+  StartServer();
+  std::string answer =
+      RawExchange(port_, "GET /api/public/v1/calls/z HTTP/1.0\r\n\r\n", /*half_close=*/false);
+  EXPECT_THAT(answer, HasSubstr("HTTP/1.0 200"));
+  EXPECT_THAT(answer, HasSubstr("\"call_identifier\":\"z\""));
+}
+
+TEST_F(HttpServerTest, ShutdownFinishesInFlightRequestAndIsIdempotent) {
+  StartServer();
+  Response slow;
+  std::thread requester([&] {
+    Client client(port_);
+    slow = client.Do(http::verb::get, "/api/public/v1/calls/slow");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // An idle keep-alive connection must not hold up shutdown.
+  Client idle(port_);
+  EXPECT_EQ(idle.Do(http::verb::get, "/api/public/v1/calls/1").result_int(), 200);
+  server_->Shutdown();
+  requester.join();
+  EXPECT_EQ(slow.result_int(), 200);
+  EXPECT_FALSE(slow.keep_alive());
+  EXPECT_EQ(Body(slow)["call_identifier"], "slow");
+  server_->Shutdown();
+  // No longer accepting.
+  net::io_context ioc;
+  tcp::socket socket(ioc);
+  beast::error_code ec;
+  socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_), ec);
+  EXPECT_TRUE(ec);
+}
+
+TEST_F(HttpServerTest, StartFailsOnBusyPort) {
+  StartServer();
+  HttpServerOptions options;
+  options.port = port_;
+  options.access_log = false;
+  HttpServer second(table_.get(), &invoker_, options);
+  absl::Status status = second.Start();
+  EXPECT_FALSE(status.ok());
+  second.Shutdown();
+}
+
+TEST_F(HttpServerTest, ManyConcurrentConnections) {
+  HttpServerOptions options;
+  options.threads = 4;
+  StartServer(options);
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&, c] {
+      Client client(port_);
+      for (int i = 0; i < 50; ++i) {
+        std::string id = "c" + std::to_string(c) + "-" + std::to_string(i);
+        Response response = client.Do(http::verb::get, "/api/public/v1/calls/" + id);
+        if (response.result_int() == 200 && Body(response)["call_identifier"] == id) ++ok;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 400);
+}
+
+}  // namespace
+}  // namespace calleval::edge
