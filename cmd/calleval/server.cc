@@ -21,6 +21,7 @@
 #include "common/schema.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
+#include "edge/direct_invoker.h"
 #include "edge/grpc_invoker.h"
 #include "edge/http_server.h"
 #include "edge/json_codec.h"
@@ -112,6 +113,27 @@ edge::LocalResponse ErrorResponse(const absl::Status& status) {
   return JsonResponse(HttpStatusFor(status), edge::PrintJson(ToErrorResponse(status)));
 }
 
+// Call ingest's view of agents: the agent must be in the workspace (else 422 agent_not_found);
+// its disabled metrics decide which metric_ids are ignored.
+calls::AgentLookup AgentLookupFor(agents::AgentsStore* agents) {
+  return [agents](int64_t workspace_id, int64_t agent_id) -> absl::StatusOr<calls::AgentInfo> {
+    auto agent = agents->Get(workspace_id, agent_id);
+    if (!agent.ok()) {
+      if (agent.status().code() != absl::StatusCode::kNotFound) return agent.status();
+      return ValidationError(
+          "agent_not_found", absl::StrCat("agent ", agent_id, " not found"),
+          {{"agent_id", absl::StrCat("no agent ", agent_id, " in workspace ", workspace_id)}});
+    }
+    return calls::AgentInfo{
+        {agent->disabled_metric_ids().begin(), agent->disabled_metric_ids().end()}};
+  };
+}
+
+const google::protobuf::MethodDescriptor* Method(const google::protobuf::ServiceDescriptor* service,
+                                                 const char* name) {
+  return service->FindMethodByName(name);
+}
+
 // The edge binds its port before the services exist (presigned links name that port), so it
 // starts with this forwarder, which answers 503 until the invoker is in place.
 struct InvokerSlot : edge::MethodInvoker {
@@ -147,7 +169,8 @@ struct Server::State {
   int grpc_port = 0;
   std::unique_ptr<edge::RouteTable> routes;
   std::string openapi;
-  std::unique_ptr<edge::GrpcInvoker> invoker;
+  std::unique_ptr<edge::GrpcInvoker> grpc_invoker;
+  std::unique_ptr<edge::DirectInvoker> direct_invoker;
   InvokerSlot invoker_slot;
   std::unique_ptr<edge::HttpServer> http_server;
   std::optional<accounts::Bootstrap> bootstrap;
@@ -158,6 +181,117 @@ struct Server::State {
 };
 
 Server::Server(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+void Server::AddLocalRoutes(State* state) {
+  edge::HttpServer& http = *state->http_server;
+  http.AddLocalRoute("GET", "/healthz", [](const edge::LocalRequest&) {
+    return JsonResponse(200, R"({"status":"ok"})");
+  });
+  http.AddLocalRoute("GET", "/readyz", [state](const edge::LocalRequest&) {
+    if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
+    absl::Status ok = state->database->Read([](db::Connection& c) { return c.Exec("SELECT 1"); });
+    if (!ok.ok()) return ErrorResponse(absl::UnavailableError("database not ready"));
+    return JsonResponse(200, R"({"status":"ready"})");
+  });
+  http.AddLocalRoute("GET", "/openapi.json", [state](const edge::LocalRequest&) {
+    return JsonResponse(200, state->openapi);
+  });
+  http.AddLocalRoute("GET", "/recordings/", [state](const edge::LocalRequest& r) {
+    if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
+    int64_t call_id = 0;
+    absl::string_view id = absl::string_view(r.path).substr(std::string("/recordings/").size());
+    auto expires = r.query.find("expires");
+    auto signature = r.query.find("signature");
+    if (!absl::SimpleAtoi(id, &call_id) || expires == r.query.end() ||
+        signature == r.query.end() ||
+        !state->signer->Verify(call_id, expires->second, signature->second, absl::Now())) {
+      return ErrorResponse(
+          ForbiddenError("invalid_signature",
+                         "the recording link is invalid or has expired; fetch the call again "
+                         "for a fresh presigned_recording_url"));
+    }
+    auto file = state->calls_store->GetRecordingFile(call_id);
+    if (!file.ok()) return ErrorResponse(file.status());
+    edge::LocalResponse response;
+    response.content_type = file->content_type;
+    response.file_path = file->path;
+    return response;
+  });
+}
+
+void Server::RegisterDirectHandlers(State& s) {
+  using Dispatch = edge::DirectInvoker::Dispatch;
+  edge::DirectInvoker& direct = *s.direct_invoker;
+  if (auto* svc = s.accounts_service.get()) {
+    const auto* d = v1::Workspace::descriptor()->file()->FindServiceByName("Accounts");
+    direct.Register<v1::GetCurrentWorkspaceRequest, v1::Workspace>(
+        Method(d, "GetCurrentWorkspace"), Dispatch::kInline,
+        [svc](const std::string& auth, const auto& req, auto* resp) {
+          return svc->HandleGetCurrentWorkspace(auth, req, resp);
+        });
+  }
+  if (auto* svc = s.agents_service.get()) {
+    const auto* d = v1::Agent::descriptor()->file()->FindServiceByName("Agents");
+    direct.Register<v1::AgentFields, v1::Agent>(
+        Method(d, "CreateAgent"), Dispatch::kPool,
+        [svc](const std::string& auth, const auto& req, auto* resp) {
+          return svc->HandleCreateAgent(auth, req, resp);
+        });
+    direct.Register<v1::GetAgentRequest, v1::Agent>(
+        Method(d, "GetAgent"), Dispatch::kInline,
+        [svc](const std::string& auth, const auto& req, auto* resp) {
+          return svc->HandleGetAgent(auth, req, resp);
+        });
+    direct.Register<v1::UpdateAgentRequest, v1::Agent>(
+        Method(d, "UpdateAgent"), Dispatch::kPool,
+        [svc](const std::string& auth, const auto& req, auto* resp) {
+          return svc->HandleUpdateAgent(auth, req, resp);
+        });
+    direct.Register<v1::DeleteAgentRequest, google::protobuf::Empty>(
+        Method(d, "DeleteAgent"), Dispatch::kPool,
+        [svc](const std::string& auth, const auto& req, auto* resp) {
+          return svc->HandleDeleteAgent(auth, req, resp);
+        });
+    direct.Register<v1::ListAgentsRequest, v1::ListAgentsResponse>(
+        Method(d, "ListAgents"), Dispatch::kPool,
+        [svc](const std::string& auth, const auto& req, auto* resp) {
+          return svc->HandleListAgents(auth, req, resp);
+        });
+    direct.Register<v1::ListLanguagesRequest, v1::ListLanguagesResponse>(
+        Method(d, "ListLanguages"), Dispatch::kInline,
+        [svc](const std::string& auth, const auto& req, auto* resp) {
+          return svc->HandleListLanguages(auth, req, resp);
+        });
+  }
+  if (auto* svc = s.calls_service.get()) {
+    const auto* d = v1::Call::descriptor()->file()->FindServiceByName("Calls");
+    direct.Register<v1::IngestCallRequest, v1::Call>(
+        Method(d, "IngestCall"), Dispatch::kPool,
+        [svc](const std::string& auth, const auto& req, auto* resp) {
+          return svc->HandleIngestCall(auth, req, resp);
+        });
+    direct.Register<v1::GetCallRequest, v1::Call>(
+        Method(d, "GetCall"), Dispatch::kInline,
+        [svc](const std::string& auth, const auto& req, auto* resp) {
+          return svc->HandleGetCall(auth, req, resp);
+        });
+    direct.Register<v1::UpdateCallRequest, v1::Call>(
+        Method(d, "UpdateCall"), Dispatch::kPool,
+        [svc](const std::string& auth, const auto& req, auto* resp) {
+          return svc->HandleUpdateCall(auth, req, resp);
+        });
+    direct.Register<v1::ListCallsRequest, v1::ListCallsResponse>(
+        Method(d, "ListCalls"), Dispatch::kPool,
+        [svc](const std::string& auth, const auto& req, auto* resp) {
+          return svc->HandleListCalls(auth, req, resp);
+        });
+    direct.Register<v1::DeleteCallRequest, google::protobuf::Empty>(
+        Method(d, "DeleteCall"), Dispatch::kPool,
+        [svc](const std::string& auth, const auto& req, auto* resp) {
+          return svc->HandleDeleteCall(auth, req, resp);
+        });
+  }
+}
 
 Server::~Server() { Shutdown(); }
 
@@ -172,71 +306,56 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   auto s = std::make_unique<State>();
   s->config = config;
   const bool edge_role = HasRole(config, "edge");
-  const bool backend_roles = std::any_of(config.roles.begin(), config.roles.end(),
-                                         [](const std::string& r) { return r != "edge"; });
+  const bool grpc_roles = std::any_of(config.roles.begin(), config.roles.end(),
+                                      [](const std::string& r) { return r != "edge"; });
   for (const char* pending : {"metrics", "scoring", "runs"}) {
     if (HasRole(config, pending) && config.roles.size() < AllRoles().size()) {
       std::cerr << "calleval: role " << pending << " has no work in this version yet\n";
     }
   }
-
+  const fs::path data_dir(config.data_dir);
   std::error_code ec;
-  fs::create_directories(fs::path(config.data_dir) / "recordings", ec);
+  fs::create_directories(data_dir / "recordings", ec);
   if (ec) {
     return absl::UnavailableError(
         absl::StrCat("cannot create data dir ", config.data_dir, ": ", ec.message()));
   }
   ASSIGN_OR_RETURN(std::string signing_key,
-                   LoadOrCreateSecret((fs::path(config.data_dir) / "signing-key").string(), 32));
+                   LoadOrCreateSecret((data_dir / "signing-key").string(), 32));
+  ASSIGN_OR_RETURN(auto http_host_port, SplitHostPort(config.http_addr));
 
-  ASSIGN_OR_RETURN(auto http_hp, SplitHostPort(config.http_addr));
-  ASSIGN_OR_RETURN(auto grpc_hp, SplitHostPort(config.grpc_addr));
-  (void)grpc_hp;
-
-  if (backend_roles) {
-    ASSIGN_OR_RETURN(s->database,
-                     db::Database::Open((fs::path(config.data_dir) / "calleval.db").string(),
-                                        SchemaMigrations()));
-    s->pool = std::make_unique<ThreadPool>(kStoreThreads);
-    s->accounts_store = std::make_unique<accounts::AccountsStore>(s->database.get());
-    if (HasRole(config, "accounts")) {
-      ASSIGN_OR_RETURN(s->bootstrap, s->accounts_store->BootstrapIfEmpty());
-      if (s->bootstrap) {
-        RETURN_IF_ERROR(WriteBootstrapKey(
-            (fs::path(config.data_dir) / "bootstrap-key").string(), s->bootstrap->key.api_key));
-      }
+  // Stores. With SQLite every role of an installation shares the data dir, the edge included
+  // (it serves presigned recordings from it).
+  ASSIGN_OR_RETURN(s->database,
+                   db::Database::Open((data_dir / "calleval.db").string(), SchemaMigrations()));
+  s->pool = std::make_unique<ThreadPool>(kStoreThreads);
+  s->accounts_store = std::make_unique<accounts::AccountsStore>(s->database.get());
+  if (HasRole(config, "accounts")) {
+    ASSIGN_OR_RETURN(s->bootstrap, s->accounts_store->BootstrapIfEmpty());
+    if (s->bootstrap) {
+      RETURN_IF_ERROR(
+          WriteBootstrapKey((data_dir / "bootstrap-key").string(), s->bootstrap->key.api_key));
     }
-    // With SQLite every role of an installation shares the data dir, so keys are checked
-    // against the store directly unless accounts is explicitly remote.
-    if (!HasRole(config, "accounts") && !config.accounts_addr.empty()) {
-      s->authenticator = accounts::NewGrpcAuthenticator(
-          grpc::CreateChannel(config.accounts_addr, grpc::InsecureChannelCredentials()));
-    } else {
-      s->authenticator = accounts::NewStoreAuthenticator(s->accounts_store.get());
-    }
-    s->agents_store = std::make_unique<agents::AgentsStore>(s->database.get());
   }
-
-  grpc::ServerBuilder builder;
-  if (backend_roles) {
-    grpc::EnableDefaultHealthCheckService(true);
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-    builder.AddListeningPort(config.grpc_addr, grpc::InsecureServerCredentials(), &s->grpc_port);
-    builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_body_bytes * 2));
+  // Keys are checked against the shared store unless accounts is explicitly remote.
+  if (!HasRole(config, "accounts") && !config.accounts_addr.empty()) {
+    s->authenticator = accounts::NewGrpcAuthenticator(
+        grpc::CreateChannel(config.accounts_addr, grpc::InsecureChannelCredentials()));
+  } else {
+    s->authenticator = accounts::NewStoreAuthenticator(s->accounts_store.get());
   }
+  s->agents_store = std::make_unique<agents::AgentsStore>(s->database.get());
 
+  // The edge binds first: presigned links name its port, which is only known once bound when
+  // --http-addr asks for port 0. Until the invoker is in place it answers 503.
+  State* state = s.get();
   if (edge_role) {
     ASSIGN_OR_RETURN(auto table, edge::RouteTable::Build(PublicServices()));
     s->routes = std::make_unique<edge::RouteTable>(std::move(table));
     s->openapi = edge::BuildOpenApi(*s->routes, "calleval", "1.0.0");
-  }
-
-  s->base_url = config.public_base_url;
-
-  if (edge_role) {
     edge::HttpServerOptions options;
-    options.host = http_hp.first;
-    options.port = http_hp.second;
+    options.host = http_host_port.first;
+    options.port = http_host_port.second;
     options.threads = config.http_threads;
     options.max_body_bytes = static_cast<size_t>(config.max_body_bytes);
     options.access_log = config.access_log;
@@ -244,108 +363,58 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     options.rate_limit_burst = config.rate_limit_burst;
     s->http_server =
         std::make_unique<edge::HttpServer>(s->routes.get(), &s->invoker_slot, options);
-  }
-
-  // Presigned links are answered by the edge from the shared recordings directory.
-  auto* state = s.get();
-  if (edge_role) {
-    s->http_server->AddLocalRoute("GET", "/healthz", [](const edge::LocalRequest&) {
-      return JsonResponse(200, R"({"status":"ok"})");
-    });
-    s->http_server->AddLocalRoute("GET", "/readyz", [state](const edge::LocalRequest&) {
-      if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
-      if (state->database) {
-        absl::Status ok = state->database->Read([](db::Connection& c) {
-          return c.Exec("SELECT 1");
-        });
-        if (!ok.ok()) return ErrorResponse(absl::UnavailableError("database not ready"));
-      }
-      return JsonResponse(200, R"({"status":"ready"})");
-    });
-    s->http_server->AddLocalRoute("GET", "/openapi.json", [state](const edge::LocalRequest&) {
-      return JsonResponse(200, state->openapi);
-    });
-    s->http_server->AddLocalRoute("GET", "/recordings/", [state](const edge::LocalRequest& r) {
-      if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
-      int64_t call_id = 0;
-      absl::string_view id = absl::string_view(r.path).substr(std::string("/recordings/").size());
-      auto expires = r.query.find("expires");
-      auto signature = r.query.find("signature");
-      if (!state->signer || !state->calls_store || !absl::SimpleAtoi(id, &call_id) ||
-          expires == r.query.end() || signature == r.query.end() ||
-          !state->signer->Verify(call_id, expires->second, signature->second, absl::Now())) {
-        return ErrorResponse(ForbiddenError(
-            "invalid_signature", "the recording link is invalid or has expired; fetch the "
-                                 "call again for a fresh presigned_recording_url"));
-      }
-      auto file = state->calls_store->GetRecordingFile(call_id);
-      if (!file.ok()) return ErrorResponse(file.status());
-      edge::LocalResponse response;
-      response.content_type = file->content_type;
-      response.file_path = file->path;
-      return response;
-    });
+    AddLocalRoutes(state);
     RETURN_IF_ERROR(s->http_server->Start());
-    if (s->base_url.empty()) {
-      std::string host = http_hp.first.find(':') != std::string::npos
-                             ? absl::StrCat("[", http_hp.first, "]")
-                             : http_hp.first;
-      if (host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
-      s->base_url = absl::StrCat("http://", host, ":", s->http_server->port());
-    }
   }
+  s->base_url = config.public_base_url;
+  if (s->base_url.empty()) {
+    std::string host = http_host_port.first;
+    if (host == "0.0.0.0" || host == "::" || host.empty()) host = "127.0.0.1";
+    if (host.find(':') != std::string::npos) host = absl::StrCat("[", host, "]");
+    const int port = s->http_server ? s->http_server->port() : http_host_port.second;
+    s->base_url = absl::StrCat("http://", host, ":", port);
+  }
+  s->signer = std::make_unique<calls::RecordingSigner>(signing_key, s->base_url,
+                                                       config.presign_validity);
+  calls::CallsStore::Options calls_options;
+  calls_options.recordings_dir = (data_dir / "recordings").string();
+  calls_options.url_guard.allowed_hosts = config.allow_private_hosts;
+  calls_options.signer = s->signer.get();
+  s->calls_store = std::make_unique<calls::CallsStore>(
+      s->database.get(), AgentLookupFor(s->agents_store.get()), calls_options);
 
-  if (backend_roles) {
-    s->signer = std::make_unique<calls::RecordingSigner>(signing_key, s->base_url,
-                                                         config.presign_validity);
-    calls::CallsStore::Options calls_options;
-    calls_options.recordings_dir = (fs::path(config.data_dir) / "recordings").string();
-    calls_options.url_guard.allowed_hosts = config.allow_private_hosts;
-    calls_options.signer = s->signer.get();
-    agents::AgentsStore* agents_store = s->agents_store.get();
-    s->calls_store = std::make_unique<calls::CallsStore>(
-        s->database.get(),
-        [agents_store](int64_t workspace_id,
-                       int64_t agent_id) -> absl::StatusOr<calls::AgentInfo> {
-          auto agent = agents_store->Get(workspace_id, agent_id);
-          if (!agent.ok()) {
-            if (agent.status().code() != absl::StatusCode::kNotFound) return agent.status();
-            return ValidationError(
-                "agent_not_found", absl::StrCat("agent ", agent_id, " not found"),
-                {{"agent_id", absl::StrCat("no agent ", agent_id, " in workspace ",
-                                           workspace_id)}});
-          }
-          return calls::AgentInfo{{agent->disabled_metric_ids().begin(),
-                                   agent->disabled_metric_ids().end()}};
-        },
-        calls_options);
-
-    if (HasRole(config, "accounts")) {
-      s->accounts_service = std::make_unique<accounts::AccountsService>(
-          s->accounts_store.get(), s->authenticator.get(), s->pool.get());
-      builder.RegisterService(s->accounts_service.get());
-    }
-    if (HasRole(config, "agents")) {
-      s->agents_service = std::make_unique<agents::AgentsService>(
-          s->agents_store.get(), s->authenticator.get(), s->pool.get());
-      builder.RegisterService(s->agents_service.get());
-    }
-    if (HasRole(config, "calls")) {
-      calls::RecordingDownloader::Options download;
-      download.fetch.guard.allowed_hosts = config.allow_private_hosts;
-      download.fetch.max_bytes = config.max_recording_bytes;
-      download.fetch.total_timeout = config.download_timeout;
-      s->downloader =
-          std::make_unique<calls::RecordingDownloader>(s->calls_store.get(), download);
-      s->downloader->Start();
-      calls::RecordingDownloader* downloader = s->downloader.get();
-      s->calls_service = std::make_unique<calls::CallsService>(
-          s->calls_store.get(), s->authenticator.get(), s->pool.get(),
-          [downloader](const v1::Call& call) {
-            if (call.has_recording_url()) downloader->Notify();
-          });
-      builder.RegisterService(s->calls_service.get());
-    }
+  // Services of the roles run here, on gRPC and (for the edge) as direct handlers.
+  if (HasRole(config, "accounts")) {
+    s->accounts_service = std::make_unique<accounts::AccountsService>(
+        s->accounts_store.get(), s->authenticator.get(), s->pool.get());
+  }
+  if (HasRole(config, "agents")) {
+    s->agents_service = std::make_unique<agents::AgentsService>(
+        s->agents_store.get(), s->authenticator.get(), s->pool.get());
+  }
+  if (HasRole(config, "calls")) {
+    calls::RecordingDownloader::Options download;
+    download.fetch.guard.allowed_hosts = config.allow_private_hosts;
+    download.fetch.max_bytes = config.max_recording_bytes;
+    download.fetch.total_timeout = config.download_timeout;
+    s->downloader = std::make_unique<calls::RecordingDownloader>(s->calls_store.get(), download);
+    s->downloader->Start();
+    calls::RecordingDownloader* downloader = s->downloader.get();
+    s->calls_service = std::make_unique<calls::CallsService>(
+        s->calls_store.get(), s->authenticator.get(), s->pool.get(),
+        [downloader](const v1::Call& call) {
+          if (call.has_recording_url()) downloader->Notify();
+        });
+  }
+  if (grpc_roles) {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(config.grpc_addr, grpc::InsecureServerCredentials(), &s->grpc_port);
+    builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_body_bytes * 2));
+    if (s->accounts_service) builder.RegisterService(s->accounts_service.get());
+    if (s->agents_service) builder.RegisterService(s->agents_service.get());
+    if (s->calls_service) builder.RegisterService(s->calls_service.get());
     s->grpc_server = builder.BuildAndStart();
     if (!s->grpc_server) {
       return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", config.grpc_addr));
@@ -353,17 +422,22 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   }
 
   if (edge_role) {
-    std::map<std::string, std::shared_ptr<grpc::Channel>> channels;
-    auto channel_for = [&](const std::string& role, const std::string& addr) {
-      if (HasRole(config, role)) return s->grpc_server->InProcessChannel(grpc::ChannelArguments());
+    // Roles elsewhere are reached over gRPC; roles here are called directly.
+    auto remote = [&](const std::string& addr) {
       return grpc::CreateChannel(addr.empty() ? config.grpc_addr : addr,
                                  grpc::InsecureChannelCredentials());
     };
-    channels[v1::Accounts::service_full_name()] = channel_for("accounts", config.accounts_addr);
-    channels[v1::Agents::service_full_name()] = channel_for("agents", config.agents_addr);
-    channels[v1::Calls::service_full_name()] = channel_for("calls", config.calls_addr);
-    s->invoker = std::make_unique<edge::GrpcInvoker>(std::move(channels), absl::Seconds(30));
-    s->invoker_slot.target.store(s->invoker.get());
+    std::map<std::string, std::shared_ptr<grpc::Channel>> channels;
+    if (!s->accounts_service) {
+      channels[v1::Accounts::service_full_name()] = remote(config.accounts_addr);
+    }
+    if (!s->agents_service) channels[v1::Agents::service_full_name()] = remote(config.agents_addr);
+    if (!s->calls_service) channels[v1::Calls::service_full_name()] = remote(config.calls_addr);
+    s->grpc_invoker = std::make_unique<edge::GrpcInvoker>(std::move(channels), absl::Seconds(30));
+    s->direct_invoker =
+        std::make_unique<edge::DirectInvoker>(s->pool.get(), s->grpc_invoker.get());
+    RegisterDirectHandlers(*s);
+    s->invoker_slot.target.store(s->direct_invoker.get());
   }
   s->ready.store(true);
   return std::unique_ptr<Server>(new Server(std::move(s)));

@@ -34,6 +34,10 @@ class Server {
  private:
   struct State;
   explicit Server(std::unique_ptr<State> state);
+  // The routes the edge answers itself: probes, the OpenAPI document, presigned recordings.
+  static void AddLocalRoutes(State* state);
+  // The handlers of the roles run in this process, for the edge to call directly.
+  static void RegisterDirectHandlers(State& state);
   std::unique_ptr<State> state_;
 };
 

@@ -21,6 +21,13 @@ class AccountsService final : public v1::Accounts::CallbackService {
                                          const v1::AuthenticateRequest* request,
                                          v1::Principal* response) override;
 
+  // The handlers, independent of the transport (see calls_service.h).
+  absl::Status HandleGetCurrentWorkspace(const std::string& authorization,
+                                         const v1::GetCurrentWorkspaceRequest& request,
+                                         v1::Workspace* response);
+  absl::Status HandleAuthenticate(const std::string& authorization,
+                                  const v1::AuthenticateRequest& request, v1::Principal* response);
+
  private:
   AccountsStore* store_;
   Authenticator* authenticator_;

@@ -24,79 +24,104 @@ std::optional<int64_t> ClientIdOf(const Request& request) {
 
 }  // namespace
 
+absl::Status AgentsService::HandleCreateAgent(const std::string& auth,
+                                              const v1::AgentFields& request, v1::Agent* response) {
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, store_->Create(workspace_id, request));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::HandleGetAgent(const std::string& auth,
+                                           const v1::GetAgentRequest& request,
+                                           v1::Agent* response) {
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, store_->Get(workspace_id, request.id()));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::HandleUpdateAgent(const std::string& auth,
+                                              const v1::UpdateAgentRequest& request,
+                                              v1::Agent* response) {
+  // The query's client_id targets the workspace; one in the body is taken when the query has
+  // none.
+  std::optional<int64_t> client_id = ClientIdOf(request);
+  if (!client_id) client_id = ClientIdOf(request.agent());
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, client_id));
+  ASSIGN_OR_RETURN(*response, store_->Update(workspace_id, request.id(), request.agent()));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::HandleDeleteAgent(const std::string& auth,
+                                              const v1::DeleteAgentRequest& request,
+                                              google::protobuf::Empty* response) {
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
+  return store_->Delete(workspace_id, request.id());
+}
+
+absl::Status AgentsService::HandleListAgents(const std::string& auth,
+                                             const v1::ListAgentsRequest& request,
+                                             v1::ListAgentsResponse* response) {
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
+  const int page = request.has_page() ? request.page() : 1;
+  const int per_page = request.has_per_page() ? request.per_page() : kDefaultPerPage;
+  ASSIGN_OR_RETURN(*response, store_->List(workspace_id, page, per_page));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::HandleListLanguages(const std::string& auth,
+                                                const v1::ListLanguagesRequest& request,
+                                                v1::ListLanguagesResponse* response) {
+  RETURN_IF_ERROR(authenticator_->Authenticate(auth).status());
+  ASSIGN_OR_RETURN(*response, store_->ListLanguages());
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* AgentsService::CreateAgent(grpc::CallbackServerContext* context,
                                                      const v1::AgentFields* request,
                                                      v1::Agent* response) {
-  return RunUnary(context, pool_,
-                  [this, auth = AuthorizationOf(context), request, response]() -> absl::Status {
-                    ASSIGN_OR_RETURN(int64_t workspace_id,
-                                     Workspace(authenticator_, auth, ClientIdOf(*request)));
-                    ASSIGN_OR_RETURN(*response, store_->Create(workspace_id, *request));
-                    return absl::OkStatus();
-                  });
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleCreateAgent(auth, *request, response);
+  });
 }
 
 grpc::ServerUnaryReactor* AgentsService::GetAgent(grpc::CallbackServerContext* context,
                                                   const v1::GetAgentRequest* request,
                                                   v1::Agent* response) {
-  return RunUnary(context, pool_,
-                  [this, auth = AuthorizationOf(context), request, response]() -> absl::Status {
-                    ASSIGN_OR_RETURN(int64_t workspace_id,
-                                     Workspace(authenticator_, auth, ClientIdOf(*request)));
-                    ASSIGN_OR_RETURN(*response, store_->Get(workspace_id, request->id()));
-                    return absl::OkStatus();
-                  });
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleGetAgent(auth, *request, response);
+  });
 }
 
 grpc::ServerUnaryReactor* AgentsService::UpdateAgent(grpc::CallbackServerContext* context,
                                                      const v1::UpdateAgentRequest* request,
                                                      v1::Agent* response) {
-  return RunUnary(
-      context, pool_, [this, auth = AuthorizationOf(context), request, response]() -> absl::Status {
-        // The query's client_id targets the workspace; one in the body is taken
-        // when the query has none.
-        std::optional<int64_t> client_id = ClientIdOf(*request);
-        if (!client_id) client_id = ClientIdOf(request->agent());
-        ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, client_id));
-        ASSIGN_OR_RETURN(*response, store_->Update(workspace_id, request->id(), request->agent()));
-        return absl::OkStatus();
-      });
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleUpdateAgent(auth, *request, response);
+  });
 }
 
 grpc::ServerUnaryReactor* AgentsService::DeleteAgent(grpc::CallbackServerContext* context,
                                                      const v1::DeleteAgentRequest* request,
                                                      google::protobuf::Empty* response) {
-  return RunUnary(context, pool_,
-                  [this, auth = AuthorizationOf(context), request]() -> absl::Status {
-                    ASSIGN_OR_RETURN(int64_t workspace_id,
-                                     Workspace(authenticator_, auth, ClientIdOf(*request)));
-                    return store_->Delete(workspace_id, request->id());
-                  });
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleDeleteAgent(auth, *request, response);
+  });
 }
 
 grpc::ServerUnaryReactor* AgentsService::ListAgents(grpc::CallbackServerContext* context,
                                                     const v1::ListAgentsRequest* request,
                                                     v1::ListAgentsResponse* response) {
-  return RunUnary(
-      context, pool_, [this, auth = AuthorizationOf(context), request, response]() -> absl::Status {
-        ASSIGN_OR_RETURN(int64_t workspace_id,
-                         Workspace(authenticator_, auth, ClientIdOf(*request)));
-        const int page = request->has_page() ? request->page() : 1;
-        const int per_page = request->has_per_page() ? request->per_page() : kDefaultPerPage;
-        ASSIGN_OR_RETURN(*response, store_->List(workspace_id, page, per_page));
-        return absl::OkStatus();
-      });
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleListAgents(auth, *request, response);
+  });
 }
 
 grpc::ServerUnaryReactor* AgentsService::ListLanguages(grpc::CallbackServerContext* context,
                                                        const v1::ListLanguagesRequest* request,
                                                        v1::ListLanguagesResponse* response) {
-  return RunUnary(context, pool_,
-                  [this, auth = AuthorizationOf(context), response]() -> absl::Status {
-                    RETURN_IF_ERROR(authenticator_->Authenticate(auth).status());
-                    ASSIGN_OR_RETURN(*response, store_->ListLanguages());
-                    return absl::OkStatus();
-                  });
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleListLanguages(auth, *request, response);
+  });
 }
 
 }  // namespace calleval::agents

@@ -33,6 +33,25 @@ class AgentsService final : public v1::Agents::CallbackService {
                                           const v1::ListLanguagesRequest* request,
                                           v1::ListLanguagesResponse* response) override;
 
+  // The handlers, independent of the transport: `authorization` is the caller's
+  // Authorization header. The gRPC methods above run them on the pool; the edge calls them
+  // directly when the role runs in its process.
+  absl::Status HandleCreateAgent(const std::string& authorization, const v1::AgentFields& request,
+                                 v1::Agent* response);
+  absl::Status HandleGetAgent(const std::string& authorization, const v1::GetAgentRequest& request,
+                              v1::Agent* response);
+  absl::Status HandleUpdateAgent(const std::string& authorization,
+                                 const v1::UpdateAgentRequest& request, v1::Agent* response);
+  absl::Status HandleDeleteAgent(const std::string& authorization,
+                                 const v1::DeleteAgentRequest& request,
+                                 google::protobuf::Empty* response);
+  absl::Status HandleListAgents(const std::string& authorization,
+                                const v1::ListAgentsRequest& request,
+                                v1::ListAgentsResponse* response);
+  absl::Status HandleListLanguages(const std::string& authorization,
+                                   const v1::ListLanguagesRequest& request,
+                                   v1::ListLanguagesResponse* response);
+
  private:
   AgentsStore* store_;
   accounts::Authenticator* authenticator_;

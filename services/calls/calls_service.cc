@@ -20,61 +20,85 @@ absl::StatusOr<int64_t> CallsService::Workspace(const std::string& authorization
   return accounts::ResolveWorkspace(principal, client_id);
 }
 
+absl::Status CallsService::HandleIngestCall(const std::string& authorization,
+                                            const v1::IngestCallRequest& request,
+                                            v1::Call* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(authorization, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, store_->Ingest(workspace, request));
+  if (on_ingest_) on_ingest_(*response);
+  return absl::OkStatus();
+}
+
+absl::Status CallsService::HandleGetCall(const std::string& authorization,
+                                         const v1::GetCallRequest& request, v1::Call* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(authorization, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, store_->Get(workspace, request.call_identifier_or_id()));
+  return absl::OkStatus();
+}
+
+absl::Status CallsService::HandleUpdateCall(const std::string& authorization,
+                                            const v1::UpdateCallRequest& request,
+                                            v1::Call* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(authorization, ClientIdOf(request)));
+  std::optional<int64_t> agent_id;
+  if (request.has_agent_id()) agent_id = request.agent_id();
+  ASSIGN_OR_RETURN(*response, store_->Update(workspace, request.call_identifier_or_id(), agent_id,
+                                             request.update()));
+  return absl::OkStatus();
+}
+
+absl::Status CallsService::HandleListCalls(const std::string& authorization,
+                                           const v1::ListCallsRequest& request,
+                                           v1::ListCallsResponse* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(authorization, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, store_->List(workspace, request));
+  return absl::OkStatus();
+}
+
+absl::Status CallsService::HandleDeleteCall(const std::string& authorization,
+                                            const v1::DeleteCallRequest& request,
+                                            google::protobuf::Empty* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(authorization, ClientIdOf(request)));
+  return store_->Delete(workspace, request.call_identifier_or_id());
+}
+
 grpc::ServerUnaryReactor* CallsService::IngestCall(grpc::CallbackServerContext* context,
                                                    const v1::IngestCallRequest* request,
                                                    v1::Call* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request,
-                                   response]() -> absl::Status {
-    ASSIGN_OR_RETURN(int64_t workspace, Workspace(auth, ClientIdOf(*request)));
-    ASSIGN_OR_RETURN(*response, store_->Ingest(workspace, *request));
-    if (on_ingest_) on_ingest_(*response);
-    return absl::OkStatus();
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleIngestCall(auth, *request, response);
   });
 }
 
 grpc::ServerUnaryReactor* CallsService::GetCall(grpc::CallbackServerContext* context,
                                                 const v1::GetCallRequest* request,
                                                 v1::Call* response) {
-  return RunUnaryInline(context, [this, auth = AuthorizationOf(context), request,
-                                   response]() -> absl::Status {
-    ASSIGN_OR_RETURN(int64_t workspace, Workspace(auth, ClientIdOf(*request)));
-    ASSIGN_OR_RETURN(*response, store_->Get(workspace, request->call_identifier_or_id()));
-    return absl::OkStatus();
+  return RunUnaryInline(context, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleGetCall(auth, *request, response);
   });
 }
 
 grpc::ServerUnaryReactor* CallsService::UpdateCall(grpc::CallbackServerContext* context,
                                                    const v1::UpdateCallRequest* request,
                                                    v1::Call* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request,
-                                   response]() -> absl::Status {
-    ASSIGN_OR_RETURN(int64_t workspace, Workspace(auth, ClientIdOf(*request)));
-    std::optional<int64_t> agent_id;
-    if (request->has_agent_id()) agent_id = request->agent_id();
-    ASSIGN_OR_RETURN(*response, store_->Update(workspace, request->call_identifier_or_id(),
-                                               agent_id, request->update()));
-    return absl::OkStatus();
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleUpdateCall(auth, *request, response);
   });
 }
 
 grpc::ServerUnaryReactor* CallsService::ListCalls(grpc::CallbackServerContext* context,
                                                   const v1::ListCallsRequest* request,
                                                   v1::ListCallsResponse* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request,
-                                   response]() -> absl::Status {
-    ASSIGN_OR_RETURN(int64_t workspace, Workspace(auth, ClientIdOf(*request)));
-    ASSIGN_OR_RETURN(*response, store_->List(workspace, *request));
-    return absl::OkStatus();
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleListCalls(auth, *request, response);
   });
 }
 
 grpc::ServerUnaryReactor* CallsService::DeleteCall(grpc::CallbackServerContext* context,
                                                    const v1::DeleteCallRequest* request,
                                                    google::protobuf::Empty* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context),
-                                   request]() -> absl::Status {
-    ASSIGN_OR_RETURN(int64_t workspace, Workspace(auth, ClientIdOf(*request)));
-    return store_->Delete(workspace, request->call_identifier_or_id());
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleDeleteCall(auth, *request, response);
   });
 }
 

@@ -16,15 +16,16 @@ class CallsService final : public v1::Calls::CallbackService {
   // `on_ingest` runs after each stored ingest (wakes the recording downloader).
   CallsService(CallsStore* store, accounts::Authenticator* authenticator, ThreadPool* pool,
                std::function<void(const v1::Call&)> on_ingest)
-      : store_(store), authenticator_(authenticator), pool_(pool),
+      : store_(store),
+        authenticator_(authenticator),
+        pool_(pool),
         on_ingest_(std::move(on_ingest)) {}
 
   grpc::ServerUnaryReactor* IngestCall(grpc::CallbackServerContext* context,
                                        const v1::IngestCallRequest* request,
                                        v1::Call* response) override;
   grpc::ServerUnaryReactor* GetCall(grpc::CallbackServerContext* context,
-                                    const v1::GetCallRequest* request,
-                                    v1::Call* response) override;
+                                    const v1::GetCallRequest* request, v1::Call* response) override;
   grpc::ServerUnaryReactor* UpdateCall(grpc::CallbackServerContext* context,
                                        const v1::UpdateCallRequest* request,
                                        v1::Call* response) override;
@@ -34,6 +35,22 @@ class CallsService final : public v1::Calls::CallbackService {
   grpc::ServerUnaryReactor* DeleteCall(grpc::CallbackServerContext* context,
                                        const v1::DeleteCallRequest* request,
                                        google::protobuf::Empty* response) override;
+
+  // The handlers, independent of the transport: `authorization` is the caller's
+  // Authorization header. The gRPC methods above run them (writes on the pool, short reads
+  // inline); the edge calls them directly when the role runs in its process.
+  absl::Status HandleIngestCall(const std::string& authorization,
+                                const v1::IngestCallRequest& request, v1::Call* response);
+  absl::Status HandleGetCall(const std::string& authorization, const v1::GetCallRequest& request,
+                             v1::Call* response);
+  absl::Status HandleUpdateCall(const std::string& authorization,
+                                const v1::UpdateCallRequest& request, v1::Call* response);
+  absl::Status HandleListCalls(const std::string& authorization,
+                               const v1::ListCallsRequest& request,
+                               v1::ListCallsResponse* response);
+  absl::Status HandleDeleteCall(const std::string& authorization,
+                                const v1::DeleteCallRequest& request,
+                                google::protobuf::Empty* response);
 
  private:
   // The workspace the request acts on: the key's own, or client_id when accessible.

@@ -1,0 +1,61 @@
+#pragma once
+
+// MethodInvoker for roles that run in the edge's own process: calls the service's handler
+// directly, without serializing the request or crossing gRPC's threads. Measured on 2 cores,
+// GET /calls/{id} through in-process gRPC channels reached about 15,000 requests/s; calling the
+// handlers directly removes two thread hops and two serializations per request (bench/).
+// Methods not registered here (roles run elsewhere) go to the fallback invoker (gRPC).
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "common/thread_pool.h"
+#include "edge/method_invoker.h"
+
+namespace calleval::edge {
+
+class DirectInvoker : public MethodInvoker {
+ public:
+  // Where a handler runs. kInline: on the edge's I/O thread (short reads only). kPool: on the
+  // store pool (writes, which wait for a group commit).
+  enum class Dispatch { kInline, kPool };
+  using Handler = std::function<absl::Status(const std::string& authorization,
+                                             const google::protobuf::Message& request,
+                                             google::protobuf::Message* response)>;
+
+  DirectInvoker(ThreadPool* pool, MethodInvoker* fallback) : pool_(pool), fallback_(fallback) {}
+
+  // Registers the handler of `method`; its request and response are the method's generated
+  // message types.
+  void Register(const google::protobuf::MethodDescriptor* method, Dispatch dispatch,
+                Handler handler);
+
+  // Typed convenience: `fn(authorization, const Request&, Response*)`.
+  template <typename Request, typename Response, typename Fn>
+  void Register(const google::protobuf::MethodDescriptor* method, Dispatch dispatch, Fn fn) {
+    Register(method, dispatch,
+             [fn = std::move(fn)](const std::string& authorization,
+                                  const google::protobuf::Message& request,
+                                  google::protobuf::Message* response) {
+               return fn(authorization, static_cast<const Request&>(request),
+                         static_cast<Response*>(response));
+             });
+  }
+
+  void Invoke(const google::protobuf::MethodDescriptor* method,
+              std::unique_ptr<google::protobuf::Message> request, const CallContext& context,
+              Done done) override;
+
+ private:
+  struct Entry {
+    Dispatch dispatch;
+    Handler handler;
+  };
+  ThreadPool* pool_;
+  MethodInvoker* fallback_;
+  absl::flat_hash_map<const google::protobuf::MethodDescriptor*, Entry> handlers_;
+};
+
+}  // namespace calleval::edge

@@ -1,0 +1,107 @@
+// Roles in separate processes (here: two Server instances on one data dir): the edge reaches
+// accounts, agents and calls over gRPC, exactly as pods do.
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "cmd/calleval/server.h"
+#include "tests/integration/http_client.h"
+#include "tests/support/test_http_server.h"
+
+namespace calleval {
+namespace {
+
+using ::nlohmann::json;
+
+// A port that was free a moment ago (the edge must know it before it starts, because the
+// backend signs recording links with the edge's address).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST(SplitRolesTest, EdgeReachesRemoteRolesOverGrpc) {
+  std::string tmpl = ::testing::TempDir() + "/split_XXXXXX";
+  const std::string dir = mkdtemp(tmpl.data());
+  const int edge_port = FreePort();
+  const std::string edge_url = absl::StrCat("http://127.0.0.1:", edge_port);
+
+  ServerConfig backend_config;
+  backend_config.data_dir = dir;
+  backend_config.grpc_addr = "127.0.0.1:0";
+  backend_config.roles = {"accounts", "agents", "calls"};
+  backend_config.public_base_url = edge_url;
+  backend_config.allow_private_hosts = {"127.0.0.1"};
+  auto backend = Server::Start(backend_config);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  EXPECT_EQ((*backend)->http_port(), 0);
+  const std::string grpc_addr = absl::StrCat("127.0.0.1:", (*backend)->grpc_port());
+
+  ServerConfig edge_config;
+  edge_config.data_dir = dir;
+  edge_config.http_addr = absl::StrCat("127.0.0.1:", edge_port);
+  edge_config.roles = {"edge"};
+  edge_config.accounts_addr = edge_config.agents_addr = edge_config.calls_addr = grpc_addr;
+  edge_config.access_log = false;
+  auto edge = Server::Start(edge_config);
+  ASSERT_TRUE(edge.ok()) << edge.status();
+  EXPECT_EQ((*edge)->grpc_port(), 0);
+
+  testing::HttpClient client(edge_url);
+  client.set_api_key((*backend)->bootstrap()->key.api_key);
+  EXPECT_EQ(client.Get("/api/v1/workspaces/current").json()["name"], "default");
+  auto agent = client.Post("/api/v1/agents", json{{"name", "split"},
+                                                 {"phone_number", "+14155550123"},
+                                                 {"language_id", 1},
+                                                 {"instructions", "x"}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+
+  TestHttpServer files;
+  files.Serve("/r.wav", "RIFF-split", "audio/wav");
+  auto ingest = client.Post("/api/public/v1/calls", json{{"call_identifier", "split-1"},
+                                                         {"agent_id", agent.json()["id"]},
+                                                         {"recording_url", files.url("/r.wav")}});
+  ASSERT_EQ(ingest.status, 201) << ingest.body;
+  // Errors keep their code and details across the gRPC hop.
+  auto dup = client.Post("/api/public/v1/calls", json{{"call_identifier", "split-1"},
+                                                      {"agent_id", agent.json()["id"]},
+                                                      {"recording_url", files.url("/r.wav")}});
+  EXPECT_EQ(dup.status, 409);
+  EXPECT_EQ(dup.json()["error"]["details"][0]["field"], "call_identifier");
+
+  json call;
+  for (int i = 0; i < 200; ++i) {
+    call = client.Get("/api/public/v1/calls/split-1").json();
+    if (!call["presigned_recording_url"].is_null()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(call["presigned_recording_url"].is_string()) << call.dump();
+  // The link names the edge, and the edge serves it from the shared data dir.
+  const std::string link = call["presigned_recording_url"];
+  EXPECT_EQ(link.rfind(edge_url + "/recordings/", 0), 0u) << link;
+  testing::HttpClient anonymous(edge_url);
+  EXPECT_EQ(anonymous.Get(link).body, "RIFF-split");
+
+  edge->reset();
+  backend->reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace calleval
