@@ -16,6 +16,7 @@
 #include "calleval/v1/accounts.grpc.pb.h"
 #include "calleval/v1/agents.grpc.pb.h"
 #include "calleval/v1/calls.grpc.pb.h"
+#include "calleval/v1/metrics.grpc.pb.h"
 #include "common/crypto.h"
 #include "common/errors.h"
 #include "common/schema.h"
@@ -35,6 +36,8 @@
 #include "services/calls/calls_store.h"
 #include "services/calls/recording_downloader.h"
 #include "services/calls/recording_signer.h"
+#include "services/metrics/metrics_service.h"
+#include "services/metrics/metrics_store.h"
 
 namespace calleval {
 namespace {
@@ -99,7 +102,8 @@ std::vector<const google::protobuf::ServiceDescriptor*> PublicServices() {
   // Reached through a message of each file, which also makes sure the file is linked in.
   return {v1::Workspace::descriptor()->file()->FindServiceByName("Accounts"),
           v1::Agent::descriptor()->file()->FindServiceByName("Agents"),
-          v1::Call::descriptor()->file()->FindServiceByName("Calls")};
+          v1::Call::descriptor()->file()->FindServiceByName("Calls"),
+          v1::UsableMetric::descriptor()->file()->FindServiceByName("Metrics")};
 }
 
 edge::LocalResponse JsonResponse(int status, std::string body) {
@@ -165,6 +169,8 @@ struct Server::State {
   std::unique_ptr<accounts::AccountsService> accounts_service;
   std::unique_ptr<agents::AgentsService> agents_service;
   std::unique_ptr<calls::CallsService> calls_service;
+  metrics::MetricsStore metrics_store;
+  std::unique_ptr<metrics::MetricsService> metrics_service;
   std::unique_ptr<grpc::Server> grpc_server;
   int grpc_port = 0;
   std::unique_ptr<edge::RouteTable> routes;
@@ -291,6 +297,14 @@ void Server::RegisterDirectHandlers(State& s) {
           return svc->HandleDeleteCall(auth, req, resp);
         });
   }
+  if (auto* svc = s.metrics_service.get()) {
+    const auto* d = v1::UsableMetric::descriptor()->file()->FindServiceByName("Metrics");
+    direct.Register<v1::ListUsableMetricsRequest, v1::ListUsableMetricsResponse>(
+        Method(d, "ListUsableMetrics"), Dispatch::kInline,
+        [svc](const std::string& auth, const auto& req, auto* resp) {
+          return svc->HandleListUsableMetrics(auth, req, resp);
+        });
+  }
 }
 
 Server::~Server() { Shutdown(); }
@@ -308,7 +322,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   const bool edge_role = HasRole(config, "edge");
   const bool grpc_roles = std::any_of(config.roles.begin(), config.roles.end(),
                                       [](const std::string& r) { return r != "edge"; });
-  for (const char* pending : {"metrics", "scoring", "runs"}) {
+  for (const char* pending : {"scoring", "runs"}) {
     if (HasRole(config, pending) && config.roles.size() < AllRoles().size()) {
       std::cerr << "calleval: role " << pending << " has no work in this version yet\n";
     }
@@ -406,6 +420,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
           if (call.has_recording_url()) downloader->Notify();
         });
   }
+  if (HasRole(config, "metrics")) {
+    agents::AgentsStore* agents_store = s->agents_store.get();
+    s->metrics_service = std::make_unique<metrics::MetricsService>(
+        &s->metrics_store, s->authenticator.get(),
+        [agents_store](int64_t workspace_id,
+                       int64_t agent_id) -> absl::StatusOr<std::vector<int64_t>> {
+          ASSIGN_OR_RETURN(v1::Agent agent, agents_store->Get(workspace_id, agent_id));
+          return std::vector<int64_t>(agent.disabled_metric_ids().begin(),
+                                      agent.disabled_metric_ids().end());
+        });
+  }
   if (grpc_roles) {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -415,6 +440,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     if (s->accounts_service) builder.RegisterService(s->accounts_service.get());
     if (s->agents_service) builder.RegisterService(s->agents_service.get());
     if (s->calls_service) builder.RegisterService(s->calls_service.get());
+    if (s->metrics_service) builder.RegisterService(s->metrics_service.get());
     s->grpc_server = builder.BuildAndStart();
     if (!s->grpc_server) {
       return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", config.grpc_addr));
@@ -433,6 +459,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     }
     if (!s->agents_service) channels[v1::Agents::service_full_name()] = remote(config.agents_addr);
     if (!s->calls_service) channels[v1::Calls::service_full_name()] = remote(config.calls_addr);
+    if (!s->metrics_service) {
+      channels[v1::Metrics::service_full_name()] = remote(config.metrics_addr);
+    }
     s->grpc_invoker = std::make_unique<edge::GrpcInvoker>(std::move(channels), absl::Seconds(30));
     s->direct_invoker =
         std::make_unique<edge::DirectInvoker>(s->pool.get(), s->grpc_invoker.get());

@@ -112,6 +112,10 @@ const std::map<std::string, Setter>& Setters() {
          c->calls_addr = v;
          return absl::OkStatus();
        }},
+      {"metrics-addr", [](const std::string& v, ServerConfig* c) {
+         c->metrics_addr = v;
+         return absl::OkStatus();
+       }},
       {"access-log", [](const std::string& v, ServerConfig* c) {
          return ParseBool("access-log", v, &c->access_log);
        }},

@@ -33,7 +33,7 @@ struct ServerConfig {
   // Hosts exempt from the public-address rule of SPEC §8, exactly as written in URLs.
   std::vector<std::string> allow_private_hosts;
   // Where roles not run by this process are reached (default: grpc_addr).
-  std::string accounts_addr, agents_addr, calls_addr;
+  std::string accounts_addr, agents_addr, calls_addr, metrics_addr;
   bool access_log = true;
   double rate_limit_per_second = 0;  // per API key; 0 = unlimited
   int rate_limit_burst = 0;

@@ -107,7 +107,9 @@ class ApiTest : public ::testing::Test {
     EXPECT_EQ(body["error"]["status"], status);
     EXPECT_TRUE(body["error"]["message"].is_string());
     EXPECT_TRUE(body["error"]["details"].is_array());
-    if (!code.empty()) EXPECT_EQ(body["error"]["code"], code) << r.body;
+    if (!code.empty()) {
+      EXPECT_EQ(body["error"]["code"], code) << r.body;
+    }
   }
 
   static std::string* dir_;
@@ -320,6 +322,39 @@ TEST_F(ApiTest, IgnoredMetricIds) {
   // Not in later reads.
   EXPECT_FALSE(client_->Get("/api/public/v1/calls/metrics-1").json().contains(
       "ignored_metric_ids"));
+}
+
+TEST_F(ApiTest, UsableMetrics) {
+  HttpResponse r = client_->Get("/api/public/v1/metrics");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json data = r.json()["data"];
+  ASSERT_EQ(data.size(), 12u);
+  EXPECT_EQ(data[0], (json{{"id", 1}, {"name", "Latency"}, {"metrics_type", "standard"},
+                           {"standard_metric_key", "latency"}, {"requires_audio", true},
+                           {"enabled", true}}));
+  EXPECT_EQ(data[11]["standard_metric_key"], "task_completion");
+  EXPECT_EQ(data[11]["requires_audio"], false);
+
+  HttpResponse agent = client_->Post("/api/v1/agents", json{{"name", "quiet"},
+                                                           {"phone_number", "+14155550123"},
+                                                           {"language_id", 1},
+                                                           {"instructions", "x"},
+                                                           {"disabled_metric_ids", {5, 12}}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+  const int64_t id = agent.json()["id"];
+  data = client_->Get(absl::StrCat("/api/public/v1/metrics?agent_id=", id)).json()["data"];
+  for (const json& m : data) {
+    EXPECT_EQ(m["enabled"], m["id"] != 5 && m["id"] != 12) << m.dump();
+  }
+  ExpectError(client_->Get("/api/public/v1/metrics?agent_id=999999"), 404);
+
+  // A disabled metric named in metric_ids is ignored for that agent's calls.
+  json body = TranscriptCall("disabled-1", id);
+  body["metric_ids"] = {12, 11};
+  r = client_->Post("/api/public/v1/calls", body);
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(r.json()["ignored_metric_ids"], json({12}));
+  EXPECT_EQ(r.json()["metric_ids"], json({11}));
 }
 
 TEST_F(ApiTest, UpdateCall) {

@@ -15,6 +15,7 @@
 #include "calleval/v1/accounts.grpc.pb.h"
 #include "calleval/v1/agents.grpc.pb.h"
 #include "calleval/v1/calls.grpc.pb.h"
+#include "calleval/v1/metrics.grpc.pb.h"
 #include "edge/route_table.h"
 
 namespace calleval {
@@ -24,7 +25,8 @@ TEST(DocsRoutesTest, ApiReferenceMatchesTheProtos) {
   // Through a message of each file, so the generated descriptors are linked in.
   auto table = edge::RouteTable::Build({v1::Workspace::descriptor()->file()->FindServiceByName("Accounts"),
                                         v1::Agent::descriptor()->file()->FindServiceByName("Agents"),
-                                        v1::Call::descriptor()->file()->FindServiceByName("Calls")});
+                                        v1::Call::descriptor()->file()->FindServiceByName("Calls"),
+                                        v1::UsableMetric::descriptor()->file()->FindServiceByName("Metrics")});
   ASSERT_TRUE(table.ok()) << table.status();
   std::set<std::string> served;
   for (const auto& route : table->routes()) {
