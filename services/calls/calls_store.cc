@@ -122,6 +122,25 @@ absl::Status ValidatePage(std::optional<int> page, std::optional<int> per_page) 
   return ValidationError("validation_failed", "invalid pagination", std::move(issues));
 }
 
+// An unknown status or type in a filter is a client mistake, not an empty result.
+absl::Status ValidateListFilters(const v1::ListCallsRequest& request) {
+  static constexpr absl::string_view kStatuses[] = {"pending",   "processing", "computed",
+                                                    "completed", "failed",     "skipped"};
+  std::vector<FieldIssue> issues;
+  if (request.has_analysis_status() &&
+      absl::c_find(kStatuses, request.analysis_status()) == std::end(kStatuses)) {
+    issues.push_back(
+        {"analysis_status",
+         "must be one of pending, processing, computed, completed, failed, skipped"});
+  }
+  if (request.has_observation_type() && request.observation_type() != "voice" &&
+      request.observation_type() != "text") {
+    issues.push_back({"observation_type", "must be one of voice, text"});
+  }
+  if (issues.empty()) return absl::OkStatus();
+  return ValidationError("validation_failed", "invalid filter", std::move(issues));
+}
+
 }  // namespace
 
 CallsStore::CallsStore(db::Database* db, AgentLookup agents, Options options)
@@ -337,6 +356,7 @@ absl::StatusOr<v1::ListCallsResponse> CallsStore::List(int64_t workspace_id,
   if (request.has_page()) page_opt = request.page();
   if (request.has_per_page()) per_page_opt = request.per_page();
   RETURN_IF_ERROR(ValidatePage(page_opt, per_page_opt));
+  RETURN_IF_ERROR(ValidateListFilters(request));
   const int page = page_opt.value_or(1);
   const int per_page = per_page_opt.value_or(kDefaultPerPage);
 

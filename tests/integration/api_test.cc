@@ -413,6 +413,12 @@ TEST_F(ApiTest, ListFiltersAndPagination) {
                                 "&observation_type=voice"));
   EXPECT_EQ(r.json()["pagination"]["total_count"], 0);
   ExpectError(client_->Get("/api/public/v1/calls?per_page=1000"), 422);
+  ExpectError(client_->Get("/api/public/v1/calls?analysis_status=done"), 422);
+  ExpectError(client_->Get("/api/public/v1/calls?observation_type=video"), 422);
+  EXPECT_EQ(client_->Get(absl::StrCat("/api/public/v1/calls?agent_id=", agent,
+                                      "&analysis_status=pending"))
+                .json()["pagination"]["total_count"],
+            5);
   ExpectError(client_->Get("/api/public/v1/calls?page=abc"), 422);
 }
 

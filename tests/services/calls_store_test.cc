@@ -1,0 +1,205 @@
+#include "services/calls/calls_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "common/errors.h"
+#include "common/schema.h"
+#include "google/protobuf/text_format.h"
+#include "services/accounts/accounts_store.h"
+
+namespace calleval::calls {
+namespace {
+
+using ::testing::ElementsAre;
+
+class CallsStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = ::testing::TempDir() + "/calls_XXXXXX";
+    dir_ = mkdtemp(tmpl.data());
+    auto db = db::Database::Open(dir_ + "/calleval.db", SchemaMigrations());
+    ASSERT_TRUE(db.ok()) << db.status();
+    db_ = std::move(*db);
+    accounts::AccountsStore accounts(db_.get());
+    workspace_ = accounts.CreateWorkspace("w", 0)->id;
+    other_workspace_ = accounts.CreateWorkspace("o", 0)->id;
+    signer_ = std::make_unique<RecordingSigner>("k", "http://edge", absl::Hours(1));
+    CallsStore::Options options;
+    options.recordings_dir = dir_;
+    options.signer = signer_.get();
+    store_ = std::make_unique<CallsStore>(
+        db_.get(),
+        [](int64_t workspace, int64_t agent) -> absl::StatusOr<AgentInfo> {
+          if (agent == 7) return AgentInfo{{12}};
+          return ValidationError("agent_not_found", "no agent");
+        },
+        options);
+  }
+  void TearDown() override {
+    store_.reset();
+    db_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  v1::IngestCallRequest Request(const std::string& identifier, bool recording) {
+    v1::IngestCallRequest r;
+    r.set_call_identifier(identifier);
+    r.set_agent_id(7);
+    if (recording) {
+      r.set_recording_url("https://recordings.example.com/" + identifier + ".wav");
+    } else {
+      auto* turn = r.add_transcript();
+      turn->set_role("User");
+      turn->set_content("hi");
+      turn->set_start_time(0);
+      turn->set_end_time(1.6);
+    }
+    return r;
+  }
+
+  std::string dir_;
+  std::unique_ptr<db::Database> db_;
+  std::unique_ptr<RecordingSigner> signer_;
+  std::unique_ptr<CallsStore> store_;
+  int64_t workspace_ = 0, other_workspace_ = 0;
+};
+
+TEST_F(CallsStoreTest, IngestAnswerEqualsWhatIsReadBack) {
+  auto request = Request("a", false);
+  request.set_tag("t");
+  (*request.mutable_metadata()->mutable_fields())["k"].set_string_value("v");
+  (*request.mutable_metadata()->mutable_fields())["gone"].set_null_value(
+      google::protobuf::NULL_VALUE);
+  auto ingested = store_->Ingest(workspace_, request);
+  ASSERT_TRUE(ingested.ok()) << ingested.status();
+  auto read = store_->Get(workspace_, "a");
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(ingested->SerializeAsString(), read->SerializeAsString())
+      << ingested->DebugString() << "\nvs\n" << read->DebugString();
+  EXPECT_EQ(read->metadata().fields().size(), 1);
+  EXPECT_EQ(read->duration_seconds(), 2);
+  EXPECT_EQ(read->observation_type(), "text");
+}
+
+TEST_F(CallsStoreTest, DuplicatePerWorkspace) {
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("dup", false)).ok());
+  absl::Status dup = store_->Ingest(workspace_, Request("dup", false)).status();
+  EXPECT_EQ(HttpStatusFor(dup), 409);
+  EXPECT_TRUE(store_->Ingest(other_workspace_, Request("dup", false)).ok());
+}
+
+TEST_F(CallsStoreTest, DigitsTriedAsIdFirstThenAsIdentifier) {
+  auto first = store_->Ingest(workspace_, Request("first", false));
+  ASSERT_TRUE(first.ok());
+  const std::string id = std::to_string(first->id());
+  // A second call whose identifier is the first call's id.
+  auto second = store_->Ingest(workspace_, Request(id, false));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(store_->Get(workspace_, id)->call_identifier(), "first");
+  EXPECT_EQ(store_->Get(workspace_, "999999").status().code(), absl::StatusCode::kNotFound);
+  // An identifier of digits that is no id is found as an identifier.
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("424242", false)).ok());
+  EXPECT_EQ(store_->Get(workspace_, "424242")->call_identifier(), "424242");
+}
+
+TEST_F(CallsStoreTest, OtherWorkspaceIsNotFound) {
+  auto call = store_->Ingest(workspace_, Request("mine", false));
+  ASSERT_TRUE(call.ok());
+  EXPECT_EQ(store_->Get(other_workspace_, "mine").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Get(other_workspace_, std::to_string(call->id())).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Delete(other_workspace_, "mine").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(CallsStoreTest, IgnoredMetricIdsUseTheAgentsDisabledList) {
+  auto request = Request("m", false);
+  for (int64_t id : {12, 11, 3, 77}) request.add_metric_ids(id);
+  auto call = store_->Ingest(workspace_, request);
+  ASSERT_TRUE(call.ok());
+  EXPECT_THAT(call->metric_ids(), ElementsAre(11));
+  EXPECT_THAT(call->ignored_metric_ids(), ElementsAre(12, 3, 77));
+}
+
+TEST_F(CallsStoreTest, UnknownAgentAndPrivateUrlRejected) {
+  auto request = Request("x", false);
+  request.set_agent_id(8);
+  EXPECT_EQ(ErrorInfoOf(store_->Ingest(workspace_, request).status()).code(), "agent_not_found");
+  auto private_url = Request("y", true);
+  private_url.set_recording_url("http://169.254.169.254/latest/meta-data");
+  absl::Status status = store_->Ingest(workspace_, private_url).status();
+  EXPECT_EQ(HttpStatusFor(status), 422);
+  EXPECT_EQ(ErrorInfoOf(status).details(0).field(), "recording_url");
+}
+
+TEST_F(CallsStoreTest, RecordingJobsAreLeasedOnceAndFinish) {
+  auto a = store_->Ingest(workspace_, Request("ra", true));
+  auto b = store_->Ingest(workspace_, Request("rb", true));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->transcription_status(), "pending");
+  auto first = store_->ClaimRecordingJob(absl::Minutes(5));
+  auto second = store_->ClaimRecordingJob(absl::Minutes(5));
+  auto none = store_->ClaimRecordingJob(absl::Minutes(5));
+  ASSERT_TRUE(first.ok() && second.ok() && none.ok());
+  ASSERT_TRUE(first->has_value() && second->has_value());
+  EXPECT_FALSE(none->has_value());
+  EXPECT_EQ((*first)->call_id, a->id());
+  EXPECT_EQ((*first)->attempts, 1);
+  EXPECT_EQ((*second)->call_id, b->id());
+
+  ASSERT_TRUE(store_->CompleteRecording(a->id(), "audio/wav", 10).ok());
+  auto stored = store_->Get(workspace_, "ra");
+  EXPECT_TRUE(stored->has_presigned_recording_url());
+  EXPECT_EQ(store_->GetRecordingFile(a->id())->content_type, "audio/wav");
+
+  ASSERT_TRUE(store_->FailRecording(b->id(), "recording download failed: HTTP 404").ok());
+  auto failed = store_->Get(workspace_, "rb");
+  EXPECT_EQ(failed->analysis_status(), "failed");
+  EXPECT_EQ(failed->failure_reason(), "download_failed");
+  EXPECT_EQ(failed->failure_message(), "recording download failed: HTTP 404");
+  EXPECT_EQ(failed->transcription_status(), "failed");
+  EXPECT_FALSE(failed->has_presigned_recording_url());
+  // A finished job is not handed out again.
+  EXPECT_FALSE(store_->ClaimRecordingJob(absl::Minutes(5))->has_value());
+}
+
+TEST_F(CallsStoreTest, ExpiredLeaseIsHandedOutAgainAndReleaseDoesNotCount) {
+  auto a = store_->Ingest(workspace_, Request("lease", true));
+  ASSERT_TRUE(a.ok());
+  auto first = store_->ClaimRecordingJob(absl::ZeroDuration());  // expires at once
+  ASSERT_TRUE(first.ok() && first->has_value());
+  auto again = store_->ClaimRecordingJob(absl::Minutes(5));
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_EQ((*again)->attempts, 2);
+  ASSERT_TRUE(store_->ReleaseRecording(a->id()).ok());
+  auto after_release = store_->ClaimRecordingJob(absl::Minutes(5));
+  ASSERT_TRUE(after_release.ok() && after_release->has_value());
+  EXPECT_EQ((*after_release)->attempts, 2);
+  ASSERT_TRUE(store_->RetryRecording(a->id(), absl::Minutes(1)).ok());
+  EXPECT_FALSE(store_->ClaimRecordingJob(absl::Minutes(5))->has_value());  // not before the delay
+}
+
+TEST_F(CallsStoreTest, UpdateMergesAndClears) {
+  auto request = Request("u", false);
+  request.set_label("l");
+  request.set_tag("t");
+  ASSERT_TRUE(store_->Ingest(workspace_, request).ok());
+  v1::CallUpdate update;
+  update.add_null_fields("label");
+  update.set_customer_number("+15550100");
+  update.add_set_fields("customer_number");
+  auto call = store_->Update(workspace_, "u", std::nullopt, update);
+  ASSERT_TRUE(call.ok()) << call.status();
+  EXPECT_FALSE(call->has_label());
+  EXPECT_EQ(call->tag(), "t");
+  EXPECT_EQ(call->customer_number(), "+15550100");
+  EXPECT_EQ(store_->Update(workspace_, "u", 8, update).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Get(workspace_, "u")->customer_number(), "+15550100");
+}
+
+}  // namespace
+}  // namespace calleval::calls
