@@ -3,6 +3,7 @@
 // Small wrappers over OpenSSL for keys and signatures.
 
 #include <string>
+
 #include "absl/strings/string_view.h"
 
 namespace calleval {

@@ -5,8 +5,8 @@
 
 namespace calleval {
 
-absl::Status MakeError(absl::StatusCode code, absl::string_view error_code, absl::string_view message,
-                       std::vector<FieldIssue> details) {
+absl::Status MakeError(absl::StatusCode code, absl::string_view error_code,
+                       absl::string_view message, std::vector<FieldIssue> details) {
   absl::Status status(code, message);
   v1::ErrorInfo info;
   info.set_code(std::string(error_code));
@@ -55,13 +55,26 @@ absl::Status HttpError(int http_status, absl::string_view error_code, absl::stri
                        std::vector<FieldIssue> details) {
   absl::StatusCode code = absl::StatusCode::kInvalidArgument;
   switch (http_status) {
-    case 401: code = absl::StatusCode::kUnauthenticated; break;
-    case 403: code = absl::StatusCode::kPermissionDenied; break;
-    case 404: code = absl::StatusCode::kNotFound; break;
-    case 413: code = absl::StatusCode::kResourceExhausted; break;
-    case 429: code = absl::StatusCode::kResourceExhausted; break;
-    case 503: code = absl::StatusCode::kUnavailable; break;
-    default: break;
+    case 401:
+      code = absl::StatusCode::kUnauthenticated;
+      break;
+    case 403:
+      code = absl::StatusCode::kPermissionDenied;
+      break;
+    case 404:
+      code = absl::StatusCode::kNotFound;
+      break;
+    case 413:
+      code = absl::StatusCode::kResourceExhausted;
+      break;
+    case 429:
+      code = absl::StatusCode::kResourceExhausted;
+      break;
+    case 503:
+      code = absl::StatusCode::kUnavailable;
+      break;
+    default:
+      break;
   }
   absl::Status status = MakeError(code, error_code, message, std::move(details));
   v1::ErrorInfo info = ErrorInfoOf(status);
@@ -72,17 +85,28 @@ absl::Status HttpError(int http_status, absl::string_view error_code, absl::stri
 
 absl::string_view DefaultErrorCode(absl::StatusCode code) {
   switch (code) {
-    case absl::StatusCode::kInvalidArgument: return "validation_failed";
-    case absl::StatusCode::kFailedPrecondition: return "failed_precondition";
-    case absl::StatusCode::kNotFound: return "not_found";
-    case absl::StatusCode::kAlreadyExists: return "conflict";
-    case absl::StatusCode::kPermissionDenied: return "forbidden";
-    case absl::StatusCode::kUnauthenticated: return "unauthenticated";
-    case absl::StatusCode::kResourceExhausted: return "rate_limited";
-    case absl::StatusCode::kUnavailable: return "unavailable";
-    case absl::StatusCode::kDeadlineExceeded: return "deadline_exceeded";
-    case absl::StatusCode::kUnimplemented: return "not_implemented";
-    default: return "internal";
+    case absl::StatusCode::kInvalidArgument:
+      return "validation_failed";
+    case absl::StatusCode::kFailedPrecondition:
+      return "failed_precondition";
+    case absl::StatusCode::kNotFound:
+      return "not_found";
+    case absl::StatusCode::kAlreadyExists:
+      return "conflict";
+    case absl::StatusCode::kPermissionDenied:
+      return "forbidden";
+    case absl::StatusCode::kUnauthenticated:
+      return "unauthenticated";
+    case absl::StatusCode::kResourceExhausted:
+      return "rate_limited";
+    case absl::StatusCode::kUnavailable:
+      return "unavailable";
+    case absl::StatusCode::kDeadlineExceeded:
+      return "deadline_exceeded";
+    case absl::StatusCode::kUnimplemented:
+      return "not_implemented";
+    default:
+      return "internal";
   }
 }
 
@@ -99,19 +123,30 @@ int HttpStatusFor(const absl::Status& status) {
   v1::ErrorInfo info = ErrorInfoOf(status);
   if (info.has_http_status()) return info.http_status();
   switch (status.code()) {
-    case absl::StatusCode::kOk: return 200;
+    case absl::StatusCode::kOk:
+      return 200;
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kOutOfRange: return 422;
-    case absl::StatusCode::kNotFound: return 404;
-    case absl::StatusCode::kAlreadyExists: return 409;
-    case absl::StatusCode::kPermissionDenied: return 403;
-    case absl::StatusCode::kUnauthenticated: return 401;
-    case absl::StatusCode::kResourceExhausted: return 429;
-    case absl::StatusCode::kUnavailable: return 503;
-    case absl::StatusCode::kDeadlineExceeded: return 504;
-    case absl::StatusCode::kUnimplemented: return 501;
-    default: return 500;
+    case absl::StatusCode::kOutOfRange:
+      return 422;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+      return 409;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    default:
+      return 500;
   }
 }
 

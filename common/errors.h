@@ -16,10 +16,10 @@
 
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "calleval/v1/common.pb.h"
 
 namespace calleval {
@@ -32,17 +32,17 @@ struct FieldIssue {
 };
 
 // Builds a status with an ErrorInfo payload.
-absl::Status MakeError(absl::StatusCode code, absl::string_view error_code, absl::string_view message,
-                       std::vector<FieldIssue> details = {});
+absl::Status MakeError(absl::StatusCode code, absl::string_view error_code,
+                       absl::string_view message, std::vector<FieldIssue> details = {});
 
 // Shorthands for the common cases.
 absl::Status ValidationError(absl::string_view error_code, absl::string_view message,
                              std::vector<FieldIssue> details = {});  // 422
 absl::Status FieldError(absl::string_view field, absl::string_view issue,
                         absl::string_view error_code = "validation_failed");  // 422, one detail
-absl::Status NotFoundError(absl::string_view what);                          // 404 "not_found"
+absl::Status NotFoundError(absl::string_view what);                           // 404 "not_found"
 absl::Status ConflictError(absl::string_view error_code, absl::string_view message,
-                           std::vector<FieldIssue> details = {});  // 409
+                           std::vector<FieldIssue> details = {});                      // 409
 absl::Status ForbiddenError(absl::string_view error_code, absl::string_view message);  // 403
 absl::Status UnauthenticatedError(absl::string_view message);                          // 401
 absl::Status InternalError(absl::string_view message);                                 // 500

@@ -15,8 +15,8 @@
 //   kUnavailable         network trouble, timeouts, HTTP 408/429/5xx: worth retrying later.
 //   kInternal            the local file could not be written.
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <string>
 #include <vector>
 

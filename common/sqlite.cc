@@ -97,7 +97,7 @@ std::optional<double> Statement::OptionalDouble(int column) const {
 // Connection
 
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const std::string& path,
-                                                            bool read_only) {
+                                                             bool read_only) {
   sqlite3* db = nullptr;
   int flags = SQLITE_OPEN_NOMUTEX |
               (read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
@@ -155,8 +155,8 @@ absl::Status Connection::Exec(absl::string_view sql) {
 }
 
 absl::Status Connection::ErrorStatus(int rc, absl::string_view context) const {
-  std::string message = absl::StrCat("sqlite: ", sqlite3_errmsg(db_), " (", rc, ") in: ",
-                                     context.substr(0, 200));
+  std::string message =
+      absl::StrCat("sqlite: ", sqlite3_errmsg(db_), " (", rc, ") in: ", context.substr(0, 200));
   int primary = rc & 0xff;
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) return absl::UnavailableError(message);
   if (primary == SQLITE_CONSTRAINT) return absl::AlreadyExistsError(message);
@@ -173,16 +173,16 @@ struct Database::PendingWrite {
 };
 
 absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path,
-                                                        const std::vector<Migration>& migrations,
-                                                        Options options) {
+                                                         const std::vector<Migration>& migrations,
+                                                         Options options) {
   auto db = std::unique_ptr<Database>(new Database());
   db->path_ = path;
   db->options_ = options;
   ASSIGN_OR_RETURN(db->writer_, Connection::Open(path, /*read_only=*/false));
   Connection& w = *db->writer_;
   RETURN_IF_ERROR(w.Exec("PRAGMA journal_mode=WAL"));
-  RETURN_IF_ERROR(w.Exec(options.synchronous_full ? "PRAGMA synchronous=FULL"
-                                                  : "PRAGMA synchronous=NORMAL"));
+  RETURN_IF_ERROR(
+      w.Exec(options.synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));
 
   // Migrations run in one exclusive transaction so two processes starting together do not
   // both apply them.

@@ -17,13 +17,13 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <unordered_map>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace calleval::db {
@@ -47,7 +47,9 @@ class Statement {
   Statement& Bind(int index, double value);
   Statement& Bind(int index, absl::string_view value);
   Statement& Bind(int index, const char* value) { return Bind(index, absl::string_view(value)); }
-  Statement& Bind(int index, const std::string& value) { return Bind(index, absl::string_view(value)); }
+  Statement& Bind(int index, const std::string& value) {
+    return Bind(index, absl::string_view(value));
+  }
   Statement& BindBlob(int index, absl::string_view value);
   Statement& BindNull(int index);
   template <typename T>
@@ -164,7 +166,8 @@ class Database {
 
 // Runs `fn` in a write transaction and returns what it produced.
 template <typename T>
-absl::StatusOr<T> WriteResult(Database& db, const std::function<absl::StatusOr<T>(Connection&)>& fn) {
+absl::StatusOr<T> WriteResult(Database& db,
+                              const std::function<absl::StatusOr<T>(Connection&)>& fn) {
   std::optional<T> out;
   absl::Status status = db.Write([&](Connection& c) -> absl::Status {
     auto r = fn(c);
@@ -177,7 +180,8 @@ absl::StatusOr<T> WriteResult(Database& db, const std::function<absl::StatusOr<T
 }
 
 template <typename T>
-absl::StatusOr<T> ReadResult(Database& db, const std::function<absl::StatusOr<T>(Connection&)>& fn) {
+absl::StatusOr<T> ReadResult(Database& db,
+                             const std::function<absl::StatusOr<T>(Connection&)>& fn) {
   std::optional<T> out;
   absl::Status status = db.Read([&](Connection& c) -> absl::Status {
     auto r = fn(c);

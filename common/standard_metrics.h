@@ -3,6 +3,7 @@
 // The twelve standard metrics every installation has, with fixed ids (SPEC §3).
 
 #include <cstdint>
+
 #include "absl/strings/string_view.h"
 
 namespace calleval {

@@ -8,10 +8,10 @@
 #define CALLEVAL_STATUS_CONCAT_INNER_(a, b) a##b
 #define CALLEVAL_STATUS_CONCAT_(a, b) CALLEVAL_STATUS_CONCAT_INNER_(a, b)
 
-#define RETURN_IF_ERROR(expr)                                  \
-  do {                                                         \
-    ::absl::Status calleval_status_ = (expr);                  \
-    if (!calleval_status_.ok()) return calleval_status_;       \
+#define RETURN_IF_ERROR(expr)                            \
+  do {                                                   \
+    ::absl::Status calleval_status_ = (expr);            \
+    if (!calleval_status_.ok()) return calleval_status_; \
   } while (0)
 
 #define ASSIGN_OR_RETURN(lhs, rexpr) \

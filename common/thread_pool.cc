@@ -25,9 +25,8 @@ void ThreadPool::Loop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](ThreadPool* p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return !p->queue_.empty() || p->stopping_;
-          },
+          +[](ThreadPool* p)
+               ABSL_NO_THREAD_SAFETY_ANALYSIS { return !p->queue_.empty() || p->stopping_; },
           this));
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());

@@ -27,9 +27,8 @@ template <typename Work>
 grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, ThreadPool* pool,
                                    Work work) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  pool->Schedule([reactor, work = std::move(work)]() mutable {
-    reactor->Finish(ToGrpcStatus(work()));
-  });
+  pool->Schedule(
+      [reactor, work = std::move(work)]() mutable { reactor->Finish(ToGrpcStatus(work())); });
   return reactor;
 }
 

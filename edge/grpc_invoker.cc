@@ -39,10 +39,9 @@ void GrpcInvoker::Invoke(const google::protobuf::MethodDescriptor* method,
   }
   auto* call = new PendingCall;
   call->request = std::move(request);
-  call->response.reset(
-      google::protobuf::MessageFactory::generated_factory()
-          ->GetPrototype(method->output_type())
-          ->New());
+  call->response.reset(google::protobuf::MessageFactory::generated_factory()
+                           ->GetPrototype(method->output_type())
+                           ->New());
   call->method_path = absl::StrCat("/", method->service()->full_name(), "/", method->name());
   call->done = std::move(done);
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
@@ -51,12 +50,10 @@ void GrpcInvoker::Invoke(const google::protobuf::MethodDescriptor* method,
   }
   if (!context.request_id.empty()) call->context.AddMetadata("x-request-id", context.request_id);
   stub->second->UnaryCall(&call->context, call->method_path, grpc::StubOptions(),
-                          call->request.get(), call->response.get(),
-                          [call](grpc::Status status) {
+                          call->request.get(), call->response.get(), [call](grpc::Status status) {
                             std::unique_ptr<PendingCall> owned(call);
                             absl::Status result = FromGrpcStatus(status);
-                            owned->done(result, result.ok() ? std::move(owned->response)
-                                                            : nullptr);
+                            owned->done(result, result.ok() ? std::move(owned->response) : nullptr);
                           });
 }
 

@@ -45,8 +45,7 @@ absl::string_view Absl(std::string_view s) { return absl::string_view(s.data(), 
 
 // Clamped so that "infinite" timeouts do not overflow the steady clock.
 std::chrono::nanoseconds ToChrono(absl::Duration d) {
-  return std::chrono::nanoseconds(
-      absl::ToInt64Nanoseconds(std::min(d, absl::Hours(24 * 365))));
+  return std::chrono::nanoseconds(absl::ToInt64Nanoseconds(std::min(d, absl::Hours(24 * 365))));
 }
 
 // A client-supplied request id is echoed only when it is short, printable ASCII.
@@ -403,9 +402,9 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       int retry_after = 0;
       if (!server_->limiter_->Allow(View(request_[http::field::authorization]), &retry_after)) {
         extra_headers_.emplace_back("Retry-After", std::to_string(retry_after));
-        return SendError(HttpError(429, "rate_limited",
-                                   absl::StrCat("rate limit exceeded; retry in ", retry_after,
-                                                " s")));
+        return SendError(
+            HttpError(429, "rate_limited",
+                      absl::StrCat("rate limit exceeded; retry in ", retry_after, " s")));
       }
     }
     const google::protobuf::Message* prototype = server_->prototypes_[route->index];
@@ -458,11 +457,10 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
         route->method_descriptor, std::move(request), context,
         [self = shared_from_this(), route](absl::Status status,
                                            std::unique_ptr<google::protobuf::Message> response) {
-          net::post(self->stream_.get_executor(),
-                    [self, route, status = std::move(status),
-                     response = std::move(response)]() mutable {
-                      self->OnResponse(route, status, std::move(response));
-                    });
+          net::post(self->stream_.get_executor(), [self, route, status = std::move(status),
+                                                   response = std::move(response)]() mutable {
+            self->OnResponse(route, status, std::move(response));
+          });
         });
   }
 
@@ -629,8 +627,8 @@ absl::Status HttpServer::Impl::Start() {
   if (ec) {
     beast::error_code ignored;
     acceptor_.close(ignored);
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.host, ":",
-                                               options_.port, ": ", ec.message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options_.host, ":", options_.port, ": ", ec.message()));
   }
   port_ = acceptor_.local_endpoint(ec).port();
   started_ = true;
@@ -727,8 +725,7 @@ HttpServer::HttpServer(const RouteTable* routes, MethodInvoker* invoker, HttpSer
 
 HttpServer::~HttpServer() { Shutdown(); }
 
-void HttpServer::AddLocalRoute(std::string method, std::string path_prefix,
-                               LocalHandler handler) {
+void HttpServer::AddLocalRoute(std::string method, std::string path_prefix, LocalHandler handler) {
   impl_->AddLocalRoute(std::move(method), std::move(path_prefix), std::move(handler));
 }
 

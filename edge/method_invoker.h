@@ -24,13 +24,13 @@ class MethodInvoker {
  public:
   // On success `response` holds the method's output message; on failure the status carries the
   // service's ErrorInfo payload (common/errors.h). `done` may run on any thread.
-  using Done = std::function<void(absl::Status status,
-                                  std::unique_ptr<google::protobuf::Message> response)>;
+  using Done =
+      std::function<void(absl::Status status, std::unique_ptr<google::protobuf::Message> response)>;
 
   virtual ~MethodInvoker() = default;
   virtual void Invoke(const google::protobuf::MethodDescriptor* method,
-                      std::unique_ptr<google::protobuf::Message> request, const CallContext& context,
-                      Done done) = 0;
+                      std::unique_ptr<google::protobuf::Message> request,
+                      const CallContext& context, Done done) = 0;
 };
 
 }  // namespace calleval::edge

@@ -142,11 +142,16 @@ std::string Lower(std::string_view s) {
 
 const char* StatusDescription(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    default: return "Success";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 202:
+      return "Accepted";
+    case 204:
+      return "No Content";
+    default:
+      return "Success";
   }
 }
 
@@ -158,9 +163,9 @@ Json ErrorResponseRef(const char* name) {
 Json ErrorResponses() {
   Json responses = Json::object();
   auto add = [&responses](const char* name, const char* description) {
-    responses[name] = Json{
-        {"description", description},
-        {"content", Json{{kJson, Json{{"schema", Json{{"$ref", Ref("ErrorResponse")}}}}}}}};
+    responses[name] =
+        Json{{"description", description},
+             {"content", Json{{kJson, Json{{"schema", Json{{"$ref", Ref("ErrorResponse")}}}}}}}};
   };
   add("BadRequest", "Malformed JSON, invalid UTF-8 or a body that is not a JSON object");
   add("Unauthorized", "Missing or unknown API key");
@@ -191,29 +196,36 @@ void AddLocalRoutes(Json& paths) {
   paths["/healthz"] = Json{{"get", std::move(healthz)}};
 
   Json readyz = LocalOperation("Service_Readyz", "Readiness probe");
-  readyz["responses"] =
-      Json{{"200", Json{{"description", "Ready"}, {"content", any_json}}},
-           {"503", ErrorResponseRef("ServiceUnavailable")}};
+  readyz["responses"] = Json{{"200", Json{{"description", "Ready"}, {"content", any_json}}},
+                             {"503", ErrorResponseRef("ServiceUnavailable")}};
   paths["/readyz"] = Json{{"get", std::move(readyz)}};
 
   Json openapi = LocalOperation("Service_OpenApi", "This document");
-  openapi["responses"] = Json{{"200", Json{{"description", "OpenAPI 3.0.3"}, {"content", any_json}}}};
+  openapi["responses"] =
+      Json{{"200", Json{{"description", "OpenAPI 3.0.3"}, {"content", any_json}}}};
   paths["/openapi.json"] = Json{{"get", std::move(openapi)}};
 
-  Json recording = LocalOperation("Service_GetRecording",
-                                  "A stored recording through its presigned link");
+  Json recording =
+      LocalOperation("Service_GetRecording", "A stored recording through its presigned link");
   recording["parameters"] = Json::array({
-      Json{{"name", "id"}, {"in", "path"}, {"required", true},
+      Json{{"name", "id"},
+           {"in", "path"},
+           {"required", true},
            {"schema", Json{{"type", "integer"}, {"format", "int64"}}}},
-      Json{{"name", "expires"}, {"in", "query"}, {"required", true},
+      Json{{"name", "expires"},
+           {"in", "query"},
+           {"required", true},
            {"schema", Json{{"type", "integer"}, {"format", "int64"}}}},
-      Json{{"name", "signature"}, {"in", "query"}, {"required", true},
+      Json{{"name", "signature"},
+           {"in", "query"},
+           {"required", true},
            {"schema", Json{{"type", "string"}}}},
   });
   recording["responses"] = Json{
-      {"200", Json{{"description", "The recording's bytes with their original content type"},
-                   {"content", Json{{"audio/*", Json{{"schema", Json{{"type", "string"},
-                                                                     {"format", "binary"}}}}}}}}},
+      {"200",
+       Json{{"description", "The recording's bytes with their original content type"},
+            {"content",
+             Json{{"audio/*", Json{{"schema", Json{{"type", "string"}, {"format", "binary"}}}}}}}}},
       {"403", ErrorResponseRef("Forbidden")},
       {"404", ErrorResponseRef("NotFound")}};
   paths["/recordings/{id}"] = Json{{"get", std::move(recording)}};
@@ -237,8 +249,8 @@ std::string BuildOpenApi(const RouteTable& routes, std::string_view title,
     const auto* method = route->method_descriptor;
     const Descriptor* input = method->input_type();
     const std::string& service = method->service()->name();
-    if (std::find_if(tags.begin(), tags.end(), [&](const Json& t) { return t["name"] == service; }) ==
-        tags.end()) {
+    if (std::find_if(tags.begin(), tags.end(),
+                     [&](const Json& t) { return t["name"] == service; }) == tags.end()) {
       tags.push_back(Json{{"name", service}});
     }
 
@@ -268,12 +280,11 @@ std::string BuildOpenApi(const RouteTable& routes, std::string_view title,
     if (!parameters.empty()) op["parameters"] = std::move(parameters);
 
     if (route->body_kind != BodyKind::kNone) {
-      const Descriptor* body = route->body_kind == BodyKind::kWhole
-                                   ? input
-                                   : route->body_field->message_type();
-      op["requestBody"] = Json{
-          {"required", true},
-          {"content", Json{{kJson, Json{{"schema", builder.MessageSchema(body)}}}}}};
+      const Descriptor* body =
+          route->body_kind == BodyKind::kWhole ? input : route->body_field->message_type();
+      op["requestBody"] =
+          Json{{"required", true},
+               {"content", Json{{kJson, Json{{"schema", builder.MessageSchema(body)}}}}}};
     }
 
     Json responses = Json::object();
@@ -281,10 +292,10 @@ std::string BuildOpenApi(const RouteTable& routes, std::string_view title,
     if (route->empty_response) {
       responses[success] = Json{{"description", StatusDescription(204)}};
     } else {
-      responses[success] = Json{
-          {"description", StatusDescription(route->success_status)},
-          {"content",
-           Json{{kJson, Json{{"schema", builder.MessageSchema(method->output_type())}}}}}};
+      responses[success] =
+          Json{{"description", StatusDescription(route->success_status)},
+               {"content",
+                Json{{kJson, Json{{"schema", builder.MessageSchema(method->output_type())}}}}}};
     }
     if (route->body_kind != BodyKind::kNone) responses["400"] = ErrorResponseRef("BadRequest");
     responses["401"] = ErrorResponseRef("Unauthorized");
@@ -305,15 +316,15 @@ std::string BuildOpenApi(const RouteTable& routes, std::string_view title,
   tags.push_back(Json{{"name", "Service"}});
 
   builder.MessageSchema(calleval::v1::ErrorResponse::descriptor());
-  schemas["ErrorResponse"] = Json{{"$ref", Ref(calleval::v1::ErrorResponse::descriptor()->full_name())}};
+  schemas["ErrorResponse"] =
+      Json{{"$ref", Ref(calleval::v1::ErrorResponse::descriptor()->full_name())}};
 
   doc["tags"] = std::move(tags);
   doc["paths"] = std::move(paths);
-  doc["components"] = Json{
-      {"schemas", std::move(schemas)},
-      {"responses", ErrorResponses()},
-      {"securitySchemes",
-       Json{{"bearerAuth", Json{{"type", "http"}, {"scheme", "bearer"}}}}}};
+  doc["components"] =
+      Json{{"schemas", std::move(schemas)},
+           {"responses", ErrorResponses()},
+           {"securitySchemes", Json{{"bearerAuth", Json{{"type", "http"}, {"scheme", "bearer"}}}}}};
   doc["security"] = Json::array({Json{{"bearerAuth", Json::array()}}});
   return doc.dump(2);
 }

@@ -63,18 +63,18 @@ absl::Status ResolveVariableField(const MethodDescriptor* method, const Descript
                                              current->full_name(), " has no field ", parts[i]));
     }
     if (field->is_repeated()) {
-      return BuildError(method, absl::StrCat("path variable {", Absl(field_path),
-                                             "} names a repeated field"));
+      return BuildError(
+          method, absl::StrCat("path variable {", Absl(field_path), "} names a repeated field"));
     }
     const bool last = i + 1 == parts.size();
     const bool is_message = field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE;
     if (last && is_message) {
-      return BuildError(method, absl::StrCat("path variable {", Absl(field_path),
-                                             "} names a message field"));
+      return BuildError(
+          method, absl::StrCat("path variable {", Absl(field_path), "} names a message field"));
     }
     if (!last && !is_message) {
-      return BuildError(method, absl::StrCat("path variable {", Absl(field_path), "}: ",
-                                             parts[i], " is not a message field"));
+      return BuildError(method, absl::StrCat("path variable {", Absl(field_path), "}: ", parts[i],
+                                             " is not a message field"));
     }
     if (!last) current = field->message_type();
   }
@@ -84,7 +84,15 @@ absl::Status ResolveVariableField(const MethodDescriptor* method, const Descript
 bool IsValidLiteral(std::string_view segment) {
   for (char c : segment) {
     switch (c) {
-      case '{': case '}': case '*': case ':': case '=': case '?': case '#': case ' ': case '%':
+      case '{':
+      case '}':
+      case '*':
+      case ':':
+      case '=':
+      case '?':
+      case '#':
+      case ' ':
+      case '%':
         return false;
       default:
         if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7e) {
@@ -109,8 +117,8 @@ bool IsValidFieldPath(std::string_view path) {
 absl::Status ParseTemplate(const MethodDescriptor* method, std::string_view path_template,
                            std::vector<PathSegment>* segments) {
   if (path_template.empty() || path_template.front() != '/') {
-    return BuildError(method, absl::StrCat("path \"", Absl(path_template),
-                                           "\" does not start with '/'"));
+    return BuildError(method,
+                      absl::StrCat("path \"", Absl(path_template), "\" does not start with '/'"));
   }
   std::string_view rest = path_template.substr(1);
   if (rest.empty()) return absl::OkStatus();
@@ -118,26 +126,25 @@ absl::Status ParseTemplate(const MethodDescriptor* method, std::string_view path
     std::string_view segment(part.data(), part.size());
     PathSegment parsed;
     if (segment.empty()) {
-      return BuildError(method, absl::StrCat("path \"", Absl(path_template),
-                                             "\" has an empty segment"));
+      return BuildError(method,
+                        absl::StrCat("path \"", Absl(path_template), "\" has an empty segment"));
     }
     if (segment.front() == '{') {
       if (segment.size() < 3 || segment.back() != '}' ||
           !IsValidFieldPath(segment.substr(1, segment.size() - 2))) {
-        return BuildError(method, absl::StrCat("path \"", Absl(path_template),
-                                               "\": unsupported variable \"", part,
-                                               "\" (only {field} and {field.sub})"));
+        return BuildError(
+            method, absl::StrCat("path \"", Absl(path_template), "\": unsupported variable \"",
+                                 part, "\" (only {field} and {field.sub})"));
       }
       parsed.is_variable = true;
       parsed.field_path = std::string(segment.substr(1, segment.size() - 2));
       for (const PathSegment& earlier : *segments) {
         if (earlier.is_variable && earlier.field_path == parsed.field_path) {
-          return BuildError(method, absl::StrCat("path \"", Absl(path_template),
-                                                 "\" binds {", parsed.field_path, "} twice"));
+          return BuildError(method, absl::StrCat("path \"", Absl(path_template), "\" binds {",
+                                                 parsed.field_path, "} twice"));
         }
       }
-      absl::Status status =
-          ResolveVariableField(method, method->input_type(), parsed.field_path);
+      absl::Status status = ResolveVariableField(method, method->input_type(), parsed.field_path);
       if (!status.ok()) return status;
     } else {
       if (!IsValidLiteral(segment)) {
@@ -244,9 +251,18 @@ absl::StatusOr<RouteTable> RouteTable::Build(
     route->method_descriptor = method;
     const std::string* path = nullptr;
     switch (rule.pattern_case()) {
-      case google::api::HttpRule::kGet: route->method = HttpMethod::kGet; path = &rule.get(); break;
-      case google::api::HttpRule::kPost: route->method = HttpMethod::kPost; path = &rule.post(); break;
-      case google::api::HttpRule::kPut: route->method = HttpMethod::kPut; path = &rule.put(); break;
+      case google::api::HttpRule::kGet:
+        route->method = HttpMethod::kGet;
+        path = &rule.get();
+        break;
+      case google::api::HttpRule::kPost:
+        route->method = HttpMethod::kPost;
+        path = &rule.post();
+        break;
+      case google::api::HttpRule::kPut:
+        route->method = HttpMethod::kPut;
+        path = &rule.put();
+        break;
       case google::api::HttpRule::kPatch:
         route->method = HttpMethod::kPatch;
         path = &rule.patch();
@@ -278,20 +294,20 @@ absl::StatusOr<RouteTable> RouteTable::Build(
     } else {
       const FieldDescriptor* field = input->FindFieldByName(rule.body());
       if (field == nullptr) {
-        return BuildError(method, absl::StrCat("body \"", rule.body(), "\": ",
-                                               input->full_name(), " has no such field"));
+        return BuildError(method, absl::StrCat("body \"", rule.body(), "\": ", input->full_name(),
+                                               " has no such field"));
       }
       if (field->is_repeated() || field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) {
-        return BuildError(method, absl::StrCat("body \"", rule.body(),
-                                               "\" must name a singular message field"));
+        return BuildError(
+            method, absl::StrCat("body \"", rule.body(), "\" must name a singular message field"));
       }
       route->body_kind = BodyKind::kField;
       route->body_field = field;
     }
     if (route->body_kind != BodyKind::kNone &&
         (route->method == HttpMethod::kGet || route->method == HttpMethod::kDelete)) {
-      return BuildError(method, absl::StrCat(Absl(HttpMethodName(route->method)),
-                                             " routes cannot take a body"));
+      return BuildError(
+          method, absl::StrCat(Absl(HttpMethodName(route->method)), " routes cannot take a body"));
     }
 
     const bool has_status = method->options().HasExtension(calleval::v1::http_success_status);
@@ -342,9 +358,9 @@ absl::StatusOr<RouteTable> RouteTable::Build(
     }
     const int m = static_cast<int>(route->method);
     if (const Route* existing = node->by_method[m]) {
-      return BuildError(method, absl::StrCat(Absl(HttpMethodName(route->method)), " ", *path,
-                                             " is already bound to ",
-                                             existing->method_descriptor->full_name()));
+      return BuildError(
+          method, absl::StrCat(Absl(HttpMethodName(route->method)), " ", *path,
+                               " is already bound to ", existing->method_descriptor->full_name()));
     }
     route->index = table.routes_.size();
     node->by_method[m] = route.get();

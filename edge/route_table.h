@@ -34,9 +34,9 @@ std::string_view HttpMethodName(HttpMethod method);
 bool ParseHttpMethod(std::string_view name, HttpMethod* method);
 
 enum class BodyKind : uint8_t {
-  kNone,     // no body; every non-path top-level field may come from the query string
-  kWhole,    // body "*": the JSON body is the whole request message
-  kField,    // body "<field>": the JSON body is that top-level message field
+  kNone,   // no body; every non-path top-level field may come from the query string
+  kWhole,  // body "*": the JSON body is the whole request message
+  kField,  // body "<field>": the JSON body is that top-level message field
 };
 
 // One segment of a path template.

@@ -5,10 +5,10 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <atomic>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -55,8 +55,8 @@ bool HasRole(const ServerConfig& config, const std::string& role) {
 absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& addr) {
   size_t colon = addr.rfind(':');
   int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(addr.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
+  if (colon == std::string::npos || !absl::SimpleAtoi(addr.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("bad address (want host:port): ", addr));
   }
   std::string host = addr.substr(0, colon);
@@ -143,8 +143,8 @@ const google::protobuf::MethodDescriptor* Method(const google::protobuf::Service
 struct InvokerSlot : edge::MethodInvoker {
   std::atomic<edge::MethodInvoker*> target{nullptr};
   void Invoke(const google::protobuf::MethodDescriptor* method,
-              std::unique_ptr<google::protobuf::Message> request,
-              const edge::CallContext& context, Done done) override {
+              std::unique_ptr<google::protobuf::Message> request, const edge::CallContext& context,
+              Done done) override {
     edge::MethodInvoker* invoker = target.load();
     if (invoker == nullptr) {
       done(absl::UnavailableError("the service is starting"), nullptr);
@@ -208,8 +208,7 @@ void Server::AddLocalRoutes(State* state) {
     absl::string_view id = absl::string_view(r.path).substr(std::string("/recordings/").size());
     auto expires = r.query.find("expires");
     auto signature = r.query.find("signature");
-    if (!absl::SimpleAtoi(id, &call_id) || expires == r.query.end() ||
-        signature == r.query.end() ||
+    if (!absl::SimpleAtoi(id, &call_id) || expires == r.query.end() || signature == r.query.end() ||
         !state->signer->Verify(call_id, expires->second, signature->second, absl::Now())) {
       return ErrorResponse(
           ForbiddenError("invalid_signature",
@@ -309,9 +308,7 @@ void Server::RegisterDirectHandlers(State& s) {
 
 Server::~Server() { Shutdown(); }
 
-int Server::http_port() const {
-  return state_->http_server ? state_->http_server->port() : 0;
-}
+int Server::http_port() const { return state_->http_server ? state_->http_server->port() : 0; }
 int Server::grpc_port() const { return state_->grpc_port; }
 std::string Server::http_base_url() const { return state_->base_url; }
 const std::optional<accounts::Bootstrap>& Server::bootstrap() const { return state_->bootstrap; }
@@ -375,8 +372,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     options.access_log = config.access_log;
     options.rate_limit_per_second = config.rate_limit_per_second;
     options.rate_limit_burst = config.rate_limit_burst;
-    s->http_server =
-        std::make_unique<edge::HttpServer>(s->routes.get(), &s->invoker_slot, options);
+    s->http_server = std::make_unique<edge::HttpServer>(s->routes.get(), &s->invoker_slot, options);
     AddLocalRoutes(state);
     RETURN_IF_ERROR(s->http_server->Start());
   }
@@ -388,8 +384,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     const int port = s->http_server ? s->http_server->port() : http_host_port.second;
     s->base_url = absl::StrCat("http://", host, ":", port);
   }
-  s->signer = std::make_unique<calls::RecordingSigner>(signing_key, s->base_url,
-                                                       config.presign_validity);
+  s->signer =
+      std::make_unique<calls::RecordingSigner>(signing_key, s->base_url, config.presign_validity);
   calls::CallsStore::Options calls_options;
   calls_options.recordings_dir = (data_dir / "recordings").string();
   calls_options.url_guard.allowed_hosts = config.allow_private_hosts;
@@ -414,11 +410,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     s->downloader = std::make_unique<calls::RecordingDownloader>(s->calls_store.get(), download);
     s->downloader->Start();
     calls::RecordingDownloader* downloader = s->downloader.get();
-    s->calls_service = std::make_unique<calls::CallsService>(
-        s->calls_store.get(), s->authenticator.get(), s->pool.get(),
-        [downloader](const v1::Call& call) {
-          if (call.has_recording_url()) downloader->Notify();
-        });
+    s->calls_service =
+        std::make_unique<calls::CallsService>(s->calls_store.get(), s->authenticator.get(),
+                                              s->pool.get(), [downloader](const v1::Call& call) {
+                                                if (call.has_recording_url()) downloader->Notify();
+                                              });
   }
   if (HasRole(config, "metrics")) {
     agents::AgentsStore* agents_store = s->agents_store.get();
@@ -463,8 +459,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
       channels[v1::Metrics::service_full_name()] = remote(config.metrics_addr);
     }
     s->grpc_invoker = std::make_unique<edge::GrpcInvoker>(std::move(channels), absl::Seconds(30));
-    s->direct_invoker =
-        std::make_unique<edge::DirectInvoker>(s->pool.get(), s->grpc_invoker.get());
+    s->direct_invoker = std::make_unique<edge::DirectInvoker>(s->pool.get(), s->grpc_invoker.get());
     RegisterDirectHandlers(*s);
     s->invoker_slot.target.store(s->direct_invoker.get());
   }
@@ -477,8 +472,8 @@ void Server::Shutdown() {
   if (s.shut_down) return;
   s.shut_down = true;
   if (s.http_server) s.http_server->Shutdown();
-  if (s.grpc_server) s.grpc_server->Shutdown(std::chrono::system_clock::now() +
-                                             std::chrono::seconds(10));
+  if (s.grpc_server)
+    s.grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   if (s.downloader) s.downloader->Stop();
   s.pool.reset();  // runs what was queued
 }

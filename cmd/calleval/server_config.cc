@@ -34,19 +34,23 @@ absl::Status ParseBool(const std::string& name, const std::string& value, bool* 
 
 const std::map<std::string, Setter>& Setters() {
   static const auto* setters = new std::map<std::string, Setter>{
-      {"data-dir", [](const std::string& v, ServerConfig* c) {
+      {"data-dir",
+       [](const std::string& v, ServerConfig* c) {
          c->data_dir = v;
          return absl::OkStatus();
        }},
-      {"http-addr", [](const std::string& v, ServerConfig* c) {
+      {"http-addr",
+       [](const std::string& v, ServerConfig* c) {
          c->http_addr = v;
          return absl::OkStatus();
        }},
-      {"grpc-addr", [](const std::string& v, ServerConfig* c) {
+      {"grpc-addr",
+       [](const std::string& v, ServerConfig* c) {
          c->grpc_addr = v;
          return absl::OkStatus();
        }},
-      {"roles", [](const std::string& v, ServerConfig* c) -> absl::Status {
+      {"roles",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
          c->roles.clear();
          for (absl::string_view role : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
            std::string r(absl::StripAsciiWhitespace(role));
@@ -55,71 +59,81 @@ const std::map<std::string, Setter>& Setters() {
              continue;
            }
            if (AllRoles().count(r) == 0) {
-             return absl::InvalidArgumentError(absl::StrCat(
-                 "--roles: unknown role ", r, " (known: all, ", absl::StrJoin(AllRoles(), ", "),
-                 ")"));
+             return absl::InvalidArgumentError(absl::StrCat("--roles: unknown role ", r,
+                                                            " (known: all, ",
+                                                            absl::StrJoin(AllRoles(), ", "), ")"));
            }
            c->roles.insert(r);
          }
          if (c->roles.empty()) return absl::InvalidArgumentError("--roles: no role given");
          return absl::OkStatus();
        }},
-      {"public-base-url", [](const std::string& v, ServerConfig* c) {
+      {"public-base-url",
+       [](const std::string& v, ServerConfig* c) {
          c->public_base_url = std::string(absl::StripSuffix(v, "/"));
          return absl::OkStatus();
        }},
-      {"workers", [](const std::string& v, ServerConfig* c) -> absl::Status {
+      {"workers",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
          int64_t n = 0;
          if (absl::Status s = ParseInt("workers", v, &n); !s.ok()) return s;
          if (n < 0 || n > 256) return absl::InvalidArgumentError("--workers: 0..256");
          c->workers = static_cast<int>(n);
          return absl::OkStatus();
        }},
-      {"http-threads", [](const std::string& v, ServerConfig* c) -> absl::Status {
+      {"http-threads",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
          int64_t n = 0;
          if (absl::Status s = ParseInt("http-threads", v, &n); !s.ok()) return s;
          if (n < 1 || n > 64) return absl::InvalidArgumentError("--http-threads: 1..64");
          c->http_threads = static_cast<int>(n);
          return absl::OkStatus();
        }},
-      {"max-body-bytes", [](const std::string& v, ServerConfig* c) -> absl::Status {
+      {"max-body-bytes",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
          int64_t n = 0;
          if (absl::Status s = ParseInt("max-body-bytes", v, &n); !s.ok()) return s;
          if (n < 1024) return absl::InvalidArgumentError("--max-body-bytes: at least 1024");
          c->max_body_bytes = n;
          return absl::OkStatus();
        }},
-      {"presign-ttl-seconds", [](const std::string& v, ServerConfig* c) -> absl::Status {
+      {"presign-ttl-seconds",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
          int64_t n = 0;
          if (absl::Status s = ParseInt("presign-ttl-seconds", v, &n); !s.ok()) return s;
          if (n < 1) return absl::InvalidArgumentError("--presign-ttl-seconds: at least 1");
          c->presign_validity = absl::Seconds(n);
          return absl::OkStatus();
        }},
-      {"allow-private-hosts", [](const std::string& v, ServerConfig* c) {
+      {"allow-private-hosts",
+       [](const std::string& v, ServerConfig* c) {
          c->allow_private_hosts = ParseAllowedHosts(v);
          return absl::OkStatus();
        }},
-      {"accounts-addr", [](const std::string& v, ServerConfig* c) {
+      {"accounts-addr",
+       [](const std::string& v, ServerConfig* c) {
          c->accounts_addr = v;
          return absl::OkStatus();
        }},
-      {"agents-addr", [](const std::string& v, ServerConfig* c) {
+      {"agents-addr",
+       [](const std::string& v, ServerConfig* c) {
          c->agents_addr = v;
          return absl::OkStatus();
        }},
-      {"calls-addr", [](const std::string& v, ServerConfig* c) {
+      {"calls-addr",
+       [](const std::string& v, ServerConfig* c) {
          c->calls_addr = v;
          return absl::OkStatus();
        }},
-      {"metrics-addr", [](const std::string& v, ServerConfig* c) {
+      {"metrics-addr",
+       [](const std::string& v, ServerConfig* c) {
          c->metrics_addr = v;
          return absl::OkStatus();
        }},
-      {"access-log", [](const std::string& v, ServerConfig* c) {
-         return ParseBool("access-log", v, &c->access_log);
-       }},
-      {"rate-limit", [](const std::string& v, ServerConfig* c) -> absl::Status {
+      {"access-log", [](const std::string& v,
+                        ServerConfig* c) { return ParseBool("access-log", v, &c->access_log); }},
+      {"rate-limit",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
          if (!absl::SimpleAtod(v, &c->rate_limit_per_second) || c->rate_limit_per_second < 0) {
            return absl::InvalidArgumentError("--rate-limit: requests per second per key, >= 0");
          }
@@ -128,7 +142,8 @@ const std::map<std::string, Setter>& Setters() {
          }
          return absl::OkStatus();
        }},
-      {"max-recording-bytes", [](const std::string& v, ServerConfig* c) -> absl::Status {
+      {"max-recording-bytes",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
          int64_t n = 0;
          if (absl::Status s = ParseInt("max-recording-bytes", v, &n); !s.ok()) return s;
          if (n < 1) return absl::InvalidArgumentError("--max-recording-bytes: at least 1");
@@ -140,8 +155,7 @@ const std::map<std::string, Setter>& Setters() {
 }
 
 std::string EnvName(const std::string& flag) {
-  return absl::StrCat("CALLEVAL_",
-                      absl::AsciiStrToUpper(absl::StrReplaceAll(flag, {{"-", "_"}})));
+  return absl::StrCat("CALLEVAL_", absl::AsciiStrToUpper(absl::StrReplaceAll(flag, {{"-", "_"}})));
 }
 
 }  // namespace
@@ -181,7 +195,8 @@ absl::StatusOr<ServerConfig> ParseServerConfig(const std::vector<std::string>& a
 }
 
 std::string ServeUsage() {
-  std::string out = "usage: calleval serve [--flag value ...]\nflags (each also CALLEVAL_<NAME>):\n";
+  std::string out =
+      "usage: calleval serve [--flag value ...]\nflags (each also CALLEVAL_<NAME>):\n";
   for (const auto& [name, set] : Setters()) absl::StrAppend(&out, "  --", name, "\n");
   return out;
 }

@@ -14,8 +14,8 @@
 namespace calleval {
 
 inline const std::set<std::string>& AllRoles() {
-  static const auto* roles =
-      new std::set<std::string>{"edge", "calls", "metrics", "agents", "accounts", "scoring", "runs"};
+  static const auto* roles = new std::set<std::string>{"edge",     "calls",   "metrics", "agents",
+                                                       "accounts", "scoring", "runs"};
   return *roles;
 }
 

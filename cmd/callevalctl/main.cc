@@ -68,8 +68,8 @@ bool Int64Flag(const std::map<std::string, std::string>& flags, const std::strin
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  std::string data_dir = std::getenv("CALLEVAL_DATA_DIR") ? std::getenv("CALLEVAL_DATA_DIR")
-                                                          : "./data";
+  std::string data_dir =
+      std::getenv("CALLEVAL_DATA_DIR") ? std::getenv("CALLEVAL_DATA_DIR") : "./data";
   while (!args.empty() && args[0].rfind("--data-dir", 0) == 0) {
     if (args[0] == "--data-dir") {
       if (args.size() < 2) return Usage("--data-dir needs a value");

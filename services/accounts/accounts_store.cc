@@ -77,9 +77,8 @@ absl::StatusOr<int64_t> ResolveWorkspace(const Principal& principal,
 absl::StatusOr<Workspace> AccountsStore::CreateWorkspace(absl::string_view name, int64_t credits) {
   if (name.empty()) return FieldError("name", "must not be empty");
   if (credits < 0) return FieldError("credits", "must not be negative");
-  return db::WriteResult<Workspace>(*db_, [&](db::Connection& c) {
-    return InsertWorkspace(c, std::nullopt, name, credits);
-  });
+  return db::WriteResult<Workspace>(
+      *db_, [&](db::Connection& c) { return InsertWorkspace(c, std::nullopt, name, credits); });
 }
 
 absl::StatusOr<Workspace> AccountsStore::GetWorkspace(int64_t id) {

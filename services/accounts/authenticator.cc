@@ -59,9 +59,10 @@ std::unique_ptr<Authenticator> NewGrpcAuthenticator(std::shared_ptr<grpc::Channe
         request.set_api_key(std::string(key));
         v1::Principal reply;
         RETURN_IF_ERROR(FromGrpcStatus(stub->Authenticate(&context, request, &reply)));
-        Principal principal{reply.key_id(), reply.workspace_id(),
-                            {reply.granted_workspace_ids().begin(),
-                             reply.granted_workspace_ids().end()}};
+        Principal principal{
+            reply.key_id(),
+            reply.workspace_id(),
+            {reply.granted_workspace_ids().begin(), reply.granted_workspace_ids().end()}};
         return principal;
       },
       ttl);

@@ -4,15 +4,15 @@
 // the calls it receives (so grpcurl with a bearer key works against any role); the edge only
 // forwards the header.
 
+#include <grpcpp/channel.h>
+
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
-
-#include <grpcpp/channel.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "services/accounts/accounts_store.h"

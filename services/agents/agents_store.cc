@@ -1,10 +1,10 @@
 #include "services/agents/agents_store.h"
 
-#include <nlohmann/json.hpp>
 #include <phonenumbers/phonenumber.pb.h>
 #include <phonenumbers/phonenumberutil.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <utility>

@@ -10,7 +10,7 @@ namespace calleval::calls {
 namespace {
 
 constexpr absl::string_view kRoles[] = {"AI Assistant", "User", "Function Call",
-                                       "Function Call Result"};
+                                        "Function Call Result"};
 
 bool IsRole(const std::string& role) {
   for (auto r : kRoles) {
@@ -78,8 +78,7 @@ absl::Status ValidateIngest(const v1::IngestCallRequest& request) {
       const std::string at = absl::StrCat("transcript[", i, "]");
       if (!IsRole(turn.role())) {
         if (code == "validation_failed") code = "invalid_role";
-        add(at + ".role",
-            "must be one of AI Assistant, User, Function Call, Function Call Result");
+        add(at + ".role", "must be one of AI Assistant, User, Function Call, Function Call Result");
       }
       if (turn.has_start_time() && (turn.start_time() < 0 || !std::isfinite(turn.start_time()))) {
         add(at + ".start_time", "must be a non-negative number of seconds");
@@ -93,9 +92,8 @@ absl::Status ValidateIngest(const v1::IngestCallRequest& request) {
     }
   }
   if (issues.empty()) return absl::OkStatus();
-  std::string message = issues.size() == 1
-                            ? absl::StrCat(*issues[0].field, " ", issues[0].issue)
-                            : absl::StrCat(issues.size(), " fields are invalid");
+  std::string message = issues.size() == 1 ? absl::StrCat(*issues[0].field, " ", issues[0].issue)
+                                           : absl::StrCat(issues.size(), " fields are invalid");
   return ValidationError(code, message, std::move(issues));
 }
 

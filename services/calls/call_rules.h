@@ -47,8 +47,8 @@ struct MetricSelection {
 // disabled metric ids; `requires_audio` says whether a metric needs a recording.
 template <typename Known, typename RequiresAudio>
 MetricSelection SelectMetrics(const std::vector<int64_t>& requested,
-                              const std::vector<int64_t>& disabled, bool has_recording,
-                              Known known, RequiresAudio requires_audio) {
+                              const std::vector<int64_t>& disabled, bool has_recording, Known known,
+                              RequiresAudio requires_audio) {
   MetricSelection out;
   for (int64_t id : requested) {
     bool usable = known(id);

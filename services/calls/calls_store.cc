@@ -30,8 +30,7 @@ constexpr absl::string_view kCallColumns =
 
 std::string JoinIds(const std::vector<int64_t>& ids) { return absl::StrJoin(ids, ","); }
 
-void SetOptional(const db::Statement& s, int column,
-                 const std::function<void(std::string)>& set) {
+void SetOptional(const db::Statement& s, int column, const std::function<void(std::string)>& set) {
   if (!s.IsNull(column)) set(s.Text(column));
 }
 
@@ -85,8 +84,7 @@ v1::Call CallFromRow(const db::Statement& s, const RecordingSigner* signer) {
 }
 
 // The id of the workspace's call named by `key` (SPEC §2: digits are tried as the id first).
-absl::StatusOr<int64_t> FindCallId(db::Connection& c, int64_t workspace_id,
-                                   absl::string_view key) {
+absl::StatusOr<int64_t> FindCallId(db::Connection& c, int64_t workspace_id, absl::string_view key) {
   int64_t id = 0;
   if (!key.empty() && absl::c_all_of(key, absl::ascii_isdigit) && absl::SimpleAtoi(key, &id)) {
     ASSIGN_OR_RETURN(auto by_id,
@@ -129,9 +127,8 @@ absl::Status ValidateListFilters(const v1::ListCallsRequest& request) {
   std::vector<FieldIssue> issues;
   if (request.has_analysis_status() &&
       absl::c_find(kStatuses, request.analysis_status()) == std::end(kStatuses)) {
-    issues.push_back(
-        {"analysis_status",
-         "must be one of pending, processing, computed, completed, failed, skipped"});
+    issues.push_back({"analysis_status",
+                      "must be one of pending, processing, computed, completed, failed, skipped"});
   }
   if (request.has_observation_type() && request.observation_type() != "voice" &&
       request.observation_type() != "text") {
@@ -378,8 +375,8 @@ absl::StatusOr<v1::ListCallsResponse> CallsStore::List(int64_t workspace_id,
   return db::ReadResult<v1::ListCallsResponse>(
       *db_, [&](db::Connection& c) -> absl::StatusOr<v1::ListCallsResponse> {
         v1::ListCallsResponse response;
-        ASSIGN_OR_RETURN(auto count, c.Prepare(absl::StrCat("SELECT COUNT(*) FROM calls WHERE ",
-                                                            where)));
+        ASSIGN_OR_RETURN(auto count,
+                         c.Prepare(absl::StrCat("SELECT COUNT(*) FROM calls WHERE ", where)));
         bind_filters(count);
         ASSIGN_OR_RETURN(bool row, count.Step());
         const int64_t total = row ? count.Int64(0) : 0;
@@ -403,15 +400,14 @@ absl::StatusOr<v1::ListCallsResponse> CallsStore::List(int64_t workspace_id,
 }
 
 absl::Status CallsStore::Delete(int64_t workspace_id, absl::string_view key) {
-  ASSIGN_OR_RETURN(int64_t id, db::WriteResult<int64_t>(
-                                   *db_, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
-                                     ASSIGN_OR_RETURN(int64_t id, FindCallId(c, workspace_id, key));
-                                     ASSIGN_OR_RETURN(auto del,
-                                                      c.Prepare("DELETE FROM calls WHERE id = ?"));
-                                     del.Bind(1, id);
-                                     RETURN_IF_ERROR(del.Run());
-                                     return id;
-                                   }));
+  ASSIGN_OR_RETURN(
+      int64_t id, db::WriteResult<int64_t>(*db_, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
+        ASSIGN_OR_RETURN(int64_t id, FindCallId(c, workspace_id, key));
+        ASSIGN_OR_RETURN(auto del, c.Prepare("DELETE FROM calls WHERE id = ?"));
+        del.Bind(1, id);
+        RETURN_IF_ERROR(del.Run());
+        return id;
+      }));
   std::error_code ignored;
   std::filesystem::remove(RecordingPath(id), ignored);
   return absl::OkStatus();

@@ -8,10 +8,10 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "calleval/v1/calls.pb.h"
 #include "common/sqlite.h"
@@ -25,8 +25,8 @@ struct AgentInfo {
   std::vector<int64_t> disabled_metric_ids;
 };
 // Looks the agent up in the workspace: 422 agent_not_found when it is not there.
-using AgentLookup = std::function<absl::StatusOr<AgentInfo>(int64_t workspace_id,
-                                                            int64_t agent_id)>;
+using AgentLookup =
+    std::function<absl::StatusOr<AgentInfo>(int64_t workspace_id, int64_t agent_id)>;
 
 // A recording waiting to be downloaded, leased to one downloader.
 struct RecordingJob {

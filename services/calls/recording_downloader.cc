@@ -60,9 +60,7 @@ void RecordingDownloader::Loop() {
       continue;
     }
     absl::MutexLock lock(&mu_);
-    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || wakeups_ > 0;
-    };
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || wakeups_ > 0; };
     mu_.AwaitWithTimeout(absl::Condition(&woken), options_.poll_interval);
     if (wakeups_ > 0) --wakeups_;
   }

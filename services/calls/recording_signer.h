@@ -6,8 +6,8 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace calleval::calls {

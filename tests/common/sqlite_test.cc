@@ -113,7 +113,8 @@ TEST_F(SqliteTest, ErrorInsideBatchDoesNotLoseNeighbours) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 40; ++i) {
         // Every odd thread writes the same value each time: only its first insert can succeed.
-        std::string v = t % 2 ? "same" + std::to_string(t) : std::to_string(t) + "/" + std::to_string(i);
+        std::string v =
+            t % 2 ? "same" + std::to_string(t) : std::to_string(t) + "/" + std::to_string(i);
         absl::Status s = db->Write([&](Connection& c) {
           ASSIGN_OR_RETURN(auto st, c.Prepare("INSERT INTO t (v) VALUES (?)"));
           st.Bind(1, v);

@@ -1,6 +1,8 @@
 #include "edge/http_server.h"
 
 #include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -9,9 +11,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <boost/asio.hpp>
-#include <boost/beast.hpp>
 
 #include "calleval/v1/accounts.pb.h"
 #include "calleval/v1/agents.pb.h"
@@ -195,10 +194,10 @@ Json Body(const Response& response) { return Json::parse(response.body()); }
 class HttpServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto table = RouteTable::Build(
-        {v1::Call::descriptor()->file()->FindServiceByName("Calls"),
-         v1::Agent::descriptor()->file()->FindServiceByName("Agents"),
-         v1::Workspace::descriptor()->file()->FindServiceByName("Accounts")});
+    auto table =
+        RouteTable::Build({v1::Call::descriptor()->file()->FindServiceByName("Calls"),
+                           v1::Agent::descriptor()->file()->FindServiceByName("Agents"),
+                           v1::Workspace::descriptor()->file()->FindServiceByName("Accounts")});
     ASSERT_TRUE(table.ok()) << table.status();
     table_ = std::make_unique<RouteTable>(std::move(table).value());
   }
@@ -247,8 +246,8 @@ TEST_F(HttpServerTest, RoutesGetWithPathAndQueryAndEchoesRequestId) {
   StartServer();
   Client client(port_);
   Response response =
-      client.Do(http::verb::get, "/api/public/v1/calls/crm%2D1?client_id=5&unknown=1",
-                "", {{"x-request-id", "req-123"}, {"authorization", "Bearer k1"}});
+      client.Do(http::verb::get, "/api/public/v1/calls/crm%2D1?client_id=5&unknown=1", "",
+                {{"x-request-id", "req-123"}, {"authorization", "Bearer k1"}});
   EXPECT_EQ(response.result_int(), 200);
   EXPECT_EQ(response[http::field::content_type], "application/json; charset=utf-8");
   EXPECT_EQ(response["x-request-id"], "req-123");
@@ -279,9 +278,9 @@ TEST_F(HttpServerTest, KeepAliveServesManyRequestsOnOneConnection) {
     ASSERT_EQ(get.result_int(), 200);
     EXPECT_TRUE(get.keep_alive());
     EXPECT_EQ(Body(get)["call_identifier"], "c" + std::to_string(i));
-    Response post = client.Do(http::verb::post, "/api/public/v1/calls",
-                              R"({"call_identifier": "n)" + std::to_string(i) +
-                                  R"(", "agent_id": 7})");
+    Response post =
+        client.Do(http::verb::post, "/api/public/v1/calls",
+                  R"({"call_identifier": "n)" + std::to_string(i) + R"(", "agent_id": 7})");
     ASSERT_EQ(post.result_int(), 201);
     EXPECT_TRUE(post.keep_alive());
   }
@@ -315,9 +314,9 @@ TEST_F(HttpServerTest, DeleteAnswers204WithoutBody) {
 TEST_F(HttpServerTest, PatchParsesBodyFieldAndQueryAndPath) {
   StartServer();
   Client client(port_);
-  Response response = client.Do(http::verb::patch,
-                                "/api/public/v1/calls/abc?agent_id=3&client_id=2&label=ignored",
-                                R"({"label": "L1", "unknown": true})");
+  Response response =
+      client.Do(http::verb::patch, "/api/public/v1/calls/abc?agent_id=3&client_id=2&label=ignored",
+                R"({"label": "L1", "unknown": true})");
   ASSERT_EQ(response.result_int(), 200) << response.body();
   Json body = Body(response);
   EXPECT_EQ(body["label"], "L1");
@@ -358,8 +357,8 @@ TEST_F(HttpServerTest, QueryTypeErrorIs422) {
 TEST_F(HttpServerTest, UnknownRouteIs404WithErrorBody) {
   StartServer();
   Client client(port_);
-  Response response = client.Do(http::verb::get, "/api/v1/nothing-here", "",
-                                {{"x-request-id", "nf-1"}});
+  Response response =
+      client.Do(http::verb::get, "/api/v1/nothing-here", "", {{"x-request-id", "nf-1"}});
   EXPECT_EQ(response.result_int(), 404);
   EXPECT_EQ(response["x-request-id"], "nf-1");
   Json body = Body(response);
@@ -418,8 +417,8 @@ TEST_F(HttpServerTest, OversizedBodyIs413AndCloses) {
   StartServer(options);
   Client client(port_);
   std::string big = "{\"call_identifier\": \"" + std::string(4096, 'x') + "\"}";
-  Response response = client.Do(http::verb::post, "/api/public/v1/calls", big,
-                                {{"x-request-id", "big-1"}});
+  Response response =
+      client.Do(http::verb::post, "/api/public/v1/calls", big, {{"x-request-id", "big-1"}});
   EXPECT_EQ(response.result_int(), 413);
   EXPECT_FALSE(response.keep_alive());
   EXPECT_EQ(response["x-request-id"], "big-1");
@@ -484,8 +483,8 @@ TEST_F(HttpServerTest, LocalRoutesServeJsonAndFiles) {
   EXPECT_EQ(health["cache-control"], "no-store");
   EXPECT_FALSE(health["x-request-id"].empty());
 
-  Response file = client.Do(http::verb::get, "/recordings/1?expires=10&signature=good+sig",
-                            "", {{"X-Custom", "v"}});
+  Response file = client.Do(http::verb::get, "/recordings/1?expires=10&signature=good+sig", "",
+                            {{"X-Custom", "v"}});
   ASSERT_EQ(file.result_int(), 200);
   EXPECT_EQ(file[http::field::content_type], "audio/wav");
   EXPECT_EQ(file.body(), content);

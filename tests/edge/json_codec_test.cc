@@ -924,10 +924,11 @@ TEST(SetFieldFromStringTest, ListCallsRequest) {
   EXPECT_TRUE(SetFieldFromString("tag", "a b/é", &request).ok());
   EXPECT_TRUE(SetFieldFromString("unknown", "x", &request).ok());
   EXPECT_TRUE(SetFieldFromString("tag.deeper", "x", &request).ok());
-  ExpectEqualMessages(
-      FromText<v1::ListCallsRequest>(
-          R"pb(page: 2 agent_id: -5 client_id: 9223372036854775807 tag: "a b/\303\251")pb"),
-      request, "list params");
+  ExpectEqualMessages(FromText<v1::ListCallsRequest>(R"pb(page: 2
+                                                          agent_id: -5
+                                                          client_id: 9223372036854775807
+                                                          tag: "a b/\303\251")pb"),
+                      request, "list params");
 
   struct Case {
     std::string name, value, detail;

@@ -73,12 +73,11 @@ TEST_F(OpenApiTest, EveryRouteHasAnOperation) {
     std::string method(HttpMethodName(route->method));
     for (char& c : method) c = static_cast<char>(std::tolower(c));
     const Json& op = Op(route->path_template, method);
-    const std::string expected_id = route->method_descriptor->service()->name() + "_" +
-                                    route->method_descriptor->name();
+    const std::string expected_id =
+        route->method_descriptor->service()->name() + "_" + route->method_descriptor->name();
     EXPECT_EQ(op["operationId"], expected_id);
     EXPECT_TRUE(ids.insert(op["operationId"].get<std::string>()).second);
-    EXPECT_TRUE(op["responses"].contains(std::to_string(route->success_status)))
-        << expected_id;
+    EXPECT_TRUE(op["responses"].contains(std::to_string(route->success_status))) << expected_id;
     EXPECT_EQ(op["responses"]["404"]["$ref"], "#/components/responses/NotFound");
     EXPECT_FALSE(op.contains("security")) << "routed operations use the global bearer auth";
   }
@@ -146,7 +145,8 @@ TEST_F(OpenApiTest, SchemasFollowTheCodec) {
             (Json{{"type", "array"}, {"items", {{"type", "integer"}, {"format", "int64"}}}}));
 
   const Json& turn = Schema("calleval.v1.Turn")["properties"];
-  EXPECT_EQ(turn["start_time"], (Json{{"type", "number"}, {"format", "double"}, {"nullable", true}}));
+  EXPECT_EQ(turn["start_time"],
+            (Json{{"type", "number"}, {"format", "double"}, {"nullable", true}}));
   // omit_empty: absent rather than null.
   EXPECT_EQ(turn["data"], (Json{{"type", "object"}, {"additionalProperties", true}}));
 

@@ -9,9 +9,9 @@
 #include "calleval/v1/agents.pb.h"
 #include "calleval/v1/calls.pb.h"
 #include "calleval/v1/common.pb.h"
+#include "gmock/gmock.h"
 #include "google/api/annotations.pb.h"
 #include "google/protobuf/descriptor.pb.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace calleval::edge {
@@ -57,9 +57,8 @@ TEST(RouteTableTest, MatchesLiteralPath) {
   EXPECT_TRUE(match.bindings.empty());
   EXPECT_EQ(match.route->success_status, 200);
   EXPECT_EQ(match.route->body_kind, BodyKind::kNone);
-  EXPECT_THAT(QueryNames(*match.route),
-              ElementsAre("client_id", "agent_id", "analysis_status", "tag", "observation_type",
-                          "page", "per_page"));
+  EXPECT_THAT(QueryNames(*match.route), ElementsAre("client_id", "agent_id", "analysis_status",
+                                                    "tag", "observation_type", "page", "per_page"));
 }
 
 TEST(RouteTableTest, BindsPathVariable) {
@@ -318,8 +317,8 @@ TEST_F(HandMadeTest, RootPathAndAdditionalBindings) {
 }
 
 TEST_F(HandMadeTest, EmptyResponseIs204) {
-  auto table = BuildWith({{Rule("delete", "/a/{id}"), "empty"},
-                          {Rule("post", "/a", "*"), "test.Resp", 202}});
+  auto table = BuildWith(
+      {{Rule("delete", "/a/{id}"), "empty"}, {Rule("post", "/a", "*"), "test.Resp", 202}});
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_EQ(table->routes()[0]->success_status, 204);
   EXPECT_TRUE(table->routes()[0]->empty_response);
@@ -365,8 +364,7 @@ TEST_F(HandMadeTest, RejectsMalformedTemplates) {
 TEST_F(HandMadeTest, RejectsDuplicateMethodAndPath) {
   ExpectBuildError({{Rule("get", "/a/{id}")}, {Rule("get", "/a/{name}")}},
                    "already bound to test.S.M0");
-  ExpectBuildError({{Rule("post", "/a", "*")}, {Rule("post", "/a", "inner")}},
-                   "already bound");
+  ExpectBuildError({{Rule("post", "/a", "*")}, {Rule("post", "/a", "inner")}}, "already bound");
   // Same path with another method is fine.
   EXPECT_TRUE(BuildWith({{Rule("get", "/a/{id}")}, {Rule("put", "/a/{name}", "*")}}).ok());
 }

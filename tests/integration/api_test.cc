@@ -71,9 +71,9 @@ class ApiTest : public ::testing::Test {
   // An internal agent in the key's workspace.
   int64_t CreateAgent(HttpClient& client, const std::string& name = "Support bot") {
     HttpResponse r = client.Post("/api/v1/agents", json{{"name", name},
-                                                       {"phone_number", "+14155550123"},
-                                                       {"language_id", 1},
-                                                       {"instructions", "Help callers."}});
+                                                        {"phone_number", "+14155550123"},
+                                                        {"language_id", 1},
+                                                        {"instructions", "Help callers."}});
     EXPECT_EQ(r.status, 201) << r.body;
     return r.json().value("id", int64_t{0});
   }
@@ -82,10 +82,14 @@ class ApiTest : public ::testing::Test {
     return json{{"call_identifier", identifier},
                 {"agent_id", agent_id},
                 {"transcript",
-                 {{{"role", "AI Assistant"}, {"content", "Hello, how can I help?"},
-                   {"start_time", 0.4}, {"end_time", 2.1}},
-                  {{"role", "User"}, {"content", "My card is lost."},
-                   {"start_time", 2.9}, {"end_time", 4.6}}}},
+                 {{{"role", "AI Assistant"},
+                   {"content", "Hello, how can I help?"},
+                   {"start_time", 0.4},
+                   {"end_time", 2.1}},
+                  {{"role", "User"},
+                   {"content", "My card is lost."},
+                   {"start_time", 2.9},
+                   {"end_time", 4.6}}}},
                 {"metadata", {{"crm", "A-1"}, {"keep", true}}}};
   }
 
@@ -136,9 +140,9 @@ TEST_F(ApiTest, HealthAndOpenApiNeedNoKey) {
   ASSERT_EQ(openapi.status, 200);
   json doc = openapi.json();
   EXPECT_EQ(doc["openapi"], "3.0.3");
-  for (const char* path : {"/api/public/v1/calls", "/api/public/v1/calls/{call_identifier_or_id}",
-                           "/api/v1/agents", "/api/v1/agents/{id}", "/api/v1/languages",
-                           "/api/v1/workspaces/current"}) {
+  for (const char* path :
+       {"/api/public/v1/calls", "/api/public/v1/calls/{call_identifier_or_id}", "/api/v1/agents",
+        "/api/v1/agents/{id}", "/api/v1/languages", "/api/v1/workspaces/current"}) {
     EXPECT_TRUE(doc["paths"].contains(path)) << path;
   }
 }
@@ -165,8 +169,7 @@ TEST_F(ApiTest, CurrentWorkspaceAndGrants) {
   HttpResponse r = client_->Get("/api/v1/workspaces/current");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json(), (json{{"id", 1}, {"name", "default"}, {"credit_balance", 10000}}));
-  ExpectError(client_->Get(absl::StrCat("/api/v1/workspaces/current?client_id=",
-                                        other_workspace_)),
+  ExpectError(client_->Get(absl::StrCat("/api/v1/workspaces/current?client_id=", other_workspace_)),
               403, "workspace_not_accessible");
   HttpClient granted(server_->http_base_url());
   granted.set_api_key(*granted_key_);
@@ -183,13 +186,13 @@ TEST_F(ApiTest, Languages) {
 }
 
 TEST_F(ApiTest, AgentLifecycle) {
-  HttpResponse created = client_->Post(
-      "/api/v1/agents", json{{"name", "Billing"},
-                             {"phone_number", "+447911123456"},
-                             {"language_id", 2},
-                             {"instructions", "Answer billing questions."},
-                             {"first_message", "Hello from billing"},
-                             {"call_directions", {"inbound", "outbound"}}});
+  HttpResponse created =
+      client_->Post("/api/v1/agents", json{{"name", "Billing"},
+                                           {"phone_number", "+447911123456"},
+                                           {"language_id", 2},
+                                           {"instructions", "Answer billing questions."},
+                                           {"first_message", "Hello from billing"},
+                                           {"call_directions", {"inbound", "outbound"}}});
   ASSERT_EQ(created.status, 201) << created.body;
   json agent = created.json();
   EXPECT_EQ(agent["telephony_carrier"], "twilio");
@@ -223,14 +226,13 @@ TEST_F(ApiTest, AgentLifecycle) {
 }
 
 TEST_F(ApiTest, AgentValidation) {
-  HttpResponse r = client_->Post("/api/v1/agents", json{{"name", "x"},
-                                                       {"phone_number", "12345"},
-                                                       {"language_id", 1},
-                                                       {"instructions", "i"}});
+  HttpResponse r = client_->Post(
+      "/api/v1/agents",
+      json{{"name", "x"}, {"phone_number", "12345"}, {"language_id", 1}, {"instructions", "i"}});
   ExpectError(r, 422);
   EXPECT_THAT(r.body, HasSubstr("phone_number"));
-  ExpectError(client_->Post("/api/v1/agents", json{{"name", "x"}, {"phone_number", "+14155550123"}}),
-              422);
+  ExpectError(
+      client_->Post("/api/v1/agents", json{{"name", "x"}, {"phone_number", "+14155550123"}}), 422);
 }
 
 TEST_F(ApiTest, IngestTranscriptCallAndRead) {
@@ -320,8 +322,8 @@ TEST_F(ApiTest, IgnoredMetricIds) {
   EXPECT_EQ(r.json()["ignored_metric_ids"], json({999, 1}));
   EXPECT_EQ(r.json()["metric_ids"], json({12}));
   // Not in later reads.
-  EXPECT_FALSE(client_->Get("/api/public/v1/calls/metrics-1").json().contains(
-      "ignored_metric_ids"));
+  EXPECT_FALSE(
+      client_->Get("/api/public/v1/calls/metrics-1").json().contains("ignored_metric_ids"));
 }
 
 TEST_F(ApiTest, UsableMetrics) {
@@ -329,17 +331,20 @@ TEST_F(ApiTest, UsableMetrics) {
   ASSERT_EQ(r.status, 200) << r.body;
   json data = r.json()["data"];
   ASSERT_EQ(data.size(), 12u);
-  EXPECT_EQ(data[0], (json{{"id", 1}, {"name", "Latency"}, {"metrics_type", "standard"},
-                           {"standard_metric_key", "latency"}, {"requires_audio", true},
+  EXPECT_EQ(data[0], (json{{"id", 1},
+                           {"name", "Latency"},
+                           {"metrics_type", "standard"},
+                           {"standard_metric_key", "latency"},
+                           {"requires_audio", true},
                            {"enabled", true}}));
   EXPECT_EQ(data[11]["standard_metric_key"], "task_completion");
   EXPECT_EQ(data[11]["requires_audio"], false);
 
   HttpResponse agent = client_->Post("/api/v1/agents", json{{"name", "quiet"},
-                                                           {"phone_number", "+14155550123"},
-                                                           {"language_id", 1},
-                                                           {"instructions", "x"},
-                                                           {"disabled_metric_ids", {5, 12}}});
+                                                            {"phone_number", "+14155550123"},
+                                                            {"language_id", 1},
+                                                            {"instructions", "x"},
+                                                            {"disabled_metric_ids", {5, 12}}});
   ASSERT_EQ(agent.status, 201) << agent.body;
   const int64_t id = agent.json()["id"];
   data = client_->Get(absl::StrCat("/api/public/v1/metrics?agent_id=", id)).json()["data"];
@@ -360,14 +365,14 @@ TEST_F(ApiTest, UsableMetrics) {
 TEST_F(ApiTest, UpdateCall) {
   int64_t agent = CreateAgent(*client_);
   ASSERT_EQ(client_->Post("/api/public/v1/calls", TranscriptCall("upd-1", agent)).status, 201);
-  HttpResponse r = client_->Patch(
-      "/api/public/v1/calls/upd-1",
-      json{{"label", "reviewed"},
-           {"tag", "vip"},
-           {"metadata", {{"crm", "B-2"}, {"keep", nullptr}, {"new", 1}}},
-           {"call_identifier", "renamed"},  // immutable: ignored
-           {"agent_id", 424242},            // immutable: ignored
-           {"transcript", json::array()}});
+  HttpResponse r =
+      client_->Patch("/api/public/v1/calls/upd-1",
+                     json{{"label", "reviewed"},
+                          {"tag", "vip"},
+                          {"metadata", {{"crm", "B-2"}, {"keep", nullptr}, {"new", 1}}},
+                          {"call_identifier", "renamed"},  // immutable: ignored
+                          {"agent_id", 424242},            // immutable: ignored
+                          {"transcript", json::array()}});
   ASSERT_EQ(r.status, 200) << r.body;
   json call = r.json();
   EXPECT_EQ(call["label"], "reviewed");
@@ -385,10 +390,11 @@ TEST_F(ApiTest, UpdateCall) {
   ExpectError(client_->Patch(absl::StrCat("/api/public/v1/calls/upd-1?agent_id=", agent + 1000),
                              json{{"label", "x"}}),
               404);
-  EXPECT_EQ(client_->Patch(absl::StrCat("/api/public/v1/calls/upd-1?agent_id=", agent),
-                           json{{"label", "y"}})
-                .status,
-            200);
+  EXPECT_EQ(
+      client_
+          ->Patch(absl::StrCat("/api/public/v1/calls/upd-1?agent_id=", agent), json{{"label", "y"}})
+          .status,
+      200);
   ExpectError(client_->Patch("/api/public/v1/calls/no-such-call", json{{"label", "x"}}), 404);
 }
 
@@ -409,16 +415,17 @@ TEST_F(ApiTest, ListFiltersAndPagination) {
   EXPECT_EQ(page["data"][0]["call_identifier"], "list-2");  // newest first
   r = client_->Get(absl::StrCat("/api/public/v1/calls?agent_id=", agent, "&tag=even"));
   EXPECT_EQ(r.json()["pagination"]["total_count"], 3);
-  r = client_->Get(absl::StrCat("/api/public/v1/calls?agent_id=", agent,
-                                "&observation_type=voice"));
+  r = client_->Get(
+      absl::StrCat("/api/public/v1/calls?agent_id=", agent, "&observation_type=voice"));
   EXPECT_EQ(r.json()["pagination"]["total_count"], 0);
   ExpectError(client_->Get("/api/public/v1/calls?per_page=1000"), 422);
   ExpectError(client_->Get("/api/public/v1/calls?analysis_status=done"), 422);
   ExpectError(client_->Get("/api/public/v1/calls?observation_type=video"), 422);
-  EXPECT_EQ(client_->Get(absl::StrCat("/api/public/v1/calls?agent_id=", agent,
-                                      "&analysis_status=pending"))
-                .json()["pagination"]["total_count"],
-            5);
+  EXPECT_EQ(
+      client_
+          ->Get(absl::StrCat("/api/public/v1/calls?agent_id=", agent, "&analysis_status=pending"))
+          .json()["pagination"]["total_count"],
+      5);
   ExpectError(client_->Get("/api/public/v1/calls?page=abc"), 422);
 }
 
@@ -469,8 +476,8 @@ TEST_F(ApiTest, EdgeErrorStatuses) {
 }
 
 TEST_F(ApiTest, RequestIdEchoed) {
-  HttpResponse r = client_->Send("GET", "/api/v1/languages", nullptr,
-                                 {{"X-Request-Id", "req-abc-123"}});
+  HttpResponse r =
+      client_->Send("GET", "/api/v1/languages", nullptr, {{"X-Request-Id", "req-abc-123"}});
   EXPECT_EQ(r.headers["x-request-id"], "req-abc-123");
   r = client_->Get("/api/v1/languages");
   EXPECT_FALSE(r.headers["x-request-id"].empty());
@@ -564,8 +571,7 @@ TEST_F(RecordingTest, FailedDownloadEndsCallFailed) {
 }
 
 TEST_F(RecordingTest, RedirectToLoopbackNameRefused) {
-  files_.Redirect("/redirect.wav",
-                  absl::StrCat("http://localhost:", files_.port(), "/never.wav"));
+  files_.Redirect("/redirect.wav", absl::StrCat("http://localhost:", files_.port(), "/never.wav"));
   files_.Serve("/never.wav", "secret", "audio/wav");
   Ingest("rec-redirect", files_.url("/redirect.wav"));
   json call =

@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <vector>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -23,14 +23,16 @@ namespace {
 
 TEST(DocsRoutesTest, ApiReferenceMatchesTheProtos) {
   // Through a message of each file, so the generated descriptors are linked in.
-  auto table = edge::RouteTable::Build({v1::Workspace::descriptor()->file()->FindServiceByName("Accounts"),
-                                        v1::Agent::descriptor()->file()->FindServiceByName("Agents"),
-                                        v1::Call::descriptor()->file()->FindServiceByName("Calls"),
-                                        v1::UsableMetric::descriptor()->file()->FindServiceByName("Metrics")});
+  auto table = edge::RouteTable::Build(
+      {v1::Workspace::descriptor()->file()->FindServiceByName("Accounts"),
+       v1::Agent::descriptor()->file()->FindServiceByName("Agents"),
+       v1::Call::descriptor()->file()->FindServiceByName("Calls"),
+       v1::UsableMetric::descriptor()->file()->FindServiceByName("Metrics")});
   ASSERT_TRUE(table.ok()) << table.status();
   std::set<std::string> served;
   for (const auto& route : table->routes()) {
-    served.insert(absl::StrCat(std::string(edge::HttpMethodName(route->method)), " ", route->path_template, " ",
+    served.insert(absl::StrCat(std::string(edge::HttpMethodName(route->method)), " ",
+                               route->path_template, " ",
                                route->method_descriptor->service()->full_name(), "/",
                                route->method_descriptor->name(), " ", route->success_status));
   }

@@ -109,8 +109,8 @@ TEST_F(GrpcTest, HealthServiceServing) {
   std::condition_variable cv;
   bool done = false;
   grpc::Status result;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                 &response, [&](grpc::Status status) {
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status status) {
                    std::lock_guard<std::mutex> lock(mu);
                    result = status;
                    done = true;
@@ -132,7 +132,8 @@ TEST_F(GrpcTest, ReflectionListsTheServices) {
     EXPECT_TRUE(cq.Next(&tag, &ok));
     return ok;
   };
-  auto stream = stub.PrepareCall(&context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  auto stream = stub.PrepareCall(
+      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
   stream->StartCall(nullptr);
   ASSERT_TRUE(next());
   testing::ServerReflectionRequest request;

@@ -43,14 +43,14 @@ TEST(RecordingRestartTest, ShutdownMidDownloadResumesOnNextStart) {
   testing::HttpClient client(server->http_base_url());
   client.set_api_key(key);
   auto agent = client.Post("/api/v1/agents", json{{"name", "a"},
-                                                 {"phone_number", "+14155550123"},
-                                                 {"language_id", 1},
-                                                 {"instructions", "x"}});
+                                                  {"phone_number", "+14155550123"},
+                                                  {"language_id", 1},
+                                                  {"instructions", "x"}});
   ASSERT_EQ(agent.status, 201) << agent.body;
-  auto ingest = client.Post("/api/public/v1/calls",
-                            json{{"call_identifier", "restart-1"},
-                                 {"agent_id", agent.json()["id"]},
-                                 {"recording_url", files.url("/slow.wav")}});
+  auto ingest =
+      client.Post("/api/public/v1/calls", json{{"call_identifier", "restart-1"},
+                                               {"agent_id", agent.json()["id"]},
+                                               {"recording_url", files.url("/slow.wav")}});
   ASSERT_EQ(ingest.status, 201) << ingest.body;
   for (int i = 0; i < 100 && files.hits("/slow.wav") == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -67,9 +67,9 @@ TEST(SplitRolesTest, EdgeReachesRemoteRolesOverGrpc) {
   client.set_api_key((*backend)->bootstrap()->key.api_key);
   EXPECT_EQ(client.Get("/api/v1/workspaces/current").json()["name"], "default");
   auto agent = client.Post("/api/v1/agents", json{{"name", "split"},
-                                                 {"phone_number", "+14155550123"},
-                                                 {"language_id", 1},
-                                                 {"instructions", "x"}});
+                                                  {"phone_number", "+14155550123"},
+                                                  {"language_id", 1},
+                                                  {"instructions", "x"}});
   ASSERT_EQ(agent.status, 201) << agent.body;
 
   TestHttpServer files;

@@ -32,7 +32,8 @@ std::vector<std::string> Fields(const absl::Status& status) {
 }
 
 constexpr char kValid[] = R"pb(
-  call_identifier: "crm-1" agent_id: 7
+  call_identifier: "crm-1"
+  agent_id: 7
   transcript { role: "AI Assistant" content: "Hello" start_time: 0.5 end_time: 1.5 }
   transcript { role: "User" content: "Hi" start_time: 2 end_time: 2.4 }
 )pb";
@@ -42,9 +43,10 @@ TEST(ValidateIngestTest, AcceptsTranscriptCall) {
 }
 
 TEST(ValidateIngestTest, AcceptsRecordingOnly) {
-  EXPECT_TRUE(
-      ValidateIngest(Request(R"pb(call_identifier: "a" agent_id: 1 recording_url: "https://x/r.wav")pb"))
-          .ok());
+  EXPECT_TRUE(ValidateIngest(Request(R"pb(call_identifier: "a"
+                                          agent_id: 1
+                                          recording_url: "https://x/r.wav")pb"))
+                  .ok());
 }
 
 TEST(ValidateIngestTest, RejectsUnknownRoleWith422AndPath) {
@@ -154,15 +156,36 @@ TEST(DurationTest, LastEndTimeRounded) {
 
 TEST(MergeMetadataTest, AddOverwriteDeleteKeep) {
   auto stored = StructOf(R"pb(
-    fields { key: "keep" value { string_value: "k" } }
-    fields { key: "over" value { number_value: 1 } }
-    fields { key: "gone" value { bool_value: true } }
+    fields {
+      key: "keep"
+      value { string_value: "k" }
+    }
+    fields {
+      key: "over"
+      value { number_value: 1 }
+    }
+    fields {
+      key: "gone"
+      value { bool_value: true }
+    }
   )pb");
   auto patch = StructOf(R"pb(
-    fields { key: "over" value { number_value: 2 } }
-    fields { key: "gone" value { null_value: NULL_VALUE } }
-    fields { key: "new" value { string_value: "n" } }
-    fields { key: "absent_null" value { null_value: NULL_VALUE } }
+    fields {
+      key: "over"
+      value { number_value: 2 }
+    }
+    fields {
+      key: "gone"
+      value { null_value: NULL_VALUE }
+    }
+    fields {
+      key: "new"
+      value { string_value: "n" }
+    }
+    fields {
+      key: "absent_null"
+      value { null_value: NULL_VALUE }
+    }
   )pb");
   MergeMetadata(patch, &stored);
   EXPECT_EQ(stored.fields().size(), 3);
@@ -174,10 +197,28 @@ TEST(MergeMetadataTest, AddOverwriteDeleteKeep) {
 }
 
 TEST(MergeMetadataTest, NestedObjectsReplacedWhole) {
-  auto stored = StructOf(R"pb(fields { key: "crm" value { struct_value {
-    fields { key: "a" value { number_value: 1 } } } } })pb");
-  auto patch = StructOf(R"pb(fields { key: "crm" value { struct_value {
-    fields { key: "b" value { number_value: 2 } } } } })pb");
+  auto stored = StructOf(R"pb(fields {
+                                key: "crm"
+                                value {
+                                  struct_value {
+                                    fields {
+                                      key: "a"
+                                      value { number_value: 1 }
+                                    }
+                                  }
+                                }
+                              })pb");
+  auto patch = StructOf(R"pb(fields {
+                               key: "crm"
+                               value {
+                                 struct_value {
+                                   fields {
+                                     key: "b"
+                                     value { number_value: 2 }
+                                   }
+                                 }
+                               }
+                             })pb");
   MergeMetadata(patch, &stored);
   const auto& crm = stored.fields().at("crm").struct_value();
   EXPECT_EQ(crm.fields().count("a"), 0u);
@@ -186,8 +227,14 @@ TEST(MergeMetadataTest, NestedObjectsReplacedWhole) {
 
 TEST(MergeMetadataTest, WithoutNullsDropsNullKeys) {
   auto s = WithoutNulls(StructOf(R"pb(
-    fields { key: "a" value { null_value: NULL_VALUE } }
-    fields { key: "b" value { string_value: "x" } })pb"));
+    fields {
+      key: "a"
+      value { null_value: NULL_VALUE }
+    }
+    fields {
+      key: "b"
+      value { string_value: "x" }
+    })pb"));
   EXPECT_EQ(s.fields().size(), 1);
   EXPECT_EQ(s.fields().count("b"), 1u);
 }

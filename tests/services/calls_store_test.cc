@@ -79,7 +79,8 @@ TEST_F(CallsStoreTest, IngestAnswerEqualsWhatIsReadBack) {
   auto read = store_->Get(workspace_, "a");
   ASSERT_TRUE(read.ok());
   EXPECT_EQ(ingested->SerializeAsString(), read->SerializeAsString())
-      << ingested->DebugString() << "\nvs\n" << read->DebugString();
+      << ingested->DebugString() << "\nvs\n"
+      << read->DebugString();
   EXPECT_EQ(read->metadata().fields().size(), 1);
   EXPECT_EQ(read->duration_seconds(), 2);
   EXPECT_EQ(read->observation_type(), "text");
