@@ -1,0 +1,56 @@
+// --rate-limit on the real server: a key over its rate gets 429 with Retry-After, another key
+// is unaffected, and the probes are never limited.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "cmd/calleval/server.h"
+#include "tests/integration/http_client.h"
+
+namespace calleval {
+namespace {
+
+TEST(RateLimitTest, KeyOverItsRateGets429) {
+  std::string tmpl = ::testing::TempDir() + "/ratelimit_XXXXXX";
+  const std::string dir = mkdtemp(tmpl.data());
+  ServerConfig config;
+  config.data_dir = dir;
+  config.http_addr = "127.0.0.1:0";
+  config.grpc_addr = "127.0.0.1:0";
+  config.access_log = false;
+  config.rate_limit_per_second = 1;
+  config.rate_limit_burst = 3;
+  auto server = Server::Start(config);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  testing::HttpClient client((*server)->http_base_url());
+  client.set_api_key((*server)->bootstrap()->key.api_key);
+  int ok = 0;
+  testing::HttpResponse limited;
+  for (int i = 0; i < 10; ++i) {
+    testing::HttpResponse r = client.Get("/api/v1/languages");
+    if (r.status == 200) {
+      ++ok;
+    } else {
+      limited = r;
+    }
+  }
+  EXPECT_GE(ok, 3);
+  EXPECT_LE(ok, 5);  // the burst, plus what one second refills at most
+  EXPECT_EQ(limited.status, 429);
+  EXPECT_EQ(limited.json()["error"]["code"], "rate_limited");
+  EXPECT_FALSE(limited.headers["retry-after"].empty());
+
+  testing::HttpClient other((*server)->http_base_url());
+  other.set_api_key("cev_another_key_with_its_own_bucket");
+  EXPECT_EQ(other.Get("/api/v1/languages").status, 401);  // limited per key, not globally
+  EXPECT_EQ(client.Get("/healthz").status, 200);
+
+  server->reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace calleval
