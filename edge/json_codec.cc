@@ -163,9 +163,9 @@ bool IsValidUtf8(std::string_view s) {
 
 class DomBuilder {
  public:
-  enum class Failure { kNone, kSyntax, kDepth, kDuplicateKey, kNumberOverflow };
+  enum class Failure { kNone, kSyntax, kDepth, kDuplicateKey, kNumberOverflow, kTooManyValues };
 
-  explicit DomBuilder(int max_depth) : max_depth_(max_depth) {}
+  DomBuilder(int max_depth, size_t max_values) : max_depth_(max_depth), max_values_(max_values) {}
 
   bool null() { return Place(Json(nullptr)); }
   bool boolean(bool v) { return Place(Json(v)); }
@@ -253,12 +253,21 @@ class DomBuilder {
     return level.slot;
   }
 
+  // Every value costs a DOM node many times its size in the body; a body of millions of tiny
+  // values ("[0,0,0,...]") would otherwise cost gigabytes before any field rule applies.
+  bool Count() {
+    if (++values_ <= max_values_) return true;
+    return Fail(Failure::kTooManyValues, absl::StrCat("more than ", max_values_, " JSON values"));
+  }
+
   bool Place(Json&& v) {
+    if (!Count()) return false;
     PlaceRef(std::move(v));
     return true;
   }
 
   bool Open(Json::value_t type) {
+    if (!Count()) return false;
     if (static_cast<int>(levels_.size()) >= max_depth_) {
       return Fail(Failure::kDepth, absl::StrCat("nesting deeper than ", max_depth_, " levels"));
     }
@@ -272,6 +281,8 @@ class DomBuilder {
   }
 
   const int max_depth_;
+  const size_t max_values_;
+  size_t values_ = 0;
   Json root_;
   std::vector<Level> levels_;
   Failure failure_ = Failure::kNone;
@@ -1165,7 +1176,7 @@ absl::Status ParseJsonBody(std::string_view body, google::protobuf::Message* mes
   if (size_t nul = body.find('\0'); nul != std::string_view::npos) {
     return Malformed(absl::StrCat("malformed JSON: NUL byte at offset ", nul));
   }
-  DomBuilder builder(std::max(1, options.max_depth));
+  DomBuilder builder(std::max(1, options.max_depth), options.max_values);
   try {
     Json::sax_parse(body.data(), body.data() + body.size(), &builder);
   } catch (const std::exception& e) {
@@ -1194,6 +1205,8 @@ absl::Status ParseJsonBody(std::string_view body, google::protobuf::Message* mes
     }
     case DomBuilder::Failure::kSyntax:
       return Malformed(absl::StrCat("malformed JSON: ", SanitizeParserMessage(builder.message())));
+    case DomBuilder::Failure::kTooManyValues:
+      return HttpError(413, "body_too_large", absl::StrCat("request body has ", builder.message()));
   }
   const Json& root = builder.root();
   if (!root.is_object()) return Malformed("request body must be a JSON object");

@@ -37,6 +37,9 @@ namespace calleval::edge {
 
 struct JsonParseOptions {
   int max_depth = 64;
+  // Values (scalars, objects, arrays) in one body; more is 413 "body_too_large". A transcript
+  // of the 10,000 turns ingest allows takes about 100,000.
+  size_t max_values = 500000;
 };
 
 // Parses a request body into `message` (which is cleared first). Errors carry an ErrorInfo

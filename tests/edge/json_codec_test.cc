@@ -1025,3 +1025,24 @@ TEST(SetFieldFromStringTest, AllTypes) {
 
 }  // namespace
 }  // namespace calleval::edge
+
+namespace calleval::edge {
+namespace {
+
+TEST(JsonCodecLimitsTest, TooManyValuesIs413BeforeBuildingThem) {
+  std::string body = "{\"metric_ids\": [";
+  for (int i = 0; i < 1000; ++i) body += i ? ",1" : "1";
+  body += "]}";
+  calleval::v1::IngestCallRequest request;
+  JsonParseOptions options;
+  options.max_values = 500;
+  absl::Status status = ParseJsonBody(body, &request, options);
+  EXPECT_EQ(HttpStatusFor(status), 413);
+  EXPECT_EQ(ErrorInfoOf(status).code(), "body_too_large");
+  options.max_values = 2000;
+  EXPECT_TRUE(ParseJsonBody(body, &request, options).ok());
+  EXPECT_EQ(request.metric_ids_size(), 1000);
+}
+
+}  // namespace
+}  // namespace calleval::edge
