@@ -1,0 +1,1 @@
+calleval_test(voice_quality_test SOURCES voice_quality_test.cc LIBS calleval_voice_quality)
