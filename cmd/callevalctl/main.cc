@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
@@ -12,7 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "calleval/v1/calls.pb.h"
 #include "common/schema.h"
+#include "edge/json_codec.h"
+#include "services/scoring/analysis.h"
 #include "common/sqlite.h"
 #include "nlohmann/json.hpp"
 #include "services/accounts/accounts_store.h"
@@ -24,6 +28,7 @@ constexpr char kUsage[] =
     "  workspace create --name NAME [--credits N]\n"
     "  key create --workspace ID [--grant ID,...]\n"
     "  credits add --workspace ID --amount N\n"
+    "  analyze FILE [--transcript T.json] [--channel-map agent=0,user=1]\n"
     "DIR defaults to $CALLEVAL_DATA_DIR, else ./data\n";
 
 int Fail(const std::string& message) {
@@ -66,6 +71,41 @@ bool Int64Flag(const std::map<std::string, std::string>& flags, const std::strin
 
 }  // namespace
 
+// `analyze FILE ...`: the audio pass of the scoring service on one recording, offline; prints
+// {"duration_seconds", "standard_metrics"} with the elements a call record carries.
+int Analyze(const std::vector<std::string>& args) {
+  if (args.empty() || args[0].rfind("--", 0) == 0) return Usage("analyze needs a FILE");
+  std::map<std::string, std::string> flags;
+  std::string error;
+  if (!ParseFlags({args.begin() + 1, args.end()}, &flags, &error)) return Usage(error);
+  calleval::scoring::AnalysisOptions options;
+  if (flags.count("channel-map")) {
+    auto map = calleval::scoring::ParseChannelMap(flags["channel-map"]);
+    if (!map.ok()) return Usage(std::string(map.status().message()));
+    options.channel_map = *map;
+  }
+  std::vector<calleval::v1::Turn> transcript;
+  if (flags.count("transcript")) {
+    std::ifstream in(flags["transcript"]);
+    if (!in) return Fail("cannot read " + flags["transcript"]);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // The file is the ingest format's transcript array: parse it as that field of an ingest.
+    calleval::v1::IngestCallRequest request;
+    absl::Status parsed =
+        calleval::edge::ParseJsonBody("{\"transcript\": " + text + "}", &request);
+    if (!parsed.ok()) return Fail(flags["transcript"] + ": " + std::string(parsed.message()));
+    transcript.assign(request.transcript().begin(), request.transcript().end());
+  }
+  auto result = calleval::scoring::AnalyzeRecording(
+      args[0], flags.count("transcript") ? &transcript : nullptr, options);
+  if (!result.ok()) return Fail(std::string(result.status().message()));
+  calleval::v1::RecordingAnalysis analysis;
+  analysis.set_duration_seconds(result->duration_seconds);
+  for (auto& m : result->standard_metrics) *analysis.add_standard_metrics() = std::move(m);
+  std::cout << calleval::edge::PrintJson(analysis) << "\n";
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string data_dir =
@@ -80,6 +120,7 @@ int main(int argc, char** argv) {
       args.erase(args.begin());
     }
   }
+  if (!args.empty() && args[0] == "analyze") return Analyze({args.begin() + 1, args.end()});
   if (args.size() < 2) return Usage("missing command");
   const std::string command = args[0] + " " + args[1];
   std::map<std::string, std::string> flags;

@@ -1,0 +1,37 @@
+#pragma once
+
+// The audio pass over one recording: decode in blocks, find speech per channel, build each
+// party's turns and compute the audio-based standard metrics (SPEC §3). Used by the scoring
+// workers and by `callevalctl analyze`; memory stays flat with the length of the call.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "calleval/v1/calls.pb.h"
+#include "services/scoring/timeline.h"
+
+namespace calleval::scoring {
+
+struct AnalysisOptions {
+  ChannelMap channel_map;
+  int silence_threshold_ms = 3000;
+};
+
+struct AnalysisResult {
+  double duration_seconds = 0;
+  CallTimeline timeline;
+  std::vector<v1::StandardMetricResult> standard_metrics;
+};
+
+// `transcript` (may be null) supplies the words for words_per_minute and, for mono recordings,
+// the turn boundaries. An undecodable file: kInvalidArgument with code "unsupported_audio".
+absl::StatusOr<AnalysisResult> AnalyzeRecording(const std::string& path,
+                                                const std::vector<v1::Turn>* transcript,
+                                                const AnalysisOptions& options);
+
+// Parses "agent=0,user=1" (either order); the two channels must differ.
+absl::StatusOr<ChannelMap> ParseChannelMap(const std::string& text);
+
+}  // namespace calleval::scoring
