@@ -15,11 +15,11 @@
 #include "absl/strings/str_split.h"
 #include "calleval/v1/calls.pb.h"
 #include "common/schema.h"
-#include "edge/json_codec.h"
-#include "services/scoring/analysis.h"
 #include "common/sqlite.h"
+#include "edge/json_codec.h"
 #include "nlohmann/json.hpp"
 #include "services/accounts/accounts_store.h"
+#include "services/scoring/analysis.h"
 
 namespace {
 
@@ -91,8 +91,7 @@ int Analyze(const std::vector<std::string>& args) {
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     // The file is the ingest format's transcript array: parse it as that field of an ingest.
     calleval::v1::IngestCallRequest request;
-    absl::Status parsed =
-        calleval::edge::ParseJsonBody("{\"transcript\": " + text + "}", &request);
+    absl::Status parsed = calleval::edge::ParseJsonBody("{\"transcript\": " + text + "}", &request);
     if (!parsed.ok()) return Fail(flags["transcript"] + ": " + std::string(parsed.message()));
     transcript.assign(request.transcript().begin(), request.transcript().end());
   }

@@ -36,8 +36,9 @@ v1::StandardMetricResult TranscriptionAccuracyUnavailable() {
   r.set_name(std::string(info->name));
   r.set_status("not_applicable");
   r.mutable_result();
-  r.set_error("speech-to-text is not available yet, so there is no generated transcript to "
-              "compare the provided one with");
+  r.set_error(
+      "speech-to-text is not available yet, so there is no generated transcript to "
+      "compare the provided one with");
   return r;
 }
 

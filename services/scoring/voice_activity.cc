@@ -32,12 +32,15 @@ double ToDb(double energy) { return 10.0 * std::log10(std::max(energy, kTinyEner
 // Linear-interpolated percentile (numpy's default) of `values`; `values` is reordered.
 double Percentile(std::vector<float>& values, double percentile) {
   if (values.empty()) return -120.0;
-  std::sort(values.begin(), values.end());
   const double rank = std::clamp(percentile, 0.0, 100.0) / 100.0 * (values.size() - 1);
   const size_t lo = static_cast<size_t>(std::floor(rank));
   const size_t hi = std::min(lo + 1, values.size() - 1);
   const double frac = rank - lo;
-  return values[lo] + (values[hi] - values[lo]) * frac;
+  // Two order statistics, not a full sort: the same values in linear time.
+  std::nth_element(values.begin(), values.begin() + lo, values.end());
+  const float low = values[lo];
+  const float high = hi == lo ? low : *std::min_element(values.begin() + lo + 1, values.end());
+  return low + (high - low) * frac;
 }
 
 }  // namespace
@@ -71,15 +74,37 @@ void VoiceActivityDetector::Feed(const std::array<std::vector<float>, 2>& block,
   for (int c = 0; c < channels_; ++c) {
     if (block[c].size() < frames) frames = block[c].size();
   }
-  for (size_t i = 0; i < frames; ++i) {
-    double x[2] = {0, 0};
-    for (int c = 0; c < channels_; ++c) {
-      x[c] = filters_[c].Process(block[c][i]);
-      hop_energy_[c] += x[c] * x[c];
+  // Hop by hop with the filter state and sums in locals: written through `this` on every
+  // sample they could not stay in registers, and this loop is the detector's whole cost.
+  // The arithmetic is the same, in the same order.
+  const float* in[2] = {block[0].data(), channels_ == 2 ? block[1].data() : block[0].data()};
+  std::array<Biquad, 2> f = filters_;
+  size_t i = 0;
+  while (i < frames) {
+    const size_t n = std::min(frames - i, hop_samples_ - hop_fill_);
+    double e0 = hop_energy_[0], e1 = hop_energy_[1], cross = hop_cross_;
+    if (channels_ == 2) {
+      for (size_t k = i; k < i + n; ++k) {
+        const double x0 = f[0].Process(in[0][k]);
+        const double x1 = f[1].Process(in[1][k]);
+        e0 += x0 * x0;
+        e1 += x1 * x1;
+        cross += x0 * x1;
+      }
+    } else {
+      for (size_t k = i; k < i + n; ++k) {
+        const double x0 = f[0].Process(in[0][k]);
+        e0 += x0 * x0;
+      }
     }
-    hop_cross_ += x[0] * x[1];
-    if (++hop_fill_ == hop_samples_) EndHop();
+    hop_energy_[0] = e0;
+    hop_energy_[1] = e1;
+    hop_cross_ = cross;
+    hop_fill_ += n;
+    i += n;
+    if (hop_fill_ == hop_samples_) EndHop();
   }
+  filters_ = f;
 }
 
 void VoiceActivityDetector::EndHop() {

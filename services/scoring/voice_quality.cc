@@ -77,8 +77,7 @@ float EstimateF0(const std::vector<float>& x) {
 }  // namespace
 
 VoiceQualityAnalyzer::VoiceQualityAnalyzer(int sample_rate)
-    : sample_rate_(sample_rate),
-      frame_size_(static_cast<size_t>(sample_rate * kFrameSeconds)) {
+    : sample_rate_(sample_rate), frame_size_(static_cast<size_t>(sample_rate * kFrameSeconds)) {
   pending_.reserve(kPitchWindow16k);
 }
 
