@@ -128,6 +128,18 @@ CREATE INDEX calls_by_tag ON calls (workspace_id, tag, id);
 CREATE INDEX calls_recording_work ON calls (recording_state, recording_lease_until)
   WHERE recording_state = 'pending';
 )sql"},
+      {2, R"sql(
+-- The analysis queue (scoring). A call is analysed once its recording is stored (or at once
+-- for a text call); the worker holding it has a lease (token, expiry); reports with another
+-- token are refused, and an expired lease is handed out again.
+ALTER TABLE calls ADD COLUMN planned_metric_ids TEXT NOT NULL DEFAULT '';
+ALTER TABLE calls ADD COLUMN silence_threshold_ms INTEGER;
+ALTER TABLE calls ADD COLUMN analysis_token TEXT;
+ALTER TABLE calls ADD COLUMN analysis_lease_until INTEGER;
+ALTER TABLE calls ADD COLUMN analysis_attempts INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX calls_analysis_work ON calls (analysis_status, analysis_lease_until)
+  WHERE analysis_status IN ('pending', 'processing');
+)sql"},
   };
   return *migrations;
 }

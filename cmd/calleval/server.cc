@@ -38,6 +38,7 @@
 #include "services/calls/recording_signer.h"
 #include "services/metrics/metrics_service.h"
 #include "services/metrics/metrics_store.h"
+#include "services/scoring/scoring_worker.h"
 
 namespace calleval {
 namespace {
@@ -128,8 +129,12 @@ calls::AgentLookup AgentLookupFor(agents::AgentsStore* agents) {
           "agent_not_found", absl::StrCat("agent ", agent_id, " not found"),
           {{"agent_id", absl::StrCat("no agent ", agent_id, " in workspace ", workspace_id)}});
     }
-    return calls::AgentInfo{
-        {agent->disabled_metric_ids().begin(), agent->disabled_metric_ids().end()}};
+    calls::AgentInfo info;
+    info.disabled_metric_ids.assign(agent->disabled_metric_ids().begin(),
+                                    agent->disabled_metric_ids().end());
+    if (agent->has_silence_threshold_ms())
+      info.silence_threshold_ms = agent->silence_threshold_ms();
+    return info;
   };
 }
 
@@ -166,6 +171,8 @@ struct Server::State {
   std::unique_ptr<calls::RecordingSigner> signer;
   std::unique_ptr<calls::CallsStore> calls_store;
   std::unique_ptr<calls::RecordingDownloader> downloader;
+  std::unique_ptr<scoring::StoreAnalysisQueue> analysis_queue;
+  std::unique_ptr<scoring::ScoringWorkers> scoring_workers;
   std::unique_ptr<accounts::AccountsService> accounts_service;
   std::unique_ptr<agents::AgentsService> agents_service;
   std::unique_ptr<calls::CallsService> calls_service;
@@ -319,7 +326,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   const bool edge_role = HasRole(config, "edge");
   const bool grpc_roles = std::any_of(config.roles.begin(), config.roles.end(),
                                       [](const std::string& r) { return r != "edge"; });
-  for (const char* pending : {"scoring", "runs"}) {
+  for (const char* pending : {"runs"}) {
     if (HasRole(config, pending) && config.roles.size() < AllRoles().size()) {
       std::cerr << "calleval: role " << pending << " has no work in this version yet\n";
     }
@@ -402,19 +409,40 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     s->agents_service = std::make_unique<agents::AgentsService>(
         s->agents_store.get(), s->authenticator.get(), s->pool.get());
   }
+  if (HasRole(config, "scoring")) {
+    // A lease outlives any analysis by far (an hour of audio takes seconds); attempts bound
+    // a call that keeps killing its worker.
+    s->analysis_queue = std::make_unique<scoring::StoreAnalysisQueue>(
+        s->calls_store.get(), absl::Minutes(10), /*max_attempts=*/3);
+    scoring::ScoringWorkers::Options workers;
+    workers.workers = config.workers > 0
+                          ? config.workers
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    s->scoring_workers =
+        std::make_unique<scoring::ScoringWorkers>(s->analysis_queue.get(), workers);
+    s->scoring_workers->Start();
+  }
+  scoring::ScoringWorkers* scoring_workers = s->scoring_workers.get();
   if (HasRole(config, "calls")) {
     calls::RecordingDownloader::Options download;
+    if (scoring_workers != nullptr) {
+      download.on_stored = [scoring_workers](int64_t) { scoring_workers->Notify(); };
+    }
     download.fetch.guard.allowed_hosts = config.allow_private_hosts;
     download.fetch.max_bytes = config.max_recording_bytes;
     download.fetch.total_timeout = config.download_timeout;
     s->downloader = std::make_unique<calls::RecordingDownloader>(s->calls_store.get(), download);
     s->downloader->Start();
     calls::RecordingDownloader* downloader = s->downloader.get();
-    s->calls_service =
-        std::make_unique<calls::CallsService>(s->calls_store.get(), s->authenticator.get(),
-                                              s->pool.get(), [downloader](const v1::Call& call) {
-                                                if (call.has_recording_url()) downloader->Notify();
-                                              });
+    s->calls_service = std::make_unique<calls::CallsService>(
+        s->calls_store.get(), s->authenticator.get(), s->pool.get(),
+        [downloader, scoring_workers](const v1::Call& call) {
+          if (call.has_recording_url()) {
+            downloader->Notify();
+          } else if (scoring_workers != nullptr) {
+            scoring_workers->Notify();  // a text call is ready at once
+          }
+        });
   }
   if (HasRole(config, "metrics")) {
     agents::AgentsStore* agents_store = s->agents_store.get();
@@ -475,6 +503,7 @@ void Server::Shutdown() {
   if (s.grpc_server)
     s.grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   if (s.downloader) s.downloader->Stop();
+  if (s.scoring_workers) s.scoring_workers->Stop();
   s.pool.reset();  // runs what was queued
 }
 

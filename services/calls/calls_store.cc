@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/clock.h"
+#include "common/crypto.h"
 #include "common/errors.h"
 #include "common/standard_metrics.h"
 #include "common/status_macros.h"
@@ -120,6 +121,68 @@ absl::Status ValidatePage(std::optional<int> page, std::optional<int> per_page) 
   return ValidationError("validation_failed", "invalid pagination", std::move(issues));
 }
 
+std::vector<int64_t> SplitIds(const std::string& text) {
+  std::vector<int64_t> ids;
+  for (absl::string_view id : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int64_t value = 0;
+    if (absl::SimpleAtoi(id, &value)) ids.push_back(value);
+  }
+  return ids;
+}
+
+// One ledger movement for a call's metric, applied to the balance only the first time: the
+// (call, metric, kind) key makes a retried charge or refund a no-op.
+absl::StatusOr<bool> ApplyLedger(db::Connection& c, int64_t workspace_id, int64_t call_id,
+                                 int64_t metric_id, absl::string_view kind, int64_t amount) {
+  ASSIGN_OR_RETURN(auto insert,
+                   c.Prepare("INSERT OR IGNORE INTO credit_ledger (workspace_id, call_id, "
+                             "metric_id, kind, amount, created_at) VALUES (?, ?, ?, ?, ?, ?)"));
+  insert.Bind(1, workspace_id).Bind(2, call_id).Bind(3, metric_id).Bind(4, kind).Bind(5, amount);
+  insert.Bind(6, NowTimestamp());
+  RETURN_IF_ERROR(insert.Run());
+  if (c.Changes() == 0) return false;
+  ASSIGN_OR_RETURN(auto balance, c.Prepare("UPDATE workspaces SET credit_balance = "
+                                           "credit_balance + ? WHERE id = ?"));
+  balance.Bind(1, amount).Bind(2, workspace_id);
+  RETURN_IF_ERROR(balance.Run());
+  return true;
+}
+
+// Refunds every planned metric of a call that is not in `keep` (charged and completed).
+absl::Status RefundExcept(db::Connection& c, int64_t workspace_id, int64_t call_id,
+                          const std::vector<int64_t>& planned, const std::vector<int64_t>& keep) {
+  for (int64_t metric : planned) {
+    if (absl::c_find(keep, metric) != keep.end()) continue;
+    // Only what was charged is refunded.
+    ASSIGN_OR_RETURN(auto charged, c.Prepare("SELECT 1 FROM credit_ledger WHERE call_id = ? AND "
+                                             "metric_id = ? AND kind = 'charge'"));
+    charged.Bind(1, call_id).Bind(2, metric);
+    ASSIGN_OR_RETURN(bool was_charged, charged.Step());
+    if (!was_charged) continue;
+    RETURN_IF_ERROR(
+        ApplyLedger(c, workspace_id, call_id, metric, "refund", kStandardMetricCost).status());
+  }
+  return absl::OkStatus();
+}
+
+// The workspace and planned metrics of a call holding `token` (else kFailedPrecondition).
+struct LeasedCall {
+  int64_t workspace_id;
+  std::vector<int64_t> planned;
+};
+absl::StatusOr<LeasedCall> CheckLease(db::Connection& c, int64_t call_id, absl::string_view token) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT workspace_id, planned_metric_ids, "
+                                        "analysis_token FROM calls WHERE id = ? AND "
+                                        "analysis_status = 'processing'"));
+  stmt.Bind(1, call_id);
+  ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row || stmt.IsNull(2) || stmt.Text(2) != token) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the analysis lease of call ", call_id, " is no longer held"));
+  }
+  return LeasedCall{stmt.Int64(0), SplitIds(stmt.Text(1))};
+}
+
 // An unknown status or type in a filter is a client mistake, not an empty result.
 absl::Status ValidateListFilters(const v1::ListCallsRequest& request) {
   static constexpr absl::string_view kStatuses[] = {"pending",   "processing", "computed",
@@ -173,13 +236,29 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
         return m != nullptr && m->requires_audio;
       });
 
+  // What the analysis will score: the usable requested ids, else every standard metric the
+  // agent has not disabled; text calls only those judged on the transcript.
+  std::vector<int64_t> planned;
+  if (!selection.metric_ids.empty()) {
+    planned = selection.metric_ids;
+  } else {
+    for (const StandardMetricInfo& m : kStandardMetrics) {
+      if (!has_recording && m.requires_audio) continue;
+      if (absl::c_find(agent.disabled_metric_ids, m.id) != agent.disabled_metric_ids.end()) {
+        continue;
+      }
+      planned.push_back(m.id);
+    }
+  }
+
   std::string metadata = WithoutNulls(request.metadata()).SerializeAsString();
   v1::StoredTranscript transcript;
   *transcript.mutable_turns() = request.transcript();
   std::optional<int64_t> duration;
   if (request.has_duration_seconds()) {
     duration = request.duration_seconds();
-  } else {
+  } else if (!has_recording) {
+    // A voice call's duration is the decoded length of its recording, known after analysis.
     duration = DurationFromTranscript(request);
   }
   const std::string now = NowTimestamp();
@@ -206,8 +285,10 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
                       "observation_type, call_direction, analysis_status, transcription_status, "
                       "recording_url, recording_state, duration_seconds, call_timestamp, "
                       "call_end_reason, customer_number, tag, label, metadata, transcript, "
-                      "transcript_source, metric_ids, created_at, updated_at) VALUES "
-                      "(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                      "transcript_source, metric_ids, created_at, updated_at, "
+                      "planned_metric_ids, silence_threshold_ms) VALUES "
+                      "(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                      "?)"));
         insert.Bind(1, workspace_id)
             .Bind(2, request.agent_id())
             .Bind(3, request.call_identifier())
@@ -238,6 +319,12 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
           insert.BindNull(16).BindNull(17);
         }
         insert.Bind(18, JoinIds(selection.metric_ids)).Bind(19, now).Bind(20, now);
+        insert.Bind(21, JoinIds(planned));
+        if (agent.silence_threshold_ms) {
+          insert.Bind(22, static_cast<int64_t>(*agent.silence_threshold_ms));
+        } else {
+          insert.BindNull(22);
+        }
         RETURN_IF_ERROR(insert.Run());
         return c.LastInsertRowId();
       }));
@@ -480,6 +567,178 @@ absl::Status CallsStore::FailRecording(int64_t call_id, absl::string_view messag
                   "WHERE id = ? AND recording_state = 'pending'"));
     stmt.Bind(1, message).Bind(2, NowTimestamp()).Bind(3, call_id);
     return stmt.Run();
+  });
+}
+
+absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseAnalysis(absl::Duration lease,
+                                                                     int max_attempts) {
+  const int64_t now = NowUnixSeconds();
+  return db::WriteResult<std::optional<AnalysisJob>>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<AnalysisJob>> {
+        // Calls that cannot be handed out (out of credits, out of attempts) are settled here
+        // and the next one is tried.
+        while (true) {
+          ASSIGN_OR_RETURN(
+              auto next,
+              c.Prepare("SELECT id, workspace_id, analysis_status, analysis_attempts, "
+                        "planned_metric_ids FROM calls WHERE (analysis_status = 'pending' AND "
+                        "(recording_state IS NULL OR recording_state = 'stored')) OR "
+                        "(analysis_status = 'processing' AND analysis_lease_until <= ?) "
+                        "ORDER BY id LIMIT 1"));
+          next.Bind(1, now);
+          ASSIGN_OR_RETURN(bool found, next.Step());
+          if (!found) return std::nullopt;
+          const int64_t id = next.Int64(0);
+          const int64_t workspace_id = next.Int64(1);
+          const bool first_lease = next.Text(2) == "pending";
+          const int attempts = static_cast<int>(next.Int64(3));
+          const std::vector<int64_t> planned = SplitIds(next.Text(4));
+
+          auto settle = [&](absl::string_view status, absl::string_view reason,
+                            const std::string& message) -> absl::Status {
+            ASSIGN_OR_RETURN(auto end, c.Prepare("UPDATE calls SET analysis_status = ?, "
+                                                 "failure_reason = ?, failure_message = ?, "
+                                                 "analysis_token = NULL, analysis_lease_until "
+                                                 "= NULL, updated_at = ? WHERE id = ?"));
+            end.Bind(1, status).Bind(2, reason).Bind(3, message).Bind(4, NowTimestamp());
+            end.Bind(5, id);
+            return end.Run();
+          };
+          if (attempts >= max_attempts) {
+            RETURN_IF_ERROR(RefundExcept(c, workspace_id, id, planned, {}));
+            RETURN_IF_ERROR(
+                settle("failed", "analysis_failed",
+                       absl::StrCat("the analysis did not finish after ", attempts, " attempts")));
+            continue;
+          }
+          if (first_lease) {
+            // Reserve the planned metrics' credits, all or nothing.
+            const int64_t cost = static_cast<int64_t>(planned.size()) * kStandardMetricCost;
+            ASSIGN_OR_RETURN(auto balance,
+                             c.Prepare("SELECT credit_balance FROM workspaces WHERE id = ?"));
+            balance.Bind(1, workspace_id);
+            ASSIGN_OR_RETURN(bool has_workspace, balance.Step());
+            const int64_t available = has_workspace ? balance.Int64(0) : 0;
+            if (available < cost) {
+              RETURN_IF_ERROR(settle("skipped", "insufficient_credits",
+                                     absl::StrCat("scoring this call needs ", cost,
+                                                  " credits; the workspace has ", available)));
+              continue;
+            }
+            for (int64_t metric : planned) {
+              RETURN_IF_ERROR(
+                  ApplyLedger(c, workspace_id, id, metric, "charge", -kStandardMetricCost)
+                      .status());
+            }
+          }
+          AnalysisJob job;
+          job.call_id = id;
+          job.token = HexEncode(RandomBytes(16));
+          job.attempts = attempts + 1;
+          job.planned_metric_ids = planned;
+          ASSIGN_OR_RETURN(auto lease_stmt,
+                           c.Prepare("UPDATE calls SET analysis_status = 'processing', "
+                                     "analysis_token = ?, analysis_lease_until = ?, "
+                                     "analysis_attempts = analysis_attempts + 1, updated_at = ? "
+                                     "WHERE id = ?"));
+          lease_stmt.Bind(1, job.token).Bind(2, now + absl::ToInt64Seconds(lease));
+          lease_stmt.Bind(3, NowTimestamp()).Bind(4, id);
+          RETURN_IF_ERROR(lease_stmt.Run());
+          ASSIGN_OR_RETURN(auto details,
+                           c.Prepare("SELECT observation_type, recording_state, transcript, "
+                                     "metadata, silence_threshold_ms FROM calls WHERE id = ?"));
+          details.Bind(1, id);
+          ASSIGN_OR_RETURN(bool row, details.Step());
+          if (!row) return InternalError("leased call vanished");
+          job.observation_type = details.Text(0);
+          if (!details.IsNull(1) && details.Text(1) == "stored")
+            job.recording_path = RecordingPath(id);
+          if (!details.IsNull(2)) {
+            v1::StoredTranscript transcript;
+            transcript.ParseFromString(details.Text(2));
+            job.transcript.assign(transcript.turns().begin(), transcript.turns().end());
+          }
+          job.metadata.ParseFromString(details.Text(3));
+          if (!details.IsNull(4)) job.silence_threshold_ms = static_cast<int>(details.Int64(4));
+          return std::optional<AnalysisJob>(std::move(job));
+        }
+      });
+}
+
+absl::Status CallsStore::RecordAnalysis(int64_t call_id, absl::string_view token,
+                                        std::optional<double> duration_seconds,
+                                        const std::vector<v1::StandardMetricResult>& results) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(LeasedCall leased, CheckLease(c, call_id, token));
+    v1::StoredStandardMetrics stored;
+    std::vector<int64_t> completed;
+    int64_t credits = 0;
+    for (int64_t metric : leased.planned) {
+      auto it = absl::c_find_if(
+          results, [&](const v1::StandardMetricResult& r) { return r.metric_id() == metric; });
+      v1::StandardMetricResult* out = stored.add_items();
+      if (it == results.end()) {
+        // A planned metric the analysis did not produce is a failure, never a silent gap.
+        const StandardMetricInfo* info = FindStandardMetric(metric);
+        out->set_metric_id(metric);
+        if (info != nullptr) {
+          out->set_standard_metric_key(std::string(info->key));
+          out->set_name(std::string(info->name));
+        }
+        out->set_status("failed");
+        out->mutable_result();
+        out->set_error("the analysis produced no result for this metric");
+      } else {
+        *out = *it;
+      }
+      if (out->status() == "completed") {
+        out->set_credits_used(kStandardMetricCost);
+        credits += kStandardMetricCost;
+        completed.push_back(metric);
+      } else {
+        out->set_credits_used(0);
+      }
+    }
+    RETURN_IF_ERROR(RefundExcept(c, leased.workspace_id, call_id, leased.planned, completed));
+    ASSIGN_OR_RETURN(
+        auto update,
+        c.Prepare("UPDATE calls SET analysis_status = 'completed', standard_metrics = ?, "
+                  "credits_used = ?, duration_seconds = COALESCE(duration_seconds, ?), "
+                  "analysis_token = NULL, analysis_lease_until = NULL, updated_at = ? "
+                  "WHERE id = ?"));
+    update.BindBlob(1, stored.SerializeAsString()).Bind(2, credits);
+    if (duration_seconds) {
+      update.Bind(3, static_cast<int64_t>(std::llround(*duration_seconds)));
+    } else {
+      update.BindNull(3);
+    }
+    update.Bind(4, NowTimestamp()).Bind(5, call_id);
+    return update.Run();
+  });
+}
+
+absl::Status CallsStore::FailAnalysis(int64_t call_id, absl::string_view token,
+                                      absl::string_view reason, absl::string_view message) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(LeasedCall leased, CheckLease(c, call_id, token));
+    RETURN_IF_ERROR(RefundExcept(c, leased.workspace_id, call_id, leased.planned, {}));
+    ASSIGN_OR_RETURN(auto update,
+                     c.Prepare("UPDATE calls SET analysis_status = 'failed', failure_reason = ?, "
+                               "failure_message = ?, analysis_token = NULL, "
+                               "analysis_lease_until = NULL, updated_at = ? WHERE id = ?"));
+    update.Bind(1, reason).Bind(2, message).Bind(3, NowTimestamp()).Bind(4, call_id);
+    return update.Run();
+  });
+}
+
+absl::Status CallsStore::ReleaseAnalysis(int64_t call_id, absl::string_view token) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    RETURN_IF_ERROR(CheckLease(c, call_id, token).status());
+    ASSIGN_OR_RETURN(auto update,
+                     c.Prepare("UPDATE calls SET analysis_token = NULL, analysis_lease_until = 0, "
+                               "analysis_attempts = MAX(0, analysis_attempts - 1) WHERE id = ?"));
+    update.Bind(1, call_id);
+    return update.Run();
   });
 }
 

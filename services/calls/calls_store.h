@@ -23,6 +23,7 @@ namespace calleval::calls {
 // What ingest needs to know about the call's agent.
 struct AgentInfo {
   std::vector<int64_t> disabled_metric_ids;
+  std::optional<int> silence_threshold_ms;
 };
 // Looks the agent up in the workspace: 422 agent_not_found when it is not there.
 using AgentLookup =
@@ -34,6 +35,22 @@ struct RecordingJob {
   std::string url;
   int attempts = 0;  // including this one
 };
+
+// A call leased to one scoring worker: everything the analysis needs.
+struct AnalysisJob {
+  int64_t call_id = 0;
+  std::string token;  // must come back with the report
+  int attempts = 0;   // including this one
+  std::string observation_type;
+  std::string recording_path;  // empty for text calls
+  std::vector<v1::Turn> transcript;
+  std::vector<int64_t> planned_metric_ids;
+  google::protobuf::Struct metadata;
+  int silence_threshold_ms = 3000;
+};
+
+// Credits per metric (SPEC §9): every standard metric costs 1.
+inline constexpr int64_t kStandardMetricCost = 1;
 
 struct RecordingFile {
   std::string path;
@@ -74,6 +91,24 @@ class CallsStore {
   absl::Status RetryRecording(int64_t call_id, absl::Duration delay);
   // Ends the call failed with failure_reason download_failed and `message`.
   absl::Status FailRecording(int64_t call_id, absl::string_view message);
+  // The analysis queue. LeaseAnalysis hands out the oldest call ready for analysis (text
+  // calls at once, voice calls once their recording is stored), or one whose lease expired.
+  // The first lease reserves the planned metrics' credits (a short balance ends the call
+  // skipped with insufficient_credits, charging nothing); a call that was leased
+  // `max_attempts` times without a report ends failed.
+  absl::StatusOr<std::optional<AnalysisJob>> LeaseAnalysis(absl::Duration lease, int max_attempts);
+  // Stores the results of a lease (`token` must be the current one: a stale report is
+  // refused with kFailedPrecondition) and completes the call. Metrics that did not complete
+  // are refunded, each at most once.
+  absl::Status RecordAnalysis(int64_t call_id, absl::string_view token,
+                              std::optional<double> duration_seconds,
+                              const std::vector<v1::StandardMetricResult>& results);
+  // Ends the call failed (for example unsupported_audio) and refunds its metrics.
+  absl::Status FailAnalysis(int64_t call_id, absl::string_view token, absl::string_view reason,
+                            absl::string_view message);
+  // Gives a lease back untried (the worker is stopping).
+  absl::Status ReleaseAnalysis(int64_t call_id, absl::string_view token);
+
   // The stored recording of a call (no workspace check: the caller verified a signed link).
   absl::StatusOr<RecordingFile> GetRecordingFile(int64_t call_id);
   std::string RecordingPath(int64_t call_id) const;

@@ -72,6 +72,7 @@ void RecordingDownloader::Process(const RecordingJob& job) {
   absl::Status recorded;
   if (result.ok()) {
     recorded = store_->CompleteRecording(job.call_id, result->content_type, result->bytes);
+    if (recorded.ok() && options_.on_stored) options_.on_stored(job.call_id);
     if (!recorded.ok()) {
       // The call was deleted while downloading: drop the file.
       std::error_code ignored;

@@ -8,6 +8,7 @@
 // mid-download leaves the lease to expire, and the job is picked up again.
 
 #include <atomic>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -25,6 +26,8 @@ class RecordingDownloader {
     FetchOptions fetch;
     int max_attempts = 3;
     absl::Duration poll_interval = absl::Seconds(1);
+    // Called after a recording is stored (the call is ready for analysis).
+    std::function<void(int64_t call_id)> on_stored;
   };
 
   RecordingDownloader(CallsStore* store, Options options);

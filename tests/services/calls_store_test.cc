@@ -204,3 +204,120 @@ TEST_F(CallsStoreTest, UpdateMergesAndClears) {
 
 }  // namespace
 }  // namespace calleval::calls
+
+namespace calleval::calls {
+namespace {
+
+class AnalysisQueueTest : public CallsStoreTest {
+ protected:
+  int64_t Balance() {
+    accounts::AccountsStore accounts(db_.get());
+    return accounts.GetWorkspace(workspace_)->credit_balance;
+  }
+  void Fund(int64_t credits) {
+    accounts::AccountsStore accounts(db_.get());
+    ASSERT_TRUE(accounts.AddCredits(workspace_, credits).ok());
+  }
+  static v1::StandardMetricResult Result(int64_t id, const std::string& status) {
+    v1::StandardMetricResult r;
+    r.set_metric_id(id);
+    r.set_status(status);
+    return r;
+  }
+};
+
+TEST_F(AnalysisQueueTest, TextCallPlansTranscriptMetricsAndChargesOnce) {
+  Fund(10);
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("q1", false)).ok());
+  auto job = store_->LeaseAnalysis(absl::Minutes(10), 3);
+  ASSERT_TRUE(job.ok() && job->has_value()) << job.status();
+  // Agent 7 disables metric 12; a text call plans only the transcript-judged metrics.
+  EXPECT_THAT((*job)->planned_metric_ids, ElementsAre(11));
+  EXPECT_EQ(Balance(), 9);  // reserved
+  EXPECT_FALSE(store_->LeaseAnalysis(absl::Minutes(10), 3)->has_value());
+
+  ASSERT_TRUE(
+      store_
+          ->RecordAnalysis((*job)->call_id, (*job)->token, std::nullopt, {Result(11, "completed")})
+          .ok());
+  EXPECT_EQ(Balance(), 9);
+  auto call = store_->Get(workspace_, "q1");
+  EXPECT_EQ(call->analysis_status(), "completed");
+  EXPECT_EQ(call->credits_used(), 1);
+  EXPECT_EQ(call->standard_metrics(0).credits_used(), 1);
+  // A second report with the same (now stale) token is refused and changes nothing.
+  EXPECT_EQ(
+      store_
+          ->RecordAnalysis((*job)->call_id, (*job)->token, std::nullopt, {Result(11, "completed")})
+          .code(),
+      absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Balance(), 9);
+}
+
+TEST_F(AnalysisQueueTest, ExpiredLeaseIsReleasedToAnotherWorkerAndTheOldTokenIsStale) {
+  Fund(10);
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("q2", false)).ok());
+  auto first = store_->LeaseAnalysis(absl::ZeroDuration(), 3);  // expires at once
+  ASSERT_TRUE(first.ok() && first->has_value());
+  auto second = store_->LeaseAnalysis(absl::Minutes(10), 3);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->call_id, (*first)->call_id);
+  EXPECT_EQ((*second)->attempts, 2);
+  EXPECT_EQ(Balance(), 9);  // reserved once, not per lease
+  EXPECT_EQ(store_
+                ->RecordAnalysis((*first)->call_id, (*first)->token, std::nullopt,
+                                 {Result(11, "completed")})
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store_
+                  ->RecordAnalysis((*second)->call_id, (*second)->token, std::nullopt,
+                                   {Result(11, "failed")})
+                  .ok());
+  EXPECT_EQ(Balance(), 10);  // the failed metric was refunded
+  EXPECT_EQ(store_->Get(workspace_, "q2")->credits_used(), 0);
+}
+
+TEST_F(AnalysisQueueTest, AttemptsRunOutAndEverythingIsRefunded) {
+  Fund(10);
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("q3", false)).ok());
+  for (int i = 0; i < 2; ++i) {
+    auto lease = store_->LeaseAnalysis(absl::ZeroDuration(), 2);
+    ASSERT_TRUE(lease.ok() && lease->has_value());
+  }
+  EXPECT_FALSE(store_->LeaseAnalysis(absl::Minutes(1), 2)->has_value());
+  auto call = store_->Get(workspace_, "q3");
+  EXPECT_EQ(call->analysis_status(), "failed");
+  EXPECT_EQ(call->failure_reason(), "analysis_failed");
+  EXPECT_EQ(Balance(), 10);
+}
+
+TEST_F(AnalysisQueueTest, ShortBalanceSkipsWithoutCharging) {
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("q4", false)).ok());  // balance 0
+  EXPECT_FALSE(store_->LeaseAnalysis(absl::Minutes(1), 3)->has_value());
+  auto call = store_->Get(workspace_, "q4");
+  EXPECT_EQ(call->analysis_status(), "skipped");
+  EXPECT_EQ(call->failure_reason(), "insufficient_credits");
+  EXPECT_EQ(Balance(), 0);
+}
+
+TEST_F(AnalysisQueueTest, VoiceCallWaitsForItsRecordingAndFailsWithRefund) {
+  Fund(20);
+  auto call = store_->Ingest(workspace_, Request("q5", true));
+  ASSERT_TRUE(call.ok());
+  EXPECT_FALSE(call->has_duration_seconds());
+  EXPECT_FALSE(store_->LeaseAnalysis(absl::Minutes(1), 3)->has_value());  // not stored yet
+  auto download = store_->ClaimRecordingJob(absl::Minutes(1));
+  ASSERT_TRUE(store_->CompleteRecording(call->id(), "audio/wav", 10).ok());
+  auto job = store_->LeaseAnalysis(absl::Minutes(1), 3);
+  ASSERT_TRUE(job.ok() && job->has_value());
+  EXPECT_EQ((*job)->planned_metric_ids.size(), 11u);  // 12 standard metrics, 12 disabled
+  EXPECT_EQ((*job)->recording_path, dir_ + "/" + std::to_string(call->id()));
+  EXPECT_EQ(Balance(), 9);
+  ASSERT_TRUE(
+      store_->FailAnalysis((*job)->call_id, (*job)->token, "unsupported_audio", "not audio").ok());
+  EXPECT_EQ(Balance(), 20);
+  EXPECT_EQ(store_->Get(workspace_, "q5")->failure_reason(), "unsupported_audio");
+}
+
+}  // namespace
+}  // namespace calleval::calls

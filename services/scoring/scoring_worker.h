@@ -1,0 +1,94 @@
+#pragma once
+
+// Scoring workers: lease a call from the analysis queue, run the audio pass on its stored
+// recording, and report the standard metrics with the lease token. A worker that dies leaves
+// its lease to expire and the call is handed out again; a stale report is refused, so nothing
+// is recorded or charged twice.
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "services/calls/calls_store.h"
+
+namespace calleval::scoring {
+
+// Where jobs come from and results go. In one process: the calls store itself.
+class AnalysisQueue {
+ public:
+  virtual ~AnalysisQueue() = default;
+  virtual absl::StatusOr<std::optional<calls::AnalysisJob>> Lease() = 0;
+  virtual absl::Status Record(const calls::AnalysisJob& job, std::optional<double> duration_s,
+                              const std::vector<v1::StandardMetricResult>& results) = 0;
+  virtual absl::Status Fail(const calls::AnalysisJob& job, absl::string_view reason,
+                            absl::string_view message) = 0;
+  virtual absl::Status Release(const calls::AnalysisJob& job) = 0;
+};
+
+class StoreAnalysisQueue : public AnalysisQueue {
+ public:
+  StoreAnalysisQueue(calls::CallsStore* store, absl::Duration lease, int max_attempts)
+      : store_(store), lease_(lease), max_attempts_(max_attempts) {}
+  absl::StatusOr<std::optional<calls::AnalysisJob>> Lease() override {
+    return store_->LeaseAnalysis(lease_, max_attempts_);
+  }
+  absl::Status Record(const calls::AnalysisJob& job, std::optional<double> duration_s,
+                      const std::vector<v1::StandardMetricResult>& results) override {
+    return store_->RecordAnalysis(job.call_id, job.token, duration_s, results);
+  }
+  absl::Status Fail(const calls::AnalysisJob& job, absl::string_view reason,
+                    absl::string_view message) override {
+    return store_->FailAnalysis(job.call_id, job.token, reason, message);
+  }
+  absl::Status Release(const calls::AnalysisJob& job) override {
+    return store_->ReleaseAnalysis(job.call_id, job.token);
+  }
+
+ private:
+  calls::CallsStore* store_;
+  absl::Duration lease_;
+  int max_attempts_;
+};
+
+// The standard metrics of one leased call (pure apart from reading its recording): the audio
+// pass for voice calls, and the transcript-judged metrics as failed llm_unavailable until an
+// LLM provider is configured (SPEC §7). Only the job's planned metrics are returned.
+struct JobOutcome {
+  absl::Status status;  // not OK: the call fails with `failure_reason`
+  std::string failure_reason;
+  std::optional<double> duration_s;
+  std::vector<v1::StandardMetricResult> results;
+};
+JobOutcome ScoreJob(const calls::AnalysisJob& job);
+
+class ScoringWorkers {
+ public:
+  struct Options {
+    int workers = 1;
+    absl::Duration poll_interval = absl::Seconds(1);
+  };
+  ScoringWorkers(AnalysisQueue* queue, Options options) : queue_(queue), options_(options) {}
+  ~ScoringWorkers() { Stop(); }
+
+  void Start();
+  // Wakes a worker now (a call became ready) instead of at the next poll.
+  void Notify();
+  // Stops leasing, lets analyses in progress finish and report, joins the workers.
+  void Stop();
+
+ private:
+  void Loop();
+
+  AnalysisQueue* queue_;
+  Options options_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int wakeups_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace calleval::scoring

@@ -1,0 +1,195 @@
+// Calls ingested over HTTP are analysed by the scoring workers of the same server: a corpus
+// recording served by a local HTTP server goes pending -> completed with the standard metrics
+// and the credits charged once; text calls complete; a short balance skips the call.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "cmd/calleval/server.h"
+#include "common/schema.h"
+#include "services/accounts/accounts_store.h"
+#include "tests/integration/http_client.h"
+#include "tests/support/test_http_server.h"
+
+namespace calleval {
+namespace {
+
+using ::nlohmann::json;
+
+const std::string kCorpus = std::string(CALLEVAL_SOURCE_DIR) + "/../shared/corpus/calls";
+
+class ScoringTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = ::testing::TempDir() + "/scoring_XXXXXX";
+    dir_ = mkdtemp(tmpl.data());
+    ServerConfig config;
+    config.data_dir = dir_;
+    config.http_addr = "127.0.0.1:0";
+    config.grpc_addr = "127.0.0.1:0";
+    config.access_log = false;
+    config.allow_private_hosts = {"127.0.0.1"};
+    config.workers = 2;
+    auto server = Server::Start(config);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    client_ = std::make_unique<testing::HttpClient>(server_->http_base_url());
+    client_->set_api_key(server_->bootstrap()->key.api_key);
+    auto agent = client_->Post("/api/v1/agents", json{{"name", "scored"},
+                                                      {"phone_number", "+14155550123"},
+                                                      {"language_id", 1},
+                                                      {"instructions", "x"}});
+    ASSERT_EQ(agent.status, 201) << agent.body;
+    agent_ = agent.json()["id"];
+  }
+  void TearDown() override {
+    client_.reset();
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  json WaitFinal(const std::string& key) {
+    json call;
+    for (int i = 0; i < 400; ++i) {
+      call = client_->Get("/api/public/v1/calls/" + key).json();
+      const std::string status =
+          call.is_object() ? call.value("analysis_status", std::string()) : std::string();
+      if (status == "completed" || status == "failed" || status == "skipped") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return call;
+  }
+
+  int64_t Balance(testing::HttpClient& client) {
+    return client.Get("/api/v1/workspaces/current").json()["credit_balance"];
+  }
+
+  static const json* Metric(const json& call, const std::string& key) {
+    for (const json& m : call["standard_metrics"]) {
+      if (m["standard_metric_key"] == key) return &m;
+    }
+    return nullptr;
+  }
+
+  std::string dir_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<testing::HttpClient> client_;
+  int64_t agent_ = 0;
+};
+
+TEST_F(ScoringTest, CorpusCallScoredEndToEndAndChargedOnce) {
+  const std::string wav = kCorpus + "/pub01_basic_bank.wav";
+  if (!std::filesystem::exists(wav)) GTEST_SKIP() << "corpus not found at " << kCorpus;
+  std::ifstream truth_file(kCorpus + "/pub01_basic_bank.truth.json");
+  json truth = json::parse(truth_file);
+  std::ifstream transcript_file(kCorpus + "/pub01_basic_bank.transcript.json");
+  json transcript = json::parse(transcript_file);
+
+  TestHttpServer files;
+  files.ServeFile("/pub01.wav", wav, "audio/wav");
+  const int64_t before = Balance(*client_);
+  auto ingest =
+      client_->Post("/api/public/v1/calls", json{{"call_identifier", "scored-1"},
+                                                 {"agent_id", agent_},
+                                                 {"recording_url", files.url("/pub01.wav")},
+                                                 {"transcript", transcript}});
+  ASSERT_EQ(ingest.status, 201) << ingest.body;
+  json call = WaitFinal("scored-1");
+  ASSERT_EQ(call["analysis_status"], "completed") << call.dump();
+  EXPECT_EQ(call["duration_seconds"], std::llround(truth["duration_seconds"].get<double>()));
+  ASSERT_EQ(call["standard_metrics"].size(), 12u);
+
+  const json* latency = Metric(call, "latency");
+  ASSERT_NE(latency, nullptr);
+  EXPECT_EQ(latency->at("status"), "completed");
+  const json* true_latency = nullptr;
+  for (const json& m : truth["standard_metrics"]) {
+    if (m["standard_metric_key"] == "latency") true_latency = &m;
+  }
+  ASSERT_NE(true_latency, nullptr);
+  EXPECT_EQ(latency->at("result")["count"], true_latency->at("result")["count"]);
+  EXPECT_NEAR(latency->at("result")["average_ms"].get<double>(),
+              true_latency->at("result")["average_ms"].get<double>(), 30);
+  EXPECT_EQ(Metric(call, "transcription_accuracy")->at("status"), "not_applicable");
+  EXPECT_EQ(Metric(call, "user_sentiment")->at("status"), "failed");
+  EXPECT_EQ(Metric(call, "user_sentiment")->at("error"), "llm_unavailable");
+
+  // Completed metrics cost 1 each; failed and not-applicable ones are refunded.
+  int64_t completed = 0;
+  for (const json& m : call["standard_metrics"]) {
+    EXPECT_EQ(m["credits_used"], m["status"] == "completed" ? 1 : 0) << m.dump();
+    if (m["status"] == "completed") ++completed;
+  }
+  EXPECT_EQ(call["credits_used"], completed);
+  EXPECT_EQ(Balance(*client_), before - completed);
+}
+
+TEST_F(ScoringTest, TextCallCompletesWithoutCharge) {
+  const int64_t before = Balance(*client_);
+  auto ingest = client_->Post("/api/public/v1/calls",
+                              json{{"call_identifier", "text-1"},
+                                   {"agent_id", agent_},
+                                   {"transcript", {{{"role", "User"}, {"content", "hello"}}}}});
+  ASSERT_EQ(ingest.status, 201) << ingest.body;
+  json call = WaitFinal("text-1");
+  EXPECT_EQ(call["analysis_status"], "completed") << call.dump();
+  ASSERT_EQ(call["standard_metrics"].size(), 2u);  // only the transcript-judged ones
+  EXPECT_EQ(call["standard_metrics"][0]["standard_metric_key"], "user_sentiment");
+  EXPECT_EQ(call["credits_used"], 0);
+  EXPECT_EQ(Balance(*client_), before);
+}
+
+TEST_F(ScoringTest, UndecodableRecordingFailsUnsupportedAudio) {
+  TestHttpServer files;
+  files.Serve("/noise.wav", std::string(20000, 'z'), "audio/wav");
+  const int64_t before = Balance(*client_);
+  ASSERT_EQ(client_
+                ->Post("/api/public/v1/calls", json{{"call_identifier", "bad-audio"},
+                                                    {"agent_id", agent_},
+                                                    {"recording_url", files.url("/noise.wav")}})
+                .status,
+            201);
+  json call = WaitFinal("bad-audio");
+  EXPECT_EQ(call["analysis_status"], "failed");
+  EXPECT_EQ(call["failure_reason"], "unsupported_audio");
+  EXPECT_EQ(Balance(*client_), before);  // everything reserved was refunded
+}
+
+TEST_F(ScoringTest, ShortBalanceSkipsTheCall) {
+  auto db = db::Database::Open(dir_ + "/calleval.db", SchemaMigrations());
+  ASSERT_TRUE(db.ok());
+  accounts::AccountsStore store(db->get());
+  auto poor = store.CreateWorkspace("poor", 1);
+  testing::HttpClient client(server_->http_base_url());
+  client.set_api_key(store.CreateKey(poor->id, {})->api_key);
+  auto agent = client.Post("/api/v1/agents", json{{"name", "a"},
+                                                  {"phone_number", "+14155550123"},
+                                                  {"language_id", 1},
+                                                  {"instructions", "x"}});
+  ASSERT_EQ(agent.status, 201);
+  ASSERT_EQ(client
+                .Post("/api/public/v1/calls",
+                      json{{"call_identifier", "poor-1"},
+                           {"agent_id", agent.json()["id"]},
+                           {"transcript", {{{"role", "User"}, {"content", "hello"}}}}})
+                .status,
+            201);
+  json call = client.Get("/api/public/v1/calls/poor-1").json();
+  for (int i = 0; i < 400 && call["analysis_status"] != "skipped"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    call = client.Get("/api/public/v1/calls/poor-1").json();
+  }
+  EXPECT_EQ(call["analysis_status"], "skipped");
+  EXPECT_EQ(call["failure_reason"], "insufficient_credits");
+  EXPECT_EQ(client.Get("/api/v1/workspaces/current").json()["credit_balance"], 1);
+}
+
+}  // namespace
+}  // namespace calleval
