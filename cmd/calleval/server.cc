@@ -413,7 +413,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     // A lease outlives any analysis by far (an hour of audio takes seconds); attempts bound
     // a call that keeps killing its worker.
     s->analysis_queue = std::make_unique<scoring::StoreAnalysisQueue>(
-        s->calls_store.get(), absl::Minutes(10), /*max_attempts=*/3);
+        s->calls_store.get(), config.analysis_lease, /*max_attempts=*/3);
     scoring::ScoringWorkers::Options workers;
     workers.workers = config.workers > 0
                           ? config.workers

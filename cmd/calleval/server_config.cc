@@ -142,6 +142,13 @@ const std::map<std::string, Setter>& Setters() {
          }
          return absl::OkStatus();
        }},
+      {"analysis-lease-seconds", [](const std::string& v, ServerConfig* c) -> absl::Status {
+         int64_t n = 0;
+         if (absl::Status s = ParseInt("analysis-lease-seconds", v, &n); !s.ok()) return s;
+         if (n < 1) return absl::InvalidArgumentError("--analysis-lease-seconds: at least 1");
+         c->analysis_lease = absl::Seconds(n);
+         return absl::OkStatus();
+       }},
       {"max-recording-bytes",
        [](const std::string& v, ServerConfig* c) -> absl::Status {
          int64_t n = 0;

@@ -39,6 +39,8 @@ struct ServerConfig {
   int rate_limit_burst = 0;
   int64_t max_recording_bytes = int64_t{512} << 20;
   absl::Duration download_timeout = absl::Minutes(5);
+  // How long a scoring worker holds a call before another may take it over.
+  absl::Duration analysis_lease = absl::Minutes(10);
 };
 
 // Parses `serve` flags (argv after the subcommand) over the environment's CALLEVAL_* values.
