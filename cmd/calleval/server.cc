@@ -171,7 +171,7 @@ struct Server::State {
   std::unique_ptr<calls::RecordingSigner> signer;
   std::unique_ptr<calls::CallsStore> calls_store;
   std::unique_ptr<calls::RecordingDownloader> downloader;
-  std::unique_ptr<scoring::StoreAnalysisQueue> analysis_queue;
+  std::unique_ptr<scoring::AnalysisQueue> analysis_queue;
   std::unique_ptr<scoring::ScoringWorkers> scoring_workers;
   std::unique_ptr<accounts::AccountsService> accounts_service;
   std::unique_ptr<agents::AgentsService> agents_service;
@@ -412,8 +412,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   if (HasRole(config, "scoring")) {
     // A lease outlives any analysis by far (an hour of audio takes seconds); attempts bound
     // a call that keeps killing its worker.
-    s->analysis_queue = std::make_unique<scoring::StoreAnalysisQueue>(
-        s->calls_store.get(), config.analysis_lease, /*max_attempts=*/3);
+    // Leased from the calls role: directly when it runs here or when no address is given
+    // (with SQLite all roles share the data dir), over gRPC otherwise.
+    if (HasRole(config, "calls") || config.calls_addr.empty()) {
+      s->analysis_queue = std::make_unique<scoring::StoreAnalysisQueue>(
+          s->calls_store.get(), config.analysis_lease, /*max_attempts=*/3);
+    } else {
+      s->analysis_queue = std::make_unique<scoring::GrpcAnalysisQueue>(
+          grpc::CreateChannel(config.calls_addr, grpc::InsecureChannelCredentials()),
+          config.analysis_lease, /*max_attempts=*/3);
+    }
     scoring::ScoringWorkers::Options workers;
     workers.workers = config.workers > 0
                           ? config.workers

@@ -102,4 +102,72 @@ grpc::ServerUnaryReactor* CallsService::DeleteCall(grpc::CallbackServerContext* 
   });
 }
 
+grpc::ServerUnaryReactor* CallsService::LeaseAnalysis(grpc::CallbackServerContext* context,
+                                                      const v1::LeaseAnalysisRequest* request,
+                                                      v1::LeaseAnalysisResponse* response) {
+  return RunUnary(context, pool_, [this, request, response]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<AnalysisJob> job,
+                     store_->LeaseAnalysis(absl::Seconds(std::max(1, request->lease_seconds())),
+                                           std::max(1, request->max_attempts())));
+    if (job) *response->mutable_job() = ToProto(*job);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* CallsService::RecordAnalysis(grpc::CallbackServerContext* context,
+                                                       const v1::RecordAnalysisRequest* request,
+                                                       google::protobuf::Empty* response) {
+  return RunUnary(context, pool_, [this, request]() {
+    std::optional<double> duration;
+    if (request->has_duration_seconds()) duration = request->duration_seconds();
+    return store_->RecordAnalysis(request->call_id(), request->token(), duration,
+                                  {request->results().begin(), request->results().end()});
+  });
+}
+
+grpc::ServerUnaryReactor* CallsService::FailAnalysis(grpc::CallbackServerContext* context,
+                                                     const v1::FailAnalysisRequest* request,
+                                                     google::protobuf::Empty* response) {
+  return RunUnary(context, pool_, [this, request]() {
+    return store_->FailAnalysis(request->call_id(), request->token(), request->reason(),
+                                request->message());
+  });
+}
+
+grpc::ServerUnaryReactor* CallsService::ReleaseAnalysis(grpc::CallbackServerContext* context,
+                                                        const v1::ReleaseAnalysisRequest* request,
+                                                        google::protobuf::Empty* response) {
+  return RunUnary(context, pool_, [this, request]() {
+    return store_->ReleaseAnalysis(request->call_id(), request->token());
+  });
+}
+
+v1::AnalysisJob ToProto(const AnalysisJob& job) {
+  v1::AnalysisJob out;
+  out.set_call_id(job.call_id);
+  out.set_token(job.token);
+  out.set_attempts(job.attempts);
+  out.set_observation_type(job.observation_type);
+  out.set_recording_path(job.recording_path);
+  for (const auto& turn : job.transcript) *out.add_transcript() = turn;
+  for (int64_t id : job.planned_metric_ids) out.add_planned_metric_ids(id);
+  *out.mutable_metadata() = job.metadata;
+  out.set_silence_threshold_ms(job.silence_threshold_ms);
+  return out;
+}
+
+AnalysisJob FromProto(const v1::AnalysisJob& job) {
+  AnalysisJob out;
+  out.call_id = job.call_id();
+  out.token = job.token();
+  out.attempts = job.attempts();
+  out.observation_type = job.observation_type();
+  out.recording_path = job.recording_path();
+  out.transcript.assign(job.transcript().begin(), job.transcript().end());
+  out.planned_metric_ids.assign(job.planned_metric_ids().begin(), job.planned_metric_ids().end());
+  out.metadata = job.metadata();
+  out.silence_threshold_ms = job.silence_threshold_ms();
+  return out;
+}
+
 }  // namespace calleval::calls

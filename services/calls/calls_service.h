@@ -36,6 +36,20 @@ class CallsService final : public v1::Calls::CallbackService {
                                        const v1::DeleteCallRequest* request,
                                        google::protobuf::Empty* response) override;
 
+  // The analysis queue for scoring workers in other processes (internal, no API key).
+  grpc::ServerUnaryReactor* LeaseAnalysis(grpc::CallbackServerContext* context,
+                                          const v1::LeaseAnalysisRequest* request,
+                                          v1::LeaseAnalysisResponse* response) override;
+  grpc::ServerUnaryReactor* RecordAnalysis(grpc::CallbackServerContext* context,
+                                           const v1::RecordAnalysisRequest* request,
+                                           google::protobuf::Empty* response) override;
+  grpc::ServerUnaryReactor* FailAnalysis(grpc::CallbackServerContext* context,
+                                         const v1::FailAnalysisRequest* request,
+                                         google::protobuf::Empty* response) override;
+  grpc::ServerUnaryReactor* ReleaseAnalysis(grpc::CallbackServerContext* context,
+                                            const v1::ReleaseAnalysisRequest* request,
+                                            google::protobuf::Empty* response) override;
+
   // The handlers, independent of the transport: `authorization` is the caller's
   // Authorization header. The gRPC methods above run them (writes on the pool, short reads
   // inline); the edge calls them directly when the role runs in its process.
@@ -62,5 +76,9 @@ class CallsService final : public v1::Calls::CallbackService {
   ThreadPool* pool_;
   std::function<void(const v1::Call&)> on_ingest_;
 };
+
+// The analysis job on the wire and back.
+v1::AnalysisJob ToProto(const AnalysisJob& job);
+AnalysisJob FromProto(const v1::AnalysisJob& job);
 
 }  // namespace calleval::calls

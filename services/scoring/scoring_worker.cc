@@ -1,10 +1,16 @@
 #include "services/scoring/scoring_worker.h"
 
+#include <grpcpp/client_context.h>
+
+#include <chrono>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "common/grpc_status.h"
 #include "common/standard_metrics.h"
+#include "common/status_macros.h"
+#include "services/calls/calls_service.h"
 #include "services/scoring/analysis.h"
 
 namespace calleval::scoring {
@@ -71,6 +77,68 @@ JobOutcome ScoreJob(const calls::AnalysisJob& job) {
     if (!m.requires_audio && Planned(job, m.id)) out.results.push_back(LlmUnavailable(m.id));
   }
   return out;
+}
+
+GrpcAnalysisQueue::GrpcAnalysisQueue(std::shared_ptr<grpc::Channel> calls, absl::Duration lease,
+                                     int max_attempts)
+    : stub_(v1::Calls::NewStub(std::move(calls))), lease_(lease), max_attempts_(max_attempts) {}
+
+namespace {
+
+// Every queue call is short; a calls role that does not answer in time is retried later.
+void SetDeadline(grpc::ClientContext* context) {
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<calls::AnalysisJob>> GrpcAnalysisQueue::Lease() {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::LeaseAnalysisRequest request;
+  request.set_lease_seconds(static_cast<int32_t>(absl::ToInt64Seconds(lease_)));
+  request.set_max_attempts(max_attempts_);
+  v1::LeaseAnalysisResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->LeaseAnalysis(&context, request, &response)));
+  if (!response.has_job()) return std::nullopt;
+  return std::optional<calls::AnalysisJob>(calls::FromProto(response.job()));
+}
+
+absl::Status GrpcAnalysisQueue::Record(const calls::AnalysisJob& job,
+                                       std::optional<double> duration_s,
+                                       const std::vector<v1::StandardMetricResult>& results) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::RecordAnalysisRequest request;
+  request.set_call_id(job.call_id);
+  request.set_token(job.token);
+  if (duration_s) request.set_duration_seconds(*duration_s);
+  for (const auto& r : results) *request.add_results() = r;
+  google::protobuf::Empty empty;
+  return FromGrpcStatus(stub_->RecordAnalysis(&context, request, &empty));
+}
+
+absl::Status GrpcAnalysisQueue::Fail(const calls::AnalysisJob& job, absl::string_view reason,
+                                     absl::string_view message) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::FailAnalysisRequest request;
+  request.set_call_id(job.call_id);
+  request.set_token(job.token);
+  request.set_reason(std::string(reason));
+  request.set_message(std::string(message));
+  google::protobuf::Empty empty;
+  return FromGrpcStatus(stub_->FailAnalysis(&context, request, &empty));
+}
+
+absl::Status GrpcAnalysisQueue::Release(const calls::AnalysisJob& job) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::ReleaseAnalysisRequest request;
+  request.set_call_id(job.call_id);
+  request.set_token(job.token);
+  google::protobuf::Empty empty;
+  return FromGrpcStatus(stub_->ReleaseAnalysis(&context, request, &empty));
 }
 
 void ScoringWorkers::Start() {

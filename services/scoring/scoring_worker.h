@@ -5,6 +5,8 @@
 // its lease to expire and the call is handed out again; a stale report is refused, so nothing
 // is recorded or charged twice.
 
+#include <grpcpp/channel.h>
+
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -13,6 +15,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "calleval/v1/calls.grpc.pb.h"
 #include "services/calls/calls_store.h"
 
 namespace calleval::scoring {
@@ -50,6 +53,23 @@ class StoreAnalysisQueue : public AnalysisQueue {
 
  private:
   calls::CallsStore* store_;
+  absl::Duration lease_;
+  int max_attempts_;
+};
+
+// The queue of a calls role in another process, over gRPC.
+class GrpcAnalysisQueue : public AnalysisQueue {
+ public:
+  GrpcAnalysisQueue(std::shared_ptr<grpc::Channel> calls, absl::Duration lease, int max_attempts);
+  absl::StatusOr<std::optional<calls::AnalysisJob>> Lease() override;
+  absl::Status Record(const calls::AnalysisJob& job, std::optional<double> duration_s,
+                      const std::vector<v1::StandardMetricResult>& results) override;
+  absl::Status Fail(const calls::AnalysisJob& job, absl::string_view reason,
+                    absl::string_view message) override;
+  absl::Status Release(const calls::AnalysisJob& job) override;
+
+ private:
+  std::unique_ptr<v1::Calls::Stub> stub_;
   absl::Duration lease_;
   int max_attempts_;
 };

@@ -2,7 +2,8 @@
 """A scoring worker killed with SIGKILL in the middle of an analysis loses nothing.
 
 Runs the service as two processes on one data dir, the way pods split roles: one with the
-edge, accounts, agents, calls and metrics roles, and one scoring worker. A 30-minute call is
+edge, accounts, agents, calls and metrics roles, and one scoring worker that leases calls over
+gRPC (LeaseAnalysis / RecordAnalysis). A 30-minute call is
 ingested; while the worker analyses it the worker is killed with SIGKILL. A second worker takes
 the call over once the lease expires, the call completes, and the credit ledger shows every
 metric charged exactly once (and every refund at most once).
@@ -30,7 +31,7 @@ def serve(data_dir, *flags):
     proc = subprocess.Popen([CALLEVAL, "serve", "--data-dir", data_dir, "--grpc-addr",
                              "127.0.0.1:0", "--access-log", "false", *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    base = None
+    base = grpc_port = None
     deadline = time.time() + 30
     while time.time() < deadline:
         line = proc.stdout.readline()
@@ -39,9 +40,11 @@ def serve(data_dir, *flags):
         m = re.search(r"HTTP on (http://\S+)", line)
         if m:
             base = m.group(1)
-        if "gRPC on port" in line:
+        m = re.search(r"gRPC on port (\d+)", line)
+        if m:
+            grpc_port = int(m.group(1))
             break
-    return proc, base
+    return proc, base, grpc_port
 
 
 def request(base, key, method, path, body=None):
@@ -73,7 +76,7 @@ class ScoringCrashTest(unittest.TestCase):
             threading.Thread(target=httpd.serve_forever, daemon=True).start()
             url = f"http://127.0.0.1:{httpd.server_address[1]}/long.mp3"
 
-            api, base = serve(data, "--http-addr", "127.0.0.1:0", "--roles",
+            api, base, api_grpc = serve(data, "--http-addr", "127.0.0.1:0", "--roles",
                               "edge,accounts,agents,calls,metrics",
                               "--allow-private-hosts", "127.0.0.1")
             worker = None
@@ -81,8 +84,10 @@ class ScoringCrashTest(unittest.TestCase):
                 self.assertIsNotNone(base)
                 with open(os.path.join(data, "bootstrap-key")) as f:
                     key = f.read().strip()
-                worker, _ = serve(data, "--roles", "scoring", "--workers", "1",
-                                  "--analysis-lease-seconds", "2")
+                # Workers lease over gRPC from the calls role, as scoring pods do.
+                calls_addr = f"127.0.0.1:{api_grpc}"
+                worker, _, _ = serve(data, "--roles", "scoring", "--workers", "1",
+                                     "--analysis-lease-seconds", "2", "--calls-addr", calls_addr)
                 agent = request(base, key, "POST", "/api/v1/agents", {
                     "name": "a", "phone_number": "+14155550123", "language_id": 1,
                     "instructions": "x"})
@@ -101,8 +106,8 @@ class ScoringCrashTest(unittest.TestCase):
                 call = request(base, key, "GET", f"/api/public/v1/calls/{call['id']}")
                 self.assertEqual(call["analysis_status"], "processing")  # nobody finished it
 
-                worker, _ = serve(data, "--roles", "scoring", "--workers", "1",
-                                  "--analysis-lease-seconds", "2")
+                worker, _, _ = serve(data, "--roles", "scoring", "--workers", "1",
+                                     "--analysis-lease-seconds", "2", "--calls-addr", calls_addr)
                 deadline = time.time() + 60
                 while time.time() < deadline and call["analysis_status"] == "processing":
                     time.sleep(0.05)
