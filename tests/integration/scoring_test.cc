@@ -117,6 +117,23 @@ TEST_F(ScoringTest, CorpusCallScoredEndToEndAndChargedOnce) {
   EXPECT_EQ(latency->at("result")["count"], true_latency->at("result")["count"]);
   EXPECT_NEAR(latency->at("result")["average_ms"].get<double>(),
               true_latency->at("result")["average_ms"].get<double>(), 30);
+  // The other headline numbers against the corpus truth (the budgets' tolerances).
+  auto truth_metric = [&](const std::string& key) -> const json& {
+    for (const json& m : truth["standard_metrics"]) {
+      if (m["standard_metric_key"] == key) return m;
+    }
+    return truth["standard_metrics"][0];
+  };
+  for (const char* key : {"ai_interruptions", "user_interruptions", "silence_detection"}) {
+    EXPECT_EQ(Metric(call, key)->at("result")["count"], truth_metric(key)["result"]["count"])
+        << key;
+  }
+  const double true_wpm = truth_metric("words_per_minute")["result"]["ai_wpm"];
+  EXPECT_NEAR(Metric(call, "words_per_minute")->at("result")["ai_wpm"].get<double>(), true_wpm,
+              true_wpm * 0.05);
+  EXPECT_NEAR(Metric(call, "talk_ratio")->at("result")["ai_ratio"].get<double>(),
+              truth_metric("talk_ratio")["result"]["ai_ratio"].get<double>(), 0.01);
+  EXPECT_EQ(Metric(call, "voice_change_detection")->at("result")["changed"], false);
   EXPECT_EQ(Metric(call, "transcription_accuracy")->at("status"), "not_applicable");
   EXPECT_EQ(Metric(call, "user_sentiment")->at("status"), "failed");
   EXPECT_EQ(Metric(call, "user_sentiment")->at("error"), "llm_unavailable");
