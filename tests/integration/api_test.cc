@@ -18,6 +18,7 @@
 #include "services/accounts/accounts_store.h"
 #include "tests/edge/bad_bodies.h"
 #include "tests/integration/http_client.h"
+#include "tests/integration/test_server.h"
 #include "tests/support/test_http_server.h"
 
 namespace calleval {
@@ -31,15 +32,9 @@ using testing::HttpResponse;
 class ApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::string tmpl = ::testing::TempDir() + "/api_XXXXXX";
-    dir_ = new std::string(mkdtemp(tmpl.data()));
-    ServerConfig config;
-    config.data_dir = *dir_;
-    config.http_addr = "127.0.0.1:0";
-    config.grpc_addr = "127.0.0.1:0";
-    config.access_log = false;
+    dir_ = new std::string(testing::MakeTempDir("api"));
+    ServerConfig config = testing::TestServerConfig(*dir_);
     config.max_body_bytes = 1 << 20;
-    config.allow_private_hosts = {"127.0.0.1"};
     auto server = Server::Start(config);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();

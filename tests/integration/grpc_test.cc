@@ -16,6 +16,7 @@
 #include "common/errors.h"
 #include "common/grpc_status.h"
 #include "grpc_probe.pb.h"
+#include "tests/integration/test_server.h"
 
 namespace calleval {
 namespace {
@@ -23,13 +24,8 @@ namespace {
 class GrpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "/grpc_XXXXXX";
-    dir_ = mkdtemp(tmpl.data());
-    ServerConfig config;
-    config.data_dir = dir_;
-    config.http_addr = "127.0.0.1:0";
-    config.grpc_addr = "127.0.0.1:0";
-    config.access_log = false;
+    dir_ = testing::MakeTempDir("grpc");
+    ServerConfig config = testing::TestServerConfig(dir_);
     auto server = Server::Start(config);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);

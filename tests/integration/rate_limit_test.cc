@@ -8,18 +8,14 @@
 
 #include "cmd/calleval/server.h"
 #include "tests/integration/http_client.h"
+#include "tests/integration/test_server.h"
 
 namespace calleval {
 namespace {
 
 TEST(RateLimitTest, KeyOverItsRateGets429) {
-  std::string tmpl = ::testing::TempDir() + "/ratelimit_XXXXXX";
-  const std::string dir = mkdtemp(tmpl.data());
-  ServerConfig config;
-  config.data_dir = dir;
-  config.http_addr = "127.0.0.1:0";
-  config.grpc_addr = "127.0.0.1:0";
-  config.access_log = false;
+  const std::string dir = testing::MakeTempDir("ratelimit");
+  ServerConfig config = testing::TestServerConfig(dir);
   config.rate_limit_per_second = 1;
   config.rate_limit_burst = 3;
   auto server = Server::Start(config);

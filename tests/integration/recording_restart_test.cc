@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "cmd/calleval/server.h"
 #include "tests/integration/http_client.h"
+#include "tests/integration/test_server.h"
 #include "tests/support/test_http_server.h"
 
 namespace calleval {
@@ -19,20 +20,13 @@ namespace {
 using ::nlohmann::json;
 
 std::unique_ptr<Server> StartServer(const std::string& dir) {
-  ServerConfig config;
-  config.data_dir = dir;
-  config.http_addr = "127.0.0.1:0";
-  config.grpc_addr = "127.0.0.1:0";
-  config.access_log = false;
-  config.allow_private_hosts = {"127.0.0.1"};
-  auto server = Server::Start(config);
+  auto server = Server::Start(testing::TestServerConfig(dir));
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? std::move(*server) : nullptr;
 }
 
 TEST(RecordingRestartTest, ShutdownMidDownloadResumesOnNextStart) {
-  std::string tmpl = ::testing::TempDir() + "/restart_XXXXXX";
-  const std::string dir = mkdtemp(tmpl.data());
+  const std::string dir = testing::MakeTempDir("restart");
   TestHttpServer files;
   // First the recording server stalls: the download is in progress when the server stops.
   files.Delay("/slow.wav", absl::Seconds(120), "late");

@@ -16,6 +16,7 @@
 #include "common/schema.h"
 #include "services/accounts/accounts_store.h"
 #include "tests/integration/http_client.h"
+#include "tests/integration/test_server.h"
 #include "tests/support/test_http_server.h"
 
 namespace calleval {
@@ -28,14 +29,8 @@ const std::string kCorpus = std::string(CALLEVAL_SOURCE_DIR) + "/../shared/corpu
 class ScoringTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "/scoring_XXXXXX";
-    dir_ = mkdtemp(tmpl.data());
-    ServerConfig config;
-    config.data_dir = dir_;
-    config.http_addr = "127.0.0.1:0";
-    config.grpc_addr = "127.0.0.1:0";
-    config.access_log = false;
-    config.allow_private_hosts = {"127.0.0.1"};
+    dir_ = testing::MakeTempDir("scoring");
+    ServerConfig config = testing::TestServerConfig(dir_);
     config.workers = 2;
     auto server = Server::Start(config);
     ASSERT_TRUE(server.ok()) << server.status();

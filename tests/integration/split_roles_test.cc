@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "cmd/calleval/server.h"
 #include "tests/integration/http_client.h"
+#include "tests/integration/test_server.h"
 #include "tests/support/test_http_server.h"
 
 namespace calleval {
@@ -37,8 +38,7 @@ int FreePort() {
 }
 
 TEST(SplitRolesTest, EdgeReachesRemoteRolesOverGrpc) {
-  std::string tmpl = ::testing::TempDir() + "/split_XXXXXX";
-  const std::string dir = mkdtemp(tmpl.data());
+  const std::string dir = testing::MakeTempDir("split");
   const int edge_port = FreePort();
   const std::string edge_url = absl::StrCat("http://127.0.0.1:", edge_port);
 
