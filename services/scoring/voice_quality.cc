@@ -82,9 +82,13 @@ VoiceQualityAnalyzer::VoiceQualityAnalyzer(int sample_rate)
 }
 
 void VoiceQualityAnalyzer::Feed(const float* samples, size_t frames) {
-  for (size_t i = 0; i < frames; ++i) {
-    pending_.push_back(samples[i]);
-    if (pending_.size() == std::max(frame_size_, kPitchWindow16k)) {
+  const size_t window = std::max(frame_size_, kPitchWindow16k);
+  while (frames > 0) {
+    const size_t n = std::min(frames, window - pending_.size());
+    pending_.insert(pending_.end(), samples, samples + n);
+    samples += n;
+    frames -= n;
+    if (pending_.size() == window) {
       AnalyzeFrame();
       // Keep the tail as the start of the next window (windows overlap; frames do not).
       pending_.erase(pending_.begin(), pending_.begin() + frame_size_);
