@@ -9,10 +9,10 @@ namespace calleval::scoring {
 namespace {
 
 constexpr double kFrameSeconds = 0.010;
-// Pitch is estimated every other frame on a 32 ms window decimated to 4 kHz: a 400 Hz voice
+// Pitch is estimated every fourth frame on a 32 ms window decimated to 4 kHz: a 400 Hz voice
 // still spans 10 samples per period, plenty for telling voices half an octave apart, at a
 // sixteenth of the cost of full-rate autocorrelation.
-constexpr int kPitchEveryFrames = 2;
+constexpr int kPitchEveryFrames = 4;
 constexpr size_t kPitchWindow16k = 512;
 constexpr int kPitchRate = 4000;
 constexpr int kDecimation = 16000 / kPitchRate;
