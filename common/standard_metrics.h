@@ -3,8 +3,10 @@
 // The twelve standard metrics every installation has, with fixed ids (SPEC §3).
 
 #include <cstdint>
+#include <string>
 
 #include "absl/strings/string_view.h"
+#include "calleval/v1/calls.pb.h"
 
 namespace calleval {
 
@@ -37,6 +39,20 @@ inline const StandardMetricInfo* FindStandardMetric(int64_t id) {
     if (m.id == id) return &m;
   }
   return nullptr;
+}
+
+// An element of a call's standard_metrics for metric `id` with `status` and an empty result,
+// for the stages that fill in the rest.
+inline v1::StandardMetricResult NewStandardMetricResult(int64_t id, absl::string_view status) {
+  v1::StandardMetricResult r;
+  r.set_metric_id(id);
+  if (const StandardMetricInfo* info = FindStandardMetric(id)) {
+    r.set_standard_metric_key(std::string(info->key));
+    r.set_name(std::string(info->name));
+  }
+  r.set_status(std::string(status));
+  r.mutable_result();
+  return r;
 }
 
 }  // namespace calleval

@@ -31,8 +31,20 @@ constexpr absl::string_view kCallColumns =
 
 std::string JoinIds(const std::vector<int64_t>& ids) { return absl::StrJoin(ids, ","); }
 
-void SetOptional(const db::Statement& s, int column, const std::function<void(std::string)>& set) {
+// Calls `set` with the column's text unless it is NULL (a template: this runs per column of
+// every call read, so no std::function).
+template <typename Setter>
+void SetOptional(const db::Statement& s, int column, Setter set) {
   if (!s.IsNull(column)) set(s.Text(column));
+}
+
+std::vector<int64_t> SplitIds(const std::string& text) {
+  std::vector<int64_t> ids;
+  for (absl::string_view id : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int64_t value = 0;
+    if (absl::SimpleAtoi(id, &value)) ids.push_back(value);
+  }
+  return ids;
 }
 
 v1::Call CallFromRow(const db::Statement& s, const RecordingSigner* signer) {
@@ -62,10 +74,7 @@ v1::Call CallFromRow(const db::Statement& s, const RecordingSigner* signer) {
     *call.mutable_transcript() = std::move(*transcript.mutable_turns());
   }
   SetOptional(s, 18, [&](std::string v) { call.set_transcript_source(std::move(v)); });
-  for (absl::string_view id : absl::StrSplit(s.Text(19), ',', absl::SkipEmpty())) {
-    int64_t value = 0;
-    if (absl::SimpleAtoi(id, &value)) call.add_metric_ids(value);
-  }
+  for (int64_t id : SplitIds(s.Text(19))) call.add_metric_ids(id);
   if (!s.IsNull(20)) {
     v1::StoredStandardMetrics metrics;
     metrics.ParseFromString(s.Text(20));
@@ -119,15 +128,6 @@ absl::Status ValidatePage(std::optional<int> page, std::optional<int> per_page) 
   }
   if (issues.empty()) return absl::OkStatus();
   return ValidationError("validation_failed", "invalid pagination", std::move(issues));
-}
-
-std::vector<int64_t> SplitIds(const std::string& text) {
-  std::vector<int64_t> ids;
-  for (absl::string_view id : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    int64_t value = 0;
-    if (absl::SimpleAtoi(id, &value)) ids.push_back(value);
-  }
-  return ids;
 }
 
 // One ledger movement for a call's metric, applied to the balance only the first time: the
@@ -679,14 +679,7 @@ absl::Status CallsStore::RecordAnalysis(int64_t call_id, absl::string_view token
       v1::StandardMetricResult* out = stored.add_items();
       if (it == results.end()) {
         // A planned metric the analysis did not produce is a failure, never a silent gap.
-        const StandardMetricInfo* info = FindStandardMetric(metric);
-        out->set_metric_id(metric);
-        if (info != nullptr) {
-          out->set_standard_metric_key(std::string(info->key));
-          out->set_name(std::string(info->name));
-        }
-        out->set_status("failed");
-        out->mutable_result();
+        *out = NewStandardMetricResult(metric, "failed");
         out->set_error("the analysis produced no result for this metric");
       } else {
         *out = *it;

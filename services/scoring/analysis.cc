@@ -29,13 +29,7 @@ v1::StandardMetricResult NotApplicable(v1::StandardMetricResult result, absl::st
 // transcription_accuracy compares a provided transcript with one generated from the audio;
 // until speech-to-text exists there is nothing to compare with.
 v1::StandardMetricResult TranscriptionAccuracyUnavailable() {
-  const StandardMetricInfo* info = FindStandardMetric(7);
-  v1::StandardMetricResult r;
-  r.set_metric_id(info->id);
-  r.set_standard_metric_key(std::string(info->key));
-  r.set_name(std::string(info->name));
-  r.set_status("not_applicable");
-  r.mutable_result();
+  v1::StandardMetricResult r = NewStandardMetricResult(7, "not_applicable");
   r.set_error(
       "speech-to-text is not available yet, so there is no generated transcript to "
       "compare the provided one with");

@@ -70,17 +70,7 @@ Struct* AppendObject(ListValue* list) { return list->add_values()->mutable_struc
 
 // The element for standard metric `id` with everything but result and score filled in.
 v1::StandardMetricResult NewResult(int64_t id, bool applicable) {
-  const StandardMetricInfo* info = FindStandardMetric(id);
-  v1::StandardMetricResult r;
-  r.set_metric_id(id);
-  if (info != nullptr) {
-    r.set_standard_metric_key(std::string(info->key));
-    r.set_name(std::string(info->name));
-  }
-  r.set_status(applicable ? "completed" : "not_applicable");
-  r.set_credits_used(0);
-  r.mutable_result();
-  return r;
+  return NewStandardMetricResult(id, applicable ? "completed" : "not_applicable");
 }
 
 void SetScore(v1::StandardMetricResult* r, const std::optional<double>& score) {

@@ -33,13 +33,7 @@ ChannelMap ChannelMapOf(const google::protobuf::Struct& metadata) {
 }
 
 v1::StandardMetricResult LlmUnavailable(int64_t id) {
-  const StandardMetricInfo* info = FindStandardMetric(id);
-  v1::StandardMetricResult r;
-  r.set_metric_id(id);
-  r.set_standard_metric_key(std::string(info->key));
-  r.set_name(std::string(info->name));
-  r.set_status("failed");
-  r.mutable_result();
+  v1::StandardMetricResult r = NewStandardMetricResult(id, "failed");
   r.set_error("llm_unavailable");
   return r;
 }

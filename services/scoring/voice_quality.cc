@@ -32,17 +32,6 @@ void Set(google::protobuf::Struct* s, const char* key, double v) {
   (*s->mutable_fields())[key].set_number_value(v);
 }
 
-v1::StandardMetricResult Base(int64_t id) {
-  const StandardMetricInfo* info = FindStandardMetric(id);
-  v1::StandardMetricResult r;
-  r.set_metric_id(id);
-  r.set_standard_metric_key(std::string(info->key));
-  r.set_name(std::string(info->name));
-  r.set_status("completed");
-  r.mutable_result();
-  return r;
-}
-
 bool Inside(double t, const std::vector<Span>& turns) {
   auto it = std::upper_bound(turns.begin(), turns.end(), t,
                              [](double v, const Span& s) { return v < s.start_s; });
@@ -141,7 +130,7 @@ double VoiceQualityAnalyzer::MedianF0(const Span& span) const {
 }
 
 v1::StandardMetricResult VoiceQualityAnalyzer::Clarity(const std::vector<Span>& turns) const {
-  v1::StandardMetricResult r = Base(8);
+  v1::StandardMetricResult r = NewStandardMetricResult(8, "completed");
   const double lead = static_cast<double>(kPitchWindow16k) / sample_rate_;
   double speech_power = 0;
   int64_t speech_frames = 0, clipped = 0;
@@ -191,7 +180,7 @@ v1::StandardMetricResult VoiceQualityAnalyzer::Clarity(const std::vector<Span>& 
 }
 
 v1::StandardMetricResult VoiceQualityAnalyzer::VoiceChange(const std::vector<Span>& turns) const {
-  v1::StandardMetricResult r = Base(9);
+  v1::StandardMetricResult r = NewStandardMetricResult(9, "completed");
   struct Voiced {
     double start_s;
     double f0;
