@@ -140,6 +140,51 @@ ALTER TABLE calls ADD COLUMN analysis_attempts INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX calls_analysis_work ON calls (analysis_status, analysis_lease_until)
   WHERE analysis_status IN ('pending', 'processing');
 )sql"},
+      {3, R"sql(
+-- Custom metrics (the twelve standard ones are code: common/standard_metrics.h). `name_key` is
+-- the trimmed, case-folded name, unique per workspace. `definition` is a serialized
+-- calleval.v1.Metric holding the type-specific fields (description, enum_values, instructions,
+-- code, phrases, options, evaluation_trigger, structured_output); the columns hold what
+-- listings filter on. AUTOINCREMENT: a deleted metric's id is never handed out again, so an
+-- old call's results or an agent's disabled list never point at a different metric.
+CREATE TABLE metrics (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  workspace_id INTEGER NOT NULL REFERENCES workspaces(id),
+  name TEXT NOT NULL,
+  name_key TEXT NOT NULL,
+  metrics_type TEXT NOT NULL,
+  result_type TEXT NOT NULL,
+  is_global INTEGER NOT NULL DEFAULT 0,
+  credit_cost INTEGER NOT NULL,
+  definition BLOB NOT NULL,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  UNIQUE (workspace_id, name_key)
+);
+-- Custom ids start at 101 (kFirstCustomMetricId), above the standard ids 1-12.
+INSERT INTO sqlite_sequence (name, seq) VALUES ('metrics', 100);
+
+-- Deleting an agent removes its links here (ON DELETE CASCADE; foreign_keys is on for every
+-- connection), so agent_ids never lists a deleted agent, nor one that reuses its id.
+CREATE TABLE metric_agents (
+  metric_id INTEGER NOT NULL REFERENCES metrics(id) ON DELETE CASCADE,
+  agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+  PRIMARY KEY (metric_id, agent_id)
+) WITHOUT ROWID;
+CREATE INDEX metric_agents_by_agent ON metric_agents (agent_id, metric_id);
+
+-- Scenarios do not exist yet: scenario ids are stored as given (no foreign key until then).
+CREATE TABLE metric_scenarios (
+  metric_id INTEGER NOT NULL REFERENCES metrics(id) ON DELETE CASCADE,
+  scenario_id INTEGER NOT NULL,
+  PRIMARY KEY (metric_id, scenario_id)
+) WITHOUT ROWID;
+)sql"},
+      {4, R"sql(
+-- Custom metrics carry their own credit cost, fixed at ingest: one cost per planned metric,
+-- in the order of planned_metric_ids (NULL on calls from before: every metric cost 1).
+ALTER TABLE calls ADD COLUMN planned_metric_costs TEXT;
+)sql"},
   };
   return *migrations;
 }

@@ -690,4 +690,29 @@ absl::Status AgentsStore::CheckAgentInWorkspace(int64_t workspace_id, int64_t ag
   });
 }
 
+absl::StatusOr<std::vector<int64_t>> AgentsStore::ReplaceDisabledMetrics(
+    int64_t workspace_id, int64_t agent_id, const std::function<bool(int64_t)>& replaced,
+    const std::vector<int64_t>& ids, const std::function<absl::Status(db::Connection&)>& check) {
+  return db::WriteResult<std::vector<int64_t>>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<std::vector<int64_t>> {
+        ASSIGN_OR_RETURN(AgentRecord record, ReadAgent(c, workspace_id, agent_id));
+        if (check) RETURN_IF_ERROR(check(c));
+        std::set<int64_t> next;
+        for (int64_t id : record.disabled_metric_ids) {
+          if (!replaced(id)) next.insert(id);
+        }
+        next.insert(ids.begin(), ids.end());
+        std::vector<int64_t> list(next.begin(), next.end());
+        ASSIGN_OR_RETURN(auto update,
+                         c.Prepare("UPDATE agents SET disabled_metric_ids = ?, updated_at = ? "
+                                   "WHERE id = ? AND workspace_id = ?"));
+        update.Bind(1, nlohmann::json(list).dump())
+            .Bind(2, NowTimestamp())
+            .Bind(3, agent_id)
+            .Bind(4, workspace_id);
+        RETURN_IF_ERROR(update.Run());
+        return list;
+      });
+}
+
 }  // namespace calleval::agents

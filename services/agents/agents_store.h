@@ -7,8 +7,10 @@
 // into one 422 "validation_failed" error so a client can fix them all at once.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -59,6 +61,16 @@ class AgentsStore {
   // For call ingest: OK when `agent_id` names an agent of the workspace, otherwise 422
   // "agent_not_found" with a detail on field agent_id.
   absl::Status CheckAgentInWorkspace(int64_t workspace_id, int64_t agent_id);
+
+  // For the metric toggles: in one write transaction, drops the entries of the agent's
+  // disabled_metric_ids for which `replaced(id)` is true, adds `ids`, and stores the list
+  // deduplicated and sorted (updated_at changes). `check`, when given, runs inside the same
+  // transaction once the agent is found, and its error aborts the change (e.g. a metric id that
+  // is not in the workspace). Returns the new list; 404 when the agent is not in the workspace.
+  absl::StatusOr<std::vector<int64_t>> ReplaceDisabledMetrics(
+      int64_t workspace_id, int64_t agent_id, const std::function<bool(int64_t)>& replaced,
+      const std::vector<int64_t>& ids,
+      const std::function<absl::Status(db::Connection&)>& check = nullptr);
 
   // The carrier for a country calling code.
   const std::string& CarrierFor(int country_code) const;

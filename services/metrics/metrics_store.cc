@@ -1,24 +1,1056 @@
 #include "services/metrics/metrics_store.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "common/clock.h"
+#include "common/errors.h"
 #include "common/standard_metrics.h"
+#include "common/status_macros.h"
+#include "services/judges/metric_values.h"
+#include "unicode/unistr.h"
+
+// Decisions at the edges of the metric contract (SPEC §4 leaves them open):
+//
+// - Names are stored trimmed; uniqueness compares the trimmed, Unicode case-folded name
+//   (`name_key`) within the workspace and against the twelve standard names.
+// - Type-specific fields sent for another metrics_type (phrases on a code_as_judge metric, ...)
+//   are ignored and not stored: clients often send one template body for every type. The one
+//   exception is enum_values, which changes how results are typed: sent for a result_type other
+//   than enum it is a 422 rather than silently dropped.
+// - On PUT, stored enum_values of a metric whose result_type changes away from enum are
+//   dropped silently (they were not sent), and an evaluation_trigger sent replaces the whole
+//   stored trigger (its inner keys do not merge).
+// - An evaluation_trigger without `type` is {"type": "always"} when it carries nothing else,
+//   otherwise 422; the fields of other trigger types are ignored.
+// - One 422 names every problem of a request. Its code is the specific one (duplicate_name,
+//   agent_not_found, metrics_type_immutable, metric_not_found) when every issue has that code,
+//   otherwise validation_failed.
+// - Standard metrics show credit_cost 1 (SPEC §9) and created_at/updated_at null.
+// - A metric's agent_ids never lists a deleted agent: metric_agents rows go with the agent
+//   (ON DELETE CASCADE in the schema). Entries of an agent's disabled_metric_ids naming a
+//   deleted metric stay until the next toggle; ids are never reused, so they are harmless.
+// - Agent checks inside a write run on the write transaction's own connection (not through
+//   AgentsStore, whose reads use another connection), so what is checked is what is committed.
 
 namespace calleval::metrics {
+namespace {
+
+constexpr absl::string_view kStandard = "standard";
+constexpr absl::string_view kCustomEvaluation = "custom_evaluation";
+constexpr absl::string_view kPhraseCheck = "specific_text_/_phrase_check";
+constexpr absl::string_view kOptionsCheck = "permitted_options_check";
+constexpr absl::string_view kCodeAsJudge = "code_as_judge";
+
+constexpr absl::string_view kValidationFailed = "validation_failed";
+constexpr absl::string_view kDuplicateName = "duplicate_name";
+constexpr absl::string_view kAgentNotFound = "agent_not_found";
+constexpr absl::string_view kMetricNotFound = "metric_not_found";
+constexpr absl::string_view kTypeImmutable = "metrics_type_immutable";
+
+// Limits the seed and SPEC leave open.
+constexpr size_t kMaxNameLength = 255;
+constexpr size_t kMaxDescriptionLength = 5000;
+constexpr size_t kMaxInstructionsLength = 20000;  // llm_instructions, trigger prompt
+constexpr size_t kMaxCodeBytes = 100000;          // code_snippet, trigger code_snippet
+constexpr int kMaxEnumValues = 50;
+constexpr size_t kMaxEnumValueLength = 255;
+constexpr int kMaxPhrases = 100;  // phrases, options, trigger phrases
+constexpr size_t kMaxPhraseLength = 500;
+constexpr int kMaxRules = 20;
+constexpr int64_t kMaxCreditCost = 1000;
+constexpr int kMaxBulkItems = 100;
+constexpr int kDefaultPerPage = 25;
+constexpr int kMaxPerPage = 100;
+constexpr int64_t kStandardMetricCost = 1;
+
+constexpr absl::string_view kMetricColumns =
+    "id, workspace_id, name, metrics_type, result_type, is_global, credit_cost, definition, "
+    "created_at, updated_at";
+
+// Length in characters (UTF-8 code points), which is what a user counts.
+size_t CharLength(absl::string_view s) {
+  return std::count_if(s.begin(), s.end(),
+                       [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+}
+
+bool IsBlank(absl::string_view s) { return absl::StripAsciiWhitespace(s).empty(); }
+
+// Unicode case folding, so "ÉTAT" and "état" are the same name.
+std::string Fold(absl::string_view s) {
+  icu::UnicodeString u =
+      icu::UnicodeString::fromUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())));
+  u.foldCase();
+  std::string out;
+  u.toUTF8String(out);
+  return out;
+}
+
+// What names are compared on: trimmed and case-folded.
+std::string NameKey(absl::string_view name) { return Fold(absl::StripAsciiWhitespace(name)); }
+
+bool IsCustomType(absl::string_view t) {
+  return t == kCustomEvaluation || t == kPhraseCheck || t == kOptionsCheck || t == kCodeAsJudge;
+}
+
+bool IsResultType(absl::string_view t) {
+  return t == "boolean" || t == "rating" || t == "enum" || t == "numeric";
+}
+
+bool IsSpeaker(absl::string_view s) { return s == "AI Assistant" || s == "User" || s == "any"; }
+
+bool IsStandardId(int64_t id) { return FindStandardMetric(id) != nullptr; }
+
+const StandardMetricInfo* FindStandardKey(absl::string_view key) {
+  for (const auto& m : kStandardMetrics) {
+    if (m.key == key) return &m;
+  }
+  return nullptr;
+}
+
+std::string StandardKeyList() {
+  std::vector<std::string> keys;
+  for (const auto& m : kStandardMetrics) keys.emplace_back(m.key);
+  return absl::StrJoin(keys, ", ");
+}
+
+// Field problems of one request. `prefix` names the item being checked ("metrics[2]." in a
+// bulk create).
+class Issues {
+ public:
+  void set_prefix(std::string prefix) { prefix_ = std::move(prefix); }
+
+  void Add(absl::string_view field, std::string issue, absl::string_view code = kValidationFailed) {
+    issues_.push_back({absl::StrCat(prefix_, field), std::move(issue)});
+    codes_.insert(std::string(code));
+  }
+  void Add(FieldIssue issue) {
+    issues_.push_back({absl::StrCat(prefix_, issue.field.value_or("")), std::move(issue.issue)});
+    codes_.insert(std::string(kValidationFailed));
+  }
+  bool empty() const { return issues_.empty(); }
+
+  // One 422 naming every problem; the message reads "<field> <issue>" for each.
+  absl::Status ToStatus() && {
+    std::vector<std::string> parts;
+    parts.reserve(issues_.size());
+    for (const auto& i : issues_) parts.push_back(absl::StrCat(*i.field, " ", i.issue));
+    std::string message =
+        parts.size() == 1
+            ? parts[0]
+            : absl::StrCat(parts.size(), " fields are invalid: ", absl::StrJoin(parts, "; "));
+    const std::string code = codes_.size() == 1 ? *codes_.begin() : std::string(kValidationFailed);
+    return ValidationError(code, message, std::move(issues_));
+  }
+
+ private:
+  std::string prefix_;
+  std::vector<FieldIssue> issues_;
+  std::set<std::string> codes_;
+};
+
+// Which top-level keys a request carried. The edge's JSON codec fills set_fields/null_fields;
+// a gRPC client may instead just set the fields, so a set (or non-empty) field counts as sent.
+class SentKeys {
+ public:
+  explicit SentKeys(const v1::MetricFields& fields)
+      : set_(fields.set_fields().begin(), fields.set_fields().end()),
+        null_(fields.null_fields().begin(), fields.null_fields().end()) {}
+
+  bool Set(absl::string_view key, bool has_value) const { return has_value || set_.contains(key); }
+  bool Null(absl::string_view key) const { return null_.contains(key); }
+
+ private:
+  absl::flat_hash_set<std::string> set_;
+  absl::flat_hash_set<std::string> null_;
+};
+
+// Keys of MetricFields that are not metric fields: bookkeeping, and the read-only keys a client
+// may send back as it got them (ignored).
+bool IsIgnoredKey(absl::string_view name) {
+  return name == "set_fields" || name == "null_fields" || name == "id" ||
+         name == "standard_metric_key" || name == "is_custom" || name == "scope";
+}
+
+// Merges `request` into `merged`: keys sent replace (an empty list clears), keys sent as null
+// are cleared (so the default applies again, or a required field becomes missing), other keys
+// keep their value. metrics_type is left alone when `keep_type`. Returns whether the request
+// carried enum_values.
+bool ApplyRequest(const v1::MetricFields& request, bool keep_type, v1::MetricFields& merged) {
+  const SentKeys sent(request);
+  v1::MetricFields incoming = request;
+  const auto* descriptor = v1::MetricFields::descriptor();
+  const auto* reflection = v1::MetricFields::GetReflection();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const auto* field = descriptor->field(i);
+    if (IsIgnoredKey(field->name()) || (keep_type && field->name() == "metrics_type")) continue;
+    const bool has = field->is_repeated() ? reflection->FieldSize(request, field) > 0
+                                          : reflection->HasField(request, field);
+    if (sent.Set(field->name(), has)) {
+      reflection->ClearField(&merged, field);
+      reflection->SwapFields(&merged, &incoming, {field});
+    } else if (sent.Null(field->name())) {
+      reflection->ClearField(&merged, field);
+    }
+  }
+  return request.enum_values_size() > 0;
+}
+
+// A list of strings: min_items..kMaxPhrases entries, none blank, each at most `max_length`
+// characters. `missing` is the issue when there are fewer than min_items.
+void CheckTextList(const google::protobuf::RepeatedPtrField<std::string>& values,
+                   absl::string_view field, int min_items, size_t max_length,
+                   absl::string_view missing, Issues& issues) {
+  if (values.size() < min_items) {
+    issues.Add(field, std::string(missing));
+    return;
+  }
+  if (values.size() > kMaxPhrases) {
+    issues.Add(field, absl::StrCat("must have at most ", kMaxPhrases, " entries"));
+    return;
+  }
+  for (int i = 0; i < values.size(); ++i) {
+    const std::string item = absl::StrCat(field, "[", i, "]");
+    if (IsBlank(values[i])) {
+      issues.Add(item, "must not be empty");
+    } else if (CharLength(values[i]) > max_length) {
+      issues.Add(item, absl::StrCat("must be at most ", max_length, " characters"));
+    }
+  }
+}
+
+// A required text: present, not blank, at most `max_length` characters (or bytes when
+// `bytes`).
+bool CheckRequiredText(bool has, const std::string& value, absl::string_view field,
+                       size_t max_length, bool bytes, absl::string_view missing, Issues& issues) {
+  if (!has || IsBlank(value)) {
+    issues.Add(field, std::string(missing));
+    return false;
+  }
+  if ((bytes ? value.size() : CharLength(value)) > max_length) {
+    issues.Add(field,
+               absl::StrCat("must be at most ", max_length, bytes ? " bytes" : " characters"));
+    return false;
+  }
+  return true;
+}
+
+absl::StatusOr<bool> AgentInWorkspace(db::Connection& c, int64_t workspace_id, int64_t agent_id) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT 1 FROM agents WHERE id = ? AND workspace_id = ?"));
+  stmt.Bind(1, agent_id).Bind(2, workspace_id);
+  return stmt.Step();
+}
+
+absl::StatusOr<bool> CustomMetricInWorkspace(db::Connection& c, int64_t workspace_id, int64_t id) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT 1 FROM metrics WHERE id = ? AND workspace_id = ?"));
+  stmt.Bind(1, id).Bind(2, workspace_id);
+  return stmt.Step();
+}
+
+void ValidateTrigger(const v1::MetricFields& m, v1::EvaluationTrigger& out, Issues& issues) {
+  out.set_type("always");  // no trigger sent: always
+  if (!m.has_evaluation_trigger()) return;
+  const v1::EvaluationTrigger& in = m.evaluation_trigger();
+  if (!in.has_type()) {
+    if (in.phrases_size() > 0 || in.has_code_snippet() || in.has_prompt()) {
+      issues.Add("evaluation_trigger.type", "is required (always, phrase, code, llm)");
+    }
+    return;
+  }
+  const std::string& type = in.type();
+  out.set_type(type);
+  if (type == "always") return;
+  if (type == "phrase") {
+    CheckTextList(in.phrases(), "evaluation_trigger.phrases", 1, kMaxPhraseLength,
+                  "is required for a phrase trigger", issues);
+    *out.mutable_phrases() = in.phrases();
+  } else if (type == "code") {
+    CheckRequiredText(in.has_code_snippet(), in.code_snippet(), "evaluation_trigger.code_snippet",
+                      kMaxCodeBytes, /*bytes=*/true, "is required for a code trigger", issues);
+    out.set_code_snippet(in.code_snippet());
+  } else if (type == "llm") {
+    CheckRequiredText(in.has_prompt(), in.prompt(), "evaluation_trigger.prompt",
+                      kMaxInstructionsLength, /*bytes=*/false, "is required for an llm trigger",
+                      issues);
+    out.set_prompt(in.prompt());
+  } else {
+    issues.Add("evaluation_trigger.type", "must be one of always, phrase, code, llm");
+  }
+}
+
+// Checks the merged metric `m` against every rule of a custom metric and builds the metric it
+// describes into `out` (everything but id, client_id and the timestamps). Problems go to
+// `issues`; name uniqueness is the caller's (it differs between create and bulk create).
+// A non-OK status is a database failure.
+absl::Status Validate(db::Connection& c, int64_t workspace_id, const v1::MetricFields& m,
+                      bool enum_values_sent, Issues& issues, v1::Metric& out) {
+  out.Clear();
+  out.set_client_id(workspace_id);
+  out.set_is_custom(true);
+  out.set_requires_audio(false);  // custom metrics judge the transcript and call data
+
+  if (!m.has_name()) {
+    issues.Add("name", "is required");
+  } else {
+    const absl::string_view name = absl::StripAsciiWhitespace(m.name());
+    if (name.empty()) {
+      issues.Add("name", "must not be empty");
+    } else if (CharLength(name) > kMaxNameLength) {
+      issues.Add("name", absl::StrCat("must be at most ", kMaxNameLength, " characters"));
+    }
+    out.set_name(std::string(name));
+  }
+
+  if (m.has_description() && !IsBlank(m.description())) {
+    if (CharLength(m.description()) > kMaxDescriptionLength) {
+      issues.Add("description",
+                 absl::StrCat("must be at most ", kMaxDescriptionLength, " characters"));
+    }
+    out.set_description(m.description());
+  }
+
+  const std::string& type = m.metrics_type();
+  if (!m.has_metrics_type()) {
+    issues.Add("metrics_type", "is required");
+  } else if (type == kStandard) {
+    issues.Add("metrics_type", "standard metrics are system-defined and cannot be created");
+  } else if (!IsCustomType(type)) {
+    issues.Add("metrics_type", absl::StrCat("must be one of ", kCustomEvaluation, ", ",
+                                            kPhraseCheck, ", ", kOptionsCheck, ", ", kCodeAsJudge));
+  }
+  out.set_metrics_type(type);
+  const bool deterministic_check = type == kPhraseCheck || type == kOptionsCheck;
+
+  // result_type: boolean unless given; the phrase and options checks only answer yes or no.
+  const std::string result_type = m.has_result_type() ? m.result_type() : "boolean";
+  bool result_type_ok = false;
+  if (!IsResultType(result_type)) {
+    issues.Add("result_type", "must be one of boolean, rating, enum, numeric");
+  } else if (deterministic_check && result_type != "boolean") {
+    issues.Add("result_type", absl::StrCat("must be boolean for ", type, " metrics"));
+  } else {
+    result_type_ok = true;
+  }
+  out.set_result_type(result_type);
+
+  // enum_values: the categories of an enum result, compared case-insensitively for
+  // distinctness (outcome rules compare text that way).
+  std::vector<std::string> enum_values;
+  bool enum_ok = true;
+  if (result_type_ok && result_type == "enum") {
+    if (m.enum_values_size() == 0) {
+      issues.Add("enum_values", "is required when result_type is enum");
+      enum_ok = false;
+    } else if (m.enum_values_size() > kMaxEnumValues) {
+      issues.Add("enum_values", absl::StrCat("must have at most ", kMaxEnumValues, " values"));
+      enum_ok = false;
+    } else {
+      std::map<std::string, int> seen;
+      for (int i = 0; i < m.enum_values_size(); ++i) {
+        const std::string& v = m.enum_values(i);
+        const std::string field = absl::StrCat("enum_values[", i, "]");
+        if (IsBlank(v)) {
+          issues.Add(field, "must not be empty");
+          enum_ok = false;
+        } else if (CharLength(v) > kMaxEnumValueLength) {
+          issues.Add(field, absl::StrCat("must be at most ", kMaxEnumValueLength, " characters"));
+          enum_ok = false;
+        } else if (auto [it, inserted] = seen.emplace(Fold(v), i); !inserted) {
+          issues.Add(field, absl::StrCat("duplicates enum_values[", it->second, "]"));
+          enum_ok = false;
+        }
+      }
+    }
+    enum_values.assign(m.enum_values().begin(), m.enum_values().end());
+    for (const auto& v : enum_values) out.add_enum_values(v);
+  } else if (result_type_ok && enum_values_sent) {
+    issues.Add("enum_values", "is only allowed when result_type is enum");
+  }
+
+  // The fields of the metric's own type; those of other types are not stored.
+  if (type == kCustomEvaluation) {
+    CheckRequiredText(m.has_llm_instructions(), m.llm_instructions(), "llm_instructions",
+                      kMaxInstructionsLength, /*bytes=*/false,
+                      "is required for custom_evaluation metrics", issues);
+    out.set_llm_instructions(m.llm_instructions());
+  } else if (type == kCodeAsJudge) {
+    // Syntax is checked by validate_code, not here: a snippet is stored as written.
+    CheckRequiredText(m.has_code_snippet(), m.code_snippet(), "code_snippet", kMaxCodeBytes,
+                      /*bytes=*/true, "is required for code_as_judge metrics", issues);
+    out.set_code_snippet(m.code_snippet());
+  } else if (deterministic_check) {
+    const std::string speaker = m.has_speaker() ? m.speaker() : "AI Assistant";
+    if (!IsSpeaker(speaker)) issues.Add("speaker", "must be one of AI Assistant, User, any");
+    if (type == kPhraseCheck) {
+      CheckTextList(m.phrases(), "phrases", 1, kMaxPhraseLength,
+                    "is required for specific_text_/_phrase_check metrics", issues);
+      *out.mutable_phrases() = m.phrases();
+      const std::string match = m.has_match() ? m.match() : "any";
+      if (match != "any" && match != "all") issues.Add("match", "must be any or all");
+      out.set_match(match);
+      out.set_speaker(speaker);
+      out.set_case_sensitive(m.case_sensitive());
+    } else {
+      CheckTextList(m.permitted_options(), "permitted_options", 1, kMaxPhraseLength,
+                    "is required for permitted_options_check metrics", issues);
+      CheckTextList(m.forbidden_options(), "forbidden_options", 0, kMaxPhraseLength, "", issues);
+      *out.mutable_permitted_options() = m.permitted_options();
+      *out.mutable_forbidden_options() = m.forbidden_options();
+      out.set_speaker(speaker);
+    }
+  }
+
+  ValidateTrigger(m, *out.mutable_evaluation_trigger(), issues);
+
+  if (m.structured_output_size() > kMaxRules) {
+    issues.Add("structured_output", absl::StrCat("must have at most ", kMaxRules, " rules"));
+  } else if (result_type_ok && enum_ok) {
+    // Rules are judged against the result type; with that type itself wrong they cannot be.
+    for (FieldIssue& issue :
+         judges::ValidateStructuredOutput(m.structured_output(), result_type, enum_values)) {
+      if (!issue.field) issue.field = "structured_output";
+      issues.Add(std::move(issue));
+    }
+  }
+  *out.mutable_structured_output() = m.structured_output();
+
+  // agent_ids: agents of this workspace, each listed once, ascending.
+  std::map<int64_t, bool> agents;
+  for (int i = 0; i < m.agent_ids_size(); ++i) {
+    const int64_t id = m.agent_ids(i);
+    if (agents.count(id)) continue;
+    ASSIGN_OR_RETURN(bool found, AgentInWorkspace(c, workspace_id, id));
+    agents[id] = found;
+    if (!found) {
+      issues.Add(absl::StrCat("agent_ids[", i, "]"),
+                 absl::StrCat("no agent ", id, " in workspace ", workspace_id), kAgentNotFound);
+    }
+  }
+  for (const auto& [id, found] : agents) {
+    if (found) out.add_agent_ids(id);
+  }
+
+  // scenario_ids: scenarios do not exist yet, so only the form is checked; whether each names a
+  // scenario of the workspace is checked once scenarios land.
+  std::set<int64_t> scenarios;
+  for (int i = 0; i < m.scenario_ids_size(); ++i) {
+    if (m.scenario_ids(i) <= 0) {
+      issues.Add(absl::StrCat("scenario_ids[", i, "]"), "must be a positive scenario id");
+    } else {
+      scenarios.insert(m.scenario_ids(i));
+    }
+  }
+  for (int64_t id : scenarios) out.add_scenario_ids(id);
+
+  out.set_mark_as_global(m.mark_as_global());
+  out.set_scope(m.mark_as_global() ? "global" : "agent");
+
+  if (m.has_credit_cost()) {
+    if (m.credit_cost() < 0 || m.credit_cost() > kMaxCreditCost) {
+      issues.Add("credit_cost", absl::StrCat("must be between 0 and ", kMaxCreditCost));
+    }
+    out.set_credit_cost(m.credit_cost());
+  } else {
+    out.set_credit_cost(type == kCustomEvaluation ? kLlmMetricCost : kDeterministicMetricCost);
+  }
+  return absl::OkStatus();
+}
+
+// The issue when `name_key` is taken in the workspace (by a standard metric or a custom one
+// other than `exclude_id`), or nullopt.
+absl::StatusOr<std::optional<std::string>> NameTaken(db::Connection& c, int64_t workspace_id,
+                                                     const std::string& name_key,
+                                                     int64_t exclude_id) {
+  for (const auto& m : kStandardMetrics) {
+    if (Fold(m.name) == name_key) {
+      return absl::StrCat("is the name of standard metric ", m.id, " (", m.name, ")");
+    }
+  }
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT id FROM metrics WHERE workspace_id = ? AND "
+                                        "name_key = ? AND id != ?"));
+  stmt.Bind(1, workspace_id).Bind(2, name_key).Bind(3, exclude_id);
+  ASSIGN_OR_RETURN(bool found, stmt.Step());
+  if (found) return absl::StrCat("is already used by metric ", stmt.Int64(0));
+  return std::optional<std::string>();
+}
+
+// The definition blob: the metric without what the columns and link tables hold.
+std::string DefinitionBlob(const v1::Metric& m) {
+  v1::Metric d = m;
+  d.clear_id();
+  d.clear_client_id();
+  d.clear_name();
+  d.clear_metrics_type();
+  d.clear_result_type();
+  d.clear_standard_metric_key();
+  d.clear_is_custom();
+  d.clear_scope();
+  d.clear_mark_as_global();
+  d.clear_requires_audio();
+  d.clear_agent_ids();
+  d.clear_scenario_ids();
+  d.clear_credit_cost();
+  d.clear_created_at();
+  d.clear_updated_at();
+  return d.SerializeAsString();
+}
+
+absl::StatusOr<v1::Metric> MetricFromRow(const db::Statement& s) {
+  v1::Metric m;
+  if (!m.ParseFromString(s.Text(7))) {
+    return InternalError(absl::StrCat("metric ", s.Int64(0), " has a corrupt definition"));
+  }
+  m.set_id(s.Int64(0));
+  m.set_client_id(s.Int64(1));
+  m.set_name(s.Text(2));
+  m.set_metrics_type(s.Text(3));
+  m.set_result_type(s.Text(4));
+  m.set_is_custom(true);
+  m.set_mark_as_global(s.Int64(5) != 0);
+  m.set_scope(m.mark_as_global() ? "global" : "agent");
+  m.set_requires_audio(false);
+  m.set_credit_cost(s.Int64(6));
+  m.set_created_at(s.Text(8));
+  m.set_updated_at(s.Text(9));
+  if (!m.has_evaluation_trigger()) m.mutable_evaluation_trigger()->set_type("always");
+  return m;
+}
+
+absl::Status LoadLinks(db::Connection& c, v1::Metric& m) {
+  ASSIGN_OR_RETURN(auto agents, c.Prepare("SELECT agent_id FROM metric_agents WHERE metric_id = "
+                                          "? ORDER BY agent_id"));
+  agents.Bind(1, m.id());
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, agents.Step());
+    if (!row) break;
+    m.add_agent_ids(agents.Int64(0));
+  }
+  ASSIGN_OR_RETURN(auto scenarios, c.Prepare("SELECT scenario_id FROM metric_scenarios WHERE "
+                                             "metric_id = ? ORDER BY scenario_id"));
+  scenarios.Bind(1, m.id());
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, scenarios.Step());
+    if (!row) break;
+    m.add_scenario_ids(scenarios.Int64(0));
+  }
+  return absl::OkStatus();
+}
+
+// Reads every row of `stmt` as a full metric.
+absl::Status ReadRows(db::Connection& c, db::Statement& stmt,
+                      google::protobuf::RepeatedPtrField<v1::Metric>& out) {
+  std::vector<v1::Metric> rows;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    ASSIGN_OR_RETURN(v1::Metric m, MetricFromRow(stmt));
+    rows.push_back(std::move(m));
+  }
+  for (auto& m : rows) {
+    RETURN_IF_ERROR(LoadLinks(c, m));
+    *out.Add() = std::move(m);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Metric> ReadMetric(db::Connection& c, int64_t workspace_id, int64_t id) {
+  static const std::string sql =
+      absl::StrCat("SELECT ", kMetricColumns, " FROM metrics WHERE id = ? AND workspace_id = ?");
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare(sql));
+  stmt.Bind(1, id).Bind(2, workspace_id);
+  ASSIGN_OR_RETURN(bool found, stmt.Step());
+  if (!found) return NotFoundError(absl::StrCat("metric ", id));
+  ASSIGN_OR_RETURN(v1::Metric m, MetricFromRow(stmt));
+  RETURN_IF_ERROR(LoadLinks(c, m));
+  return m;
+}
+
+absl::Status WriteLinks(db::Connection& c, const v1::Metric& m) {
+  ASSIGN_OR_RETURN(auto del_agents, c.Prepare("DELETE FROM metric_agents WHERE metric_id = ?"));
+  del_agents.Bind(1, m.id());
+  RETURN_IF_ERROR(del_agents.Run());
+  ASSIGN_OR_RETURN(auto del_scenarios,
+                   c.Prepare("DELETE FROM metric_scenarios WHERE metric_id = ?"));
+  del_scenarios.Bind(1, m.id());
+  RETURN_IF_ERROR(del_scenarios.Run());
+  for (int64_t agent : m.agent_ids()) {
+    ASSIGN_OR_RETURN(auto ins, c.Prepare("INSERT INTO metric_agents (metric_id, agent_id) "
+                                         "VALUES (?, ?)"));
+    ins.Bind(1, m.id()).Bind(2, agent);
+    RETURN_IF_ERROR(ins.Run());
+  }
+  for (int64_t scenario : m.scenario_ids()) {
+    ASSIGN_OR_RETURN(auto ins, c.Prepare("INSERT INTO metric_scenarios (metric_id, "
+                                         "scenario_id) VALUES (?, ?)"));
+    ins.Bind(1, m.id()).Bind(2, scenario);
+    RETURN_IF_ERROR(ins.Run());
+  }
+  return absl::OkStatus();
+}
+
+// Stores a validated new metric, setting its id and timestamps.
+absl::Status InsertMetric(db::Connection& c, int64_t workspace_id, v1::Metric& m) {
+  const std::string now = NowTimestamp();
+  m.set_created_at(now);
+  m.set_updated_at(now);
+  ASSIGN_OR_RETURN(auto insert,
+                   c.Prepare("INSERT INTO metrics (workspace_id, name, name_key, metrics_type, "
+                             "result_type, is_global, credit_cost, definition, created_at, "
+                             "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  insert.Bind(1, workspace_id)
+      .Bind(2, m.name())
+      .Bind(3, NameKey(m.name()))
+      .Bind(4, m.metrics_type())
+      .Bind(5, m.result_type())
+      .Bind(6, static_cast<int64_t>(m.mark_as_global() ? 1 : 0))
+      .Bind(7, m.credit_cost())
+      .BindBlob(8, DefinitionBlob(m))
+      .Bind(9, now)
+      .Bind(10, now);
+  RETURN_IF_ERROR(insert.Run());
+  m.set_id(c.LastInsertRowId());
+  return WriteLinks(c, m);
+}
+
+// The stored metric as the fields of a request, the base a PUT merges into.
+v1::MetricFields FieldsOf(const v1::Metric& m) {
+  v1::MetricFields f;
+  f.set_name(m.name());
+  if (m.has_description()) f.set_description(m.description());
+  f.set_metrics_type(m.metrics_type());
+  f.set_result_type(m.result_type());
+  *f.mutable_enum_values() = m.enum_values();
+  if (m.has_llm_instructions()) f.set_llm_instructions(m.llm_instructions());
+  f.set_mark_as_global(m.mark_as_global());
+  *f.mutable_agent_ids() = m.agent_ids();
+  *f.mutable_scenario_ids() = m.scenario_ids();
+  *f.mutable_evaluation_trigger() = m.evaluation_trigger();
+  *f.mutable_structured_output() = m.structured_output();
+  if (m.has_code_snippet()) f.set_code_snippet(m.code_snippet());
+  *f.mutable_phrases() = m.phrases();
+  if (m.has_match()) f.set_match(m.match());
+  if (m.has_speaker()) f.set_speaker(m.speaker());
+  if (m.has_case_sensitive()) f.set_case_sensitive(m.case_sensitive());
+  *f.mutable_permitted_options() = m.permitted_options();
+  *f.mutable_forbidden_options() = m.forbidden_options();
+  f.set_credit_cost(m.credit_cost());
+  return f;
+}
+
+v1::Metric StandardMetric(int64_t workspace_id, const StandardMetricInfo& info) {
+  v1::Metric m;
+  m.set_id(info.id);
+  m.set_client_id(workspace_id);
+  m.set_name(std::string(info.name));
+  m.set_metrics_type(std::string(kStandard));
+  m.set_result_type(std::string(info.result_type));
+  m.set_standard_metric_key(std::string(info.key));
+  m.set_is_custom(false);
+  m.set_scope("global");
+  m.set_mark_as_global(true);
+  m.set_requires_audio(info.requires_audio);
+  m.mutable_evaluation_trigger()->set_type("always");
+  m.set_credit_cost(kStandardMetricCost);
+  return m;
+}
+
+std::string JsonIds(const std::set<int64_t>& ids) {
+  return absl::StrCat("[", absl::StrJoin(ids, ","), "]");
+}
+
+}  // namespace
+
+MetricsStore::MetricsStore(db::Database* db, agents::AgentsStore* agents)
+    : db_(db), agents_(agents) {}
+
+absl::StatusOr<v1::ListMetricsResponse> MetricsStore::List(int64_t workspace_id,
+                                                           const v1::ListMetricsRequest& request) {
+  const int page = request.has_page() ? request.page() : 1;
+  const int per_page = request.has_per_page() ? request.per_page() : kDefaultPerPage;
+  Issues issues;
+  if (page < 1) issues.Add("page", "must be at least 1");
+  if (per_page < 1 || per_page > kMaxPerPage) {
+    issues.Add("per_page", absl::StrCat("must be between 1 and ", kMaxPerPage));
+  }
+  if (!issues.empty()) return std::move(issues).ToStatus();
+
+  // With an agent: 404 when it is not in the workspace (the agent is the path's subject, not a
+  // body field); what it disabled is left out of every list.
+  std::optional<int64_t> agent_id;
+  std::set<int64_t> disabled;
+  if (request.has_agent_id()) {
+    ASSIGN_OR_RETURN(v1::Agent agent, agents_->Get(workspace_id, request.agent_id()));
+    agent_id = agent.id();
+    disabled.insert(agent.disabled_metric_ids().begin(), agent.disabled_metric_ids().end());
+  }
+  const std::string search = request.has_search() ? NameKey(request.search()) : "";
+
+  v1::ListMetricsResponse response;
+  for (const auto& info : kStandardMetrics) {
+    if (!search.empty() && Fold(info.name).find(search) == std::string::npos) continue;
+    if (disabled.count(info.id)) continue;
+    *response.add_standard_metrics() = StandardMetric(workspace_id, info);
+  }
+
+  // ?1 workspace, ?2 search ('' = all), ?3 agent (NULL = any), ?4 disabled ids (JSON array).
+  constexpr absl::string_view kFilter =
+      " FROM metrics WHERE workspace_id = ?1 AND (?2 = '' OR instr(name_key, ?2) > 0) AND id NOT "
+      "IN (SELECT value FROM json_each(?4)) AND ";
+  static const std::string count_sql = absl::StrCat(
+      "SELECT COUNT(*)", kFilter,
+      "is_global = 0 AND (?3 IS NULL OR id IN (SELECT metric_id FROM metric_agents WHERE "
+      "agent_id = ?3))");
+  static const std::string page_sql = absl::StrCat(
+      "SELECT ", kMetricColumns, kFilter,
+      "is_global = 0 AND (?3 IS NULL OR id IN (SELECT metric_id FROM metric_agents WHERE "
+      "agent_id = ?3)) ORDER BY id DESC LIMIT ?5 OFFSET ?6");
+  // Global metrics apply to every agent (?3 is bound but not needed).
+  static const std::string global_sql =
+      absl::StrCat("SELECT ", kMetricColumns, kFilter, "is_global = 1 ORDER BY id DESC");
+  const std::string disabled_json = JsonIds(disabled);
+  auto bind = [&](db::Statement& s) {
+    s.Bind(1, workspace_id).Bind(2, search).Bind(3, agent_id).Bind(4, disabled_json);
+  };
+
+  RETURN_IF_ERROR(db_->Read([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto count, c.Prepare(count_sql));
+    bind(count);
+    ASSIGN_OR_RETURN(bool row, count.Step());
+    const int64_t total = row ? count.Int64(0) : 0;
+
+    ASSIGN_OR_RETURN(auto data, c.Prepare(page_sql));
+    bind(data);
+    data.Bind(5, per_page).Bind(6, static_cast<int64_t>(page - 1) * per_page);
+    RETURN_IF_ERROR(ReadRows(c, data, *response.mutable_data()));
+
+    ASSIGN_OR_RETURN(auto global, c.Prepare(global_sql));
+    bind(global);
+    RETURN_IF_ERROR(ReadRows(c, global, *response.mutable_global_metrics()));
+
+    auto* pagination = response.mutable_pagination();
+    pagination->set_current_page(page);
+    pagination->set_per_page(per_page);
+    pagination->set_total_count(total);
+    pagination->set_total_pages(static_cast<int32_t>((total + per_page - 1) / per_page));
+    return absl::OkStatus();
+  }));
+  return response;
+}
+
+absl::StatusOr<v1::Metric> MetricsStore::Create(int64_t workspace_id,
+                                                const v1::MetricFields& fields) {
+  return db::WriteResult<v1::Metric>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Metric> {
+    v1::MetricFields merged;
+    const bool enum_sent = ApplyRequest(fields, /*keep_type=*/false, merged);
+    Issues issues;
+    v1::Metric metric;
+    RETURN_IF_ERROR(Validate(c, workspace_id, merged, enum_sent, issues, metric));
+    if (!metric.name().empty()) {
+      ASSIGN_OR_RETURN(auto taken, NameTaken(c, workspace_id, NameKey(metric.name()), 0));
+      if (taken) issues.Add("name", *taken, kDuplicateName);
+    }
+    if (!issues.empty()) return std::move(issues).ToStatus();
+    RETURN_IF_ERROR(InsertMetric(c, workspace_id, metric));
+    return metric;
+  });
+}
+
+absl::StatusOr<v1::Metric> MetricsStore::Get(int64_t workspace_id, int64_t id) {
+  if (const StandardMetricInfo* info = FindStandardMetric(id)) {
+    return StandardMetric(workspace_id, *info);
+  }
+  return db::ReadResult<v1::Metric>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Metric> {
+    return ReadMetric(c, workspace_id, id);
+  });
+}
+
+absl::StatusOr<v1::Metric> MetricsStore::Update(int64_t workspace_id, int64_t id,
+                                                const v1::MetricFields& fields) {
+  if (IsStandardId(id)) {
+    return ForbiddenError("standard_metric", "standard metrics cannot be changed");
+  }
+  return db::WriteResult<v1::Metric>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Metric> {
+    ASSIGN_OR_RETURN(v1::Metric stored, ReadMetric(c, workspace_id, id));
+    Issues issues;
+    // metrics_type may be sent back unchanged (a client PUTs what it got), never changed or
+    // removed.
+    const SentKeys sent(fields);
+    if (sent.Set("metrics_type", fields.has_metrics_type()) &&
+        fields.metrics_type() != stored.metrics_type()) {
+      issues.Add("metrics_type",
+                 absl::StrCat("cannot be changed (the metric is ", stored.metrics_type(), ")"),
+                 kTypeImmutable);
+    } else if (sent.Null("metrics_type")) {
+      issues.Add("metrics_type",
+                 absl::StrCat("cannot be removed (the metric is ", stored.metrics_type(), ")"),
+                 kTypeImmutable);
+    }
+    v1::MetricFields merged = FieldsOf(stored);
+    const bool enum_sent = ApplyRequest(fields, /*keep_type=*/true, merged);
+    v1::Metric metric;
+    RETURN_IF_ERROR(Validate(c, workspace_id, merged, enum_sent, issues, metric));
+    if (!metric.name().empty()) {
+      ASSIGN_OR_RETURN(auto taken, NameTaken(c, workspace_id, NameKey(metric.name()), id));
+      if (taken) issues.Add("name", *taken, kDuplicateName);
+    }
+    if (!issues.empty()) return std::move(issues).ToStatus();
+
+    metric.set_id(id);
+    metric.set_created_at(stored.created_at());
+    metric.set_updated_at(NowTimestamp());
+    ASSIGN_OR_RETURN(auto update,
+                     c.Prepare("UPDATE metrics SET name = ?, name_key = ?, result_type = ?, "
+                               "is_global = ?, credit_cost = ?, definition = ?, updated_at = ? "
+                               "WHERE id = ? AND workspace_id = ?"));
+    update.Bind(1, metric.name())
+        .Bind(2, NameKey(metric.name()))
+        .Bind(3, metric.result_type())
+        .Bind(4, static_cast<int64_t>(metric.mark_as_global() ? 1 : 0))
+        .Bind(5, metric.credit_cost())
+        .BindBlob(6, DefinitionBlob(metric))
+        .Bind(7, metric.updated_at())
+        .Bind(8, id)
+        .Bind(9, workspace_id);
+    RETURN_IF_ERROR(update.Run());
+    RETURN_IF_ERROR(WriteLinks(c, metric));
+    return metric;
+  });
+}
+
+absl::Status MetricsStore::Delete(int64_t workspace_id, int64_t id) {
+  if (IsStandardId(id)) {
+    return ForbiddenError("standard_metric", "standard metrics cannot be deleted");
+  }
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto del, c.Prepare("DELETE FROM metrics WHERE id = ? AND workspace_id = ?"));
+    del.Bind(1, id).Bind(2, workspace_id);
+    RETURN_IF_ERROR(del.Run());
+    if (c.Changes() == 0) return NotFoundError(absl::StrCat("metric ", id));
+    // The link rows also cascade; deleting them here does not depend on foreign_keys being on.
+    v1::Metric gone;
+    gone.set_id(id);
+    return WriteLinks(c, gone);
+  });
+}
+
+absl::StatusOr<v1::BulkCreateMetricsResponse> MetricsStore::BulkCreate(
+    int64_t workspace_id, const v1::BulkCreateMetricsBody& body) {
+  Issues issues;
+  if (body.metrics_size() == 0) {
+    issues.Add("metrics", "must not be empty");
+  } else if (body.metrics_size() > kMaxBulkItems) {
+    issues.Add("metrics", absl::StrCat("must have at most ", kMaxBulkItems, " items"));
+  }
+  if (!issues.empty()) return std::move(issues).ToStatus();
+
+  return db::WriteResult<v1::BulkCreateMetricsResponse>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<v1::BulkCreateMetricsResponse> {
+        Issues issues;
+        if (body.has_agent_id()) {
+          ASSIGN_OR_RETURN(bool found, AgentInWorkspace(c, workspace_id, body.agent_id()));
+          if (!found) {
+            issues.Add("agent_id",
+                       absl::StrCat("no agent ", body.agent_id(), " in workspace ", workspace_id),
+                       kAgentNotFound);
+          }
+        }
+        // Every item is checked before anything is stored, so one 422 lists all problems.
+        // body.agent_id is checked once above and joined to each item only afterwards.
+        std::vector<v1::Metric> metrics(body.metrics_size());
+        for (int i = 0; i < body.metrics_size(); ++i) {
+          issues.set_prefix(absl::StrCat("metrics[", i, "]."));
+          v1::MetricFields merged;
+          const bool enum_sent = ApplyRequest(body.metrics(i), /*keep_type=*/false, merged);
+          RETURN_IF_ERROR(Validate(c, workspace_id, merged, enum_sent, issues, metrics[i]));
+        }
+        issues.set_prefix("");
+        if (!issues.empty()) return std::move(issues).ToStatus();
+
+        v1::BulkCreateMetricsResponse response;
+        std::set<std::string> created_keys;
+        for (v1::Metric& metric : metrics) {
+          const std::string key = NameKey(metric.name());
+          ASSIGN_OR_RETURN(auto taken, NameTaken(c, workspace_id, key, 0));
+          if (taken || created_keys.count(key)) {
+            auto* skipped = response.add_skipped();
+            skipped->set_name(metric.name());
+            skipped->set_reason(std::string(kDuplicateName));
+            continue;
+          }
+          if (body.has_agent_id()) {
+            auto* ids = metric.mutable_agent_ids();
+            if (std::find(ids->begin(), ids->end(), body.agent_id()) == ids->end()) {
+              ids->Add(body.agent_id());
+              std::sort(ids->begin(), ids->end());
+            }
+          }
+          RETURN_IF_ERROR(InsertMetric(c, workspace_id, metric));
+          created_keys.insert(key);
+          *response.add_created() = metric;
+        }
+        return response;
+      });
+}
 
 absl::StatusOr<v1::ListUsableMetricsResponse> MetricsStore::ListUsable(
-    int64_t workspace_id, const std::vector<int64_t>& disabled_metric_ids) const {
+    int64_t workspace_id, std::optional<int64_t> agent_id) {
+  std::set<int64_t> disabled;
+  if (agent_id) {
+    ASSIGN_OR_RETURN(v1::Agent agent, agents_->Get(workspace_id, *agent_id));
+    disabled.insert(agent.disabled_metric_ids().begin(), agent.disabled_metric_ids().end());
+  }
   v1::ListUsableMetricsResponse response;
-  for (const StandardMetricInfo& m : kStandardMetrics) {
+  for (const auto& info : kStandardMetrics) {
     v1::UsableMetric* row = response.add_data();
-    row->set_id(m.id);
-    row->set_name(std::string(m.name));
-    row->set_metrics_type("standard");
-    row->set_standard_metric_key(std::string(m.key));
-    row->set_requires_audio(m.requires_audio);
-    row->set_enabled(std::find(disabled_metric_ids.begin(), disabled_metric_ids.end(), m.id) ==
-                     disabled_metric_ids.end());
+    row->set_id(info.id);
+    row->set_name(std::string(info.name));
+    row->set_metrics_type(std::string(kStandard));
+    row->set_standard_metric_key(std::string(info.key));
+    row->set_requires_audio(info.requires_audio);
+    row->set_enabled(!disabled.count(info.id));
+  }
+  RETURN_IF_ERROR(db_->Read([&](db::Connection& c) -> absl::Status {
+    // Without an agent every custom metric; with one, those that apply to it.
+    ASSIGN_OR_RETURN(auto stmt,
+                     c.Prepare("SELECT id, name, metrics_type FROM metrics WHERE workspace_id = "
+                               "?1 AND (?2 IS NULL OR is_global = 1 OR id IN (SELECT metric_id "
+                               "FROM metric_agents WHERE agent_id = ?2)) ORDER BY id"));
+    stmt.Bind(1, workspace_id).Bind(2, agent_id);
+    while (true) {
+      ASSIGN_OR_RETURN(bool more, stmt.Step());
+      if (!more) break;
+      v1::UsableMetric* row = response.add_data();
+      row->set_id(stmt.Int64(0));
+      row->set_name(stmt.Text(1));
+      row->set_metrics_type(stmt.Text(2));
+      row->set_requires_audio(false);
+      row->set_enabled(!disabled.count(row->id()));
+    }
+    return absl::OkStatus();
+  }));
+  return response;
+}
+
+absl::StatusOr<std::vector<CatalogEntry>> MetricsStore::Catalog(int64_t workspace_id,
+                                                                int64_t agent_id) {
+  return db::ReadResult<std::vector<CatalogEntry>>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<std::vector<CatalogEntry>> {
+        ASSIGN_OR_RETURN(auto stmt,
+                         c.Prepare("SELECT id, credit_cost, is_global OR EXISTS (SELECT 1 FROM "
+                                   "metric_agents WHERE metric_id = metrics.id AND agent_id = ?2) "
+                                   "FROM metrics WHERE workspace_id = ?1 ORDER BY id"));
+        stmt.Bind(1, workspace_id).Bind(2, agent_id);
+        std::vector<CatalogEntry> entries;
+        while (true) {
+          ASSIGN_OR_RETURN(bool more, stmt.Step());
+          if (!more) break;
+          CatalogEntry e;
+          e.id = stmt.Int64(0);
+          e.credit_cost = stmt.Int64(1);
+          e.requires_audio = false;
+          e.applies_to_agent = stmt.Int64(2) != 0;
+          entries.push_back(e);
+        }
+        return entries;
+      });
+}
+
+absl::StatusOr<std::vector<v1::Metric>> MetricsStore::Definitions(int64_t workspace_id,
+                                                                  const std::vector<int64_t>& ids) {
+  // In the order of `ids`, each id once; ids that name no metric of the workspace are left out.
+  return db::ReadResult<std::vector<v1::Metric>>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<std::vector<v1::Metric>> {
+        std::vector<v1::Metric> out;
+        std::set<int64_t> seen;
+        for (int64_t id : ids) {
+          if (!seen.insert(id).second) continue;
+          if (const StandardMetricInfo* info = FindStandardMetric(id)) {
+            out.push_back(StandardMetric(workspace_id, *info));
+            continue;
+          }
+          absl::StatusOr<v1::Metric> m = ReadMetric(c, workspace_id, id);
+          if (m.ok()) {
+            out.push_back(*std::move(m));
+          } else if (m.status().code() != absl::StatusCode::kNotFound) {
+            return m.status();
+          }
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<v1::AgentStandardMetrics> MetricsStore::SetStandardToggles(
+    int64_t workspace_id, int64_t agent_id, const std::vector<std::string>& disabled_keys) {
+  Issues issues;
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < disabled_keys.size(); ++i) {
+    const StandardMetricInfo* info = FindStandardKey(disabled_keys[i]);
+    if (info == nullptr) {
+      issues.Add(absl::StrCat("disabled_metric_keys[", i, "]"),
+                 absl::StrCat("is not a standard metric key (", StandardKeyList(), ")"));
+    } else {
+      ids.push_back(info->id);
+    }
+  }
+  // The body is judged once the agent is known to exist: an unknown agent is 404 first.
+  absl::Status invalid = issues.empty() ? absl::OkStatus() : std::move(issues).ToStatus();
+  ASSIGN_OR_RETURN(
+      std::vector<int64_t> list,
+      agents_->ReplaceDisabledMetrics(workspace_id, agent_id, IsStandardId, ids,
+                                      [&](db::Connection&) -> absl::Status { return invalid; }));
+  const std::set<int64_t> disabled(list.begin(), list.end());
+  v1::AgentStandardMetrics response;
+  response.set_agent_id(agent_id);
+  for (const auto& info : kStandardMetrics) {
+    if (disabled.count(info.id)) {
+      response.add_disabled_metric_keys(std::string(info.key));
+    } else {
+      response.add_enabled_metric_keys(std::string(info.key));
+    }
+  }
+  return response;
+}
+
+absl::StatusOr<v1::AgentLlmMetrics> MetricsStore::SetCustomToggles(
+    int64_t workspace_id, int64_t agent_id, const std::vector<int64_t>& disabled_ids) {
+  // Checked inside the toggle's transaction, so a metric deleted meanwhile is not disabled.
+  auto check = [&](db::Connection& c) -> absl::Status {
+    Issues issues;
+    for (size_t i = 0; i < disabled_ids.size(); ++i) {
+      const int64_t id = disabled_ids[i];
+      const std::string field = absl::StrCat("disabled_llm_metric_ids[", i, "]");
+      if (IsStandardId(id)) {
+        issues.Add(field,
+                   absl::StrCat("metric ", id,
+                                " is a standard metric; use PUT /api/v1/agents/{agent_id}/"
+                                "standard_metrics"),
+                   kMetricNotFound);
+        continue;
+      }
+      ASSIGN_OR_RETURN(bool found, CustomMetricInWorkspace(c, workspace_id, id));
+      if (!found) {
+        issues.Add(field, absl::StrCat("no custom metric ", id, " in workspace ", workspace_id),
+                   kMetricNotFound);
+      }
+    }
+    return issues.empty() ? absl::OkStatus() : std::move(issues).ToStatus();
+  };
+  ASSIGN_OR_RETURN(std::vector<int64_t> list,
+                   agents_->ReplaceDisabledMetrics(
+                       workspace_id, agent_id, [](int64_t id) { return !IsStandardId(id); },
+                       disabled_ids, check));
+  v1::AgentLlmMetrics response;
+  response.set_agent_id(agent_id);
+  for (int64_t id : list) {
+    if (!IsStandardId(id)) response.add_disabled_llm_metric_ids(id);
   }
   return response;
 }
