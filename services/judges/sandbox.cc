@@ -1,0 +1,994 @@
+#include "services/judges/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+
+namespace calleval::judges {
+namespace {
+
+// A service started as root hands the sandbox to this uid ("nobody") before bwrap runs:
+// processes of host root ignore RLIMIT_NPROC, and a fork bomb must hit the process limit.
+constexpr uid_t kUnprivilegedId = 65534;
+constexpr int kTmpInodes = 1024;
+constexpr size_t kChildStackBytes = size_t{64} << 10;
+constexpr size_t kReadChunk = size_t{64} << 10;
+// The harness writes this byte on the result channel once the sandbox is locked down and
+// before it reads the caller's code: without it, a failure is the sandbox's, not the code's.
+constexpr char kStartedMarker = 'S';
+// The harness's JSON is two levels deep; anything deeper was forged by the code.
+constexpr int kMaxResultDepth = 4;
+
+// Runs first in every sandbox of Run(), as uid 0 of the sandbox's own user namespace holding
+// CAP_SYS_ADMIN, CAP_SYS_RESOURCE and CAP_SETPCAP in it (bwrap --cap-add): mounts the bounded
+// /tmp (bwrap 0.8 has no --size), forbids nested user namespaces, then drops every capability
+// for good and sets RLIMIT_NPROC (which, set here, counts this sandbox's processes only).
+// argv: tmp_bytes tmp_inodes processes memory_bytes cpu_seconds result_bytes.
+constexpr absl::string_view kLockDownPy = R"py(import os, sys
+_A = [int(a) for a in sys.argv[1:]]
+
+
+def _libc():
+    # The C half of ctypes (_ctypes) on its own: `import ctypes` costs several milliseconds of
+    # every run. Arguments are ints, bytes (char*, read only) and None (NULL).
+    try:
+        import _ctypes
+
+        class Int(_ctypes._SimpleCData):
+            _type_ = "i"
+
+        class Function(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = Int
+
+        class Library:
+            _handle = _ctypes.dlopen(None)
+
+        library = Library()
+        return (lambda name: Function((name, library))), _ctypes.get_errno
+    except Exception:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return (lambda name: getattr(libc, name)), ctypes.get_errno
+
+
+def _lock_down(tmp_bytes, tmp_inodes, processes):
+    function, get_errno = _libc()
+    mount, prctl = function("mount"), function("prctl")
+
+    def ok(rc, what):
+        if rc != 0:
+            e = get_errno()
+            raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+
+    # MS_NOSUID | MS_NODEV: a /tmp that cannot grow past its size and inode count.
+    ok(mount(b"tmpfs", b"/tmp", b"tmpfs", 2 | 4,
+             b"size=%d,nr_inodes=%d,mode=1777" % (tmp_bytes, tmp_inodes)), "mount /tmp")
+    # No nested user namespaces: one would hand the code a fresh set of capabilities.
+    fd = os.open("/proc/sys/user/max_user_namespaces", os.O_WRONLY)
+    try:
+        os.write(fd, b"0")
+    finally:
+        os.close(fd)
+    # /proc/sys read-only: MS_BIND | MS_REC, then MS_REMOUNT | MS_BIND | ro,nosuid,nodev,noexec.
+    ok(mount(b"/proc/sys", b"/proc/sys", None, 4096 | 16384, None), "bind /proc/sys")
+    ok(mount(None, b"/proc/sys", None, 4096 | 32 | 1 | 2 | 4 | 8, None), "remount /proc/sys")
+    # Securebits (uid 0 gains nothing on exec; locked), then the bounding set, the ambient set,
+    # permitted/effective/inheritable (capset v3, all zero), and no new privileges.
+    ok(prctl(28, 0xEF, 0, 0, 0), "PR_SET_SECUREBITS")
+    for cap in range(64):
+        if prctl(24, cap, 0, 0, 0) != 0 and get_errno() != 22:
+            ok(-1, "PR_CAPBSET_DROP")
+    ok(prctl(47, 4, 0, 0, 0), "PR_CAP_AMBIENT_CLEAR_ALL")
+    ok(function("capset")(0x20080522.to_bytes(4, sys.byteorder) + bytes(4), bytes(24)),
+       "capset")
+    ok(prctl(38, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+    # struct rlimit {rlim_cur, rlim_max}, two 64-bit words.
+    ok(function("setrlimit")(6, processes.to_bytes(8, sys.byteorder) * 2), "RLIMIT_NPROC")
+
+
+_lock_down(_A[0], _A[1], _A[2])
+os.write(3, b"S")
+)py";
+
+// Reads {"code", "context"} on stdin, runs the code with the globals of SPEC §6 and writes
+// {"result", "result_set", "explanation", "error"} on fd 3. Uses the C half of the json module
+// (_json) directly: `import json` pulls in `re` and costs more than the rest of the harness.
+constexpr absl::string_view kRunPy = R"py(
+import _signal
+
+
+_MAIN = os.getpid()
+_MEMORY, _CPU, _CAP = _A[3], _A[4], _A[5]
+_write = os.write
+_exit = os._exit
+
+
+def _on_xcpu(signum, frame):
+    # The soft CPU limit: report at once, with the innermost line of the snippet, rather than
+    # raise an exception the code could catch (the hard limit a second later is a SIGKILL).
+    line = None
+    while frame is not None and line is None:
+        if frame.f_code.co_filename == "<metric>":
+            line = frame.f_lineno
+        frame = frame.f_back
+    _finish(None, False, "", {"type": "CPULimitExceeded",
+                              "message": "the code used more than %d s of CPU time" % _CPU,
+                              "line": line})
+
+try:
+    import _json
+
+    class _Options:
+        strict = True
+        object_hook = None
+        object_pairs_hook = None
+        parse_float = float
+        parse_int = int
+        parse_constant = float
+
+    _scan = _json.make_scanner(_Options())
+
+    def _loads(text):
+        text = text.strip()
+        value, end = _scan(text, 0)
+        if end != len(text):
+            raise ValueError("trailing data")
+        return value
+
+    def _not_json(o):
+        raise TypeError(type(o).__name__)
+
+    _encode = _json.make_encoder(None, _not_json, _json.encode_basestring, None, ":", ",",
+                                 False, False, False)
+
+    def _dumps(doc):
+        return "".join(_encode(doc, 0))
+except Exception:
+    import json
+    _loads = json.loads
+
+    def _dumps(doc):
+        return json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _text(s):
+    # Lone surrogates would make the UTF-8 invalid.
+    return s.encode("utf-8", "replace").decode("utf-8")
+
+
+def _describe(e):
+    line = None
+    try:
+        if isinstance(e, SyntaxError) and e.filename == "<metric>":
+            line = e.lineno
+        tb = e.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == "<metric>":
+                line = tb.tb_lineno
+            tb = tb.tb_next
+    except BaseException:
+        pass
+    kind = "Exception"
+    message = ""
+    try:
+        kind = type(e).__name__
+        if isinstance(e, MemoryError):
+            message = "the code ran out of memory (limit %d MiB)" % (_MEMORY >> 20)
+        elif isinstance(e, SystemExit):
+            message = "the code called sys.exit(%s)" % ("" if e.code is None else repr(e.code))
+        elif isinstance(e, SyntaxError):
+            message = str(e.msg)
+        else:
+            message = str(e)
+    except BaseException:
+        message = message or "(the exception could not be printed)"
+    if type(line) is not int:
+        line = None
+    return {"type": _text(str(kind))[:200], "message": _text(message)[:2000], "line": line}
+
+
+def _finish(result, result_set, explanation, error):
+    if os.getpid() != _MAIN:  # a process the code forked: only the harness reports
+        _exit(1)
+    doc = {"result": result, "result_set": result_set, "explanation": explanation,
+           "error": error}
+    data = _dumps(doc).encode("utf-8")
+    kept = len(explanation)
+    while len(data) > _CAP and kept > 0:
+        kept = max(0, kept - max(len(data) - _CAP, kept // 8, 1))
+        doc["explanation"] = explanation[:kept] + " [truncated]" if kept else ""
+        data = _dumps(doc).encode("utf-8")
+    if len(data) > _CAP:
+        doc = {"result": None, "result_set": result_set, "explanation": "",
+               "error": {"type": "OutputLimitExceeded",
+                         "message": "metric['result'] is larger than %d KiB" % (_CAP >> 10),
+                         "line": None}}
+        data = _dumps(doc).encode("utf-8")
+    view = memoryview(data)
+    while view:
+        view = view[_write(3, view):]
+    _exit(0)
+
+
+_chunks = []
+while True:
+    _chunk = os.read(0, 1 << 20)
+    if not _chunk:
+        break
+    _chunks.append(_chunk)
+_input = _loads(b"".join(_chunks).decode("utf-8"))
+del _chunks, _chunk
+_null = os.open("/dev/null", os.O_RDONLY)
+os.dup2(_null, 0)
+os.close(_null)
+
+_metric = {"result": None, "explanation": "", "structured_output": None}
+_globals = {"__name__": "__main__", "__builtins__": __builtins__,
+            "context": _input.get("context"), "metric": _metric}
+_code = _input.get("code", "")
+del _input
+_error = None
+_signal.signal(_signal.SIGXCPU, _on_xcpu)
+try:
+    exec(compile(_code, "<metric>", "exec", 0, True), _globals)
+except BaseException as e:
+    _error = _describe(e)
+_signal.signal(_signal.SIGXCPU, _signal.SIG_IGN)
+
+_m = _globals.get("metric")
+if type(_m) is not dict:
+    _m = _metric
+_result = _m.get("result")
+_result_set = _result is not None
+if type(_result) is str:
+    _result = _text(_result)
+elif type(_result) is float and (_result != _result or _result in (float("inf"), float("-inf"))):
+    _result = None
+    _error = _error or {"type": "ValueError",
+                        "message": "metric['result'] must be a finite number", "line": None}
+elif type(_result) not in (bool, int, float, type(None)):
+    _error = _error or {"type": "TypeError",
+                        "message": "metric['result'] must be a bool, number, string or null, "
+                                   "not %s" % _text(type(_result).__name__), "line": None}
+    _result = None
+_explanation = _m.get("explanation")
+try:
+    _explanation = "" if _explanation is None else _text(str(_explanation))
+except BaseException as e:
+    _explanation = ""
+    _error = _error or _describe(e)
+_finish(_result, _result_set, _explanation, _error)
+)py";
+
+// Validate(): parses the code read on stdin (no code runs, so no capabilities and no /tmp are
+// needed) and writes {"errors": [{"line", "column", "message"}]} on fd 3.
+constexpr absl::string_view kValidatePy = R"py(import os, sys, _ast
+from _json import encode_basestring as _quote
+
+os.write(3, b"S")
+
+
+def _text(s):
+    return s.encode("utf-8", "replace").decode("utf-8")
+
+
+def _is_result(target):
+    # metric['result'] on its own or inside a tuple/list/starred target.
+    t = type(target)
+    if t is _ast.Subscript:
+        v, k = target.value, target.slice
+        return (type(v) is _ast.Name and v.id == "metric" and type(k) is _ast.Constant
+                and k.value == "result")
+    if t is _ast.Tuple or t is _ast.List:
+        return any(_is_result(e) for e in target.elts)
+    if t is _ast.Starred:
+        return _is_result(target.value)
+    return False
+
+
+def _assigns_result(tree):
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        t = type(node)
+        if t is _ast.Assign:
+            if any(_is_result(x) for x in node.targets):
+                return True
+        elif t is _ast.AugAssign or t is _ast.For or t is _ast.AsyncFor:
+            if _is_result(node.target):
+                return True
+        elif t is _ast.AnnAssign:
+            if node.value is not None and _is_result(node.target):
+                return True
+        elif t is _ast.withitem:
+            if node.optional_vars is not None and _is_result(node.optional_vars):
+                return True
+        elif t is _ast.Call:
+            f = node.func
+            if (type(f) is _ast.Attribute and type(f.value) is _ast.Name and f.value.id == "metric"
+                    and f.attr in ("update", "__setitem__", "setdefault")):
+                return True
+        for name in node._fields:
+            child = getattr(node, name, None)
+            if isinstance(child, list):
+                stack.extend(c for c in child if isinstance(c, _ast.AST))
+            elif isinstance(child, _ast.AST):
+                stack.append(child)
+    return False
+
+
+def _issue(line, column, message):
+    line = line if type(line) is int else None
+    column = column if type(column) is int else None
+    return '{"line":%s,"column":%s,"message":%s}' % (
+        "null" if line is None else line, "null" if column is None else column,
+        _quote(_text(message)[:2000]))
+
+
+_chunks = []
+while True:
+    _chunk = os.read(0, 1 << 20)
+    if not _chunk:
+        break
+    _chunks.append(_chunk)
+_code = b"".join(_chunks).decode("utf-8", "replace")
+del _chunks
+_issues = []
+try:
+    _tree = compile(_code, "<metric>", "exec", _ast.PyCF_ONLY_AST, True)
+except SyntaxError as e:
+    _issues.append(_issue(e.lineno, e.offset, str(e.msg)))
+except MemoryError:
+    _issues.append(_issue(None, None, "the code is too large or too deeply nested to parse"))
+except Exception as e:
+    _issues.append(_issue(None, None, "%s: %s" % (type(e).__name__, e)))
+else:
+    if not _assigns_result(_tree):
+        _issues.append(_issue(None, None, "the code never assigns metric['result']"))
+_data = ('{"errors":[%s]}' % ",".join(_issues)).encode("utf-8")
+_view = memoryview(_data)
+while _view:
+    _view = _view[os.write(3, _view):]
+os._exit(0)
+)py";
+
+absl::Status Unavailable(absl::string_view why) {
+  return absl::UnavailableError(absl::StrCat("the code sandbox is unavailable: ", why));
+}
+
+// "10 s", "0.5 s".
+std::string Seconds(absl::Duration d) { return absl::StrCat(absl::ToDoubleSeconds(d), " s"); }
+
+// "64 KiB", "256 MiB", "1000 bytes".
+std::string Bytes(int64_t n) {
+  if (n > 0 && n % (int64_t{1} << 20) == 0) return absl::StrCat(n >> 20, " MiB");
+  if (n > 0 && n % 1024 == 0) return absl::StrCat(n >> 10, " KiB");
+  return absl::StrCat(n, " bytes");
+}
+
+int64_t WholeSeconds(absl::Duration d) {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(absl::ToDoubleSeconds(d))));
+}
+
+// The last non-empty line of what a process wrote on stderr, printable ASCII only (the text
+// ends up in statuses and protobuf strings, which must be valid UTF-8).
+std::string LastLine(absl::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
+    text.remove_suffix(1);
+  }
+  const size_t nl = text.rfind('\n');
+  if (nl != absl::string_view::npos) text.remove_prefix(nl + 1);
+  if (text.size() > 500) text = text.substr(0, 500);
+  std::string out(text);
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return out;
+}
+
+// Deepest nesting of arrays and objects in `json` (outside strings), so that a document forged
+// by the code on the result channel is rejected before the (recursive) value tree is built.
+int JsonDepth(absl::string_view json) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : json) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// What the child (cloned with CLONE_VM | CLONE_VFORK) needs; it writes `failed_*` when a step
+// before execve fails. The memory is shared until the child execs or exits.
+struct ChildPlan {
+  const char* path = nullptr;
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+  int fds[4] = {-1, -1, -1, -1};  // become the child's 0 (stdin), 1, 2 and 3 (result)
+  bool drop_root = false;
+  pid_t parent = 0;
+  rlimit cpu{}, memory{}, file_size{}, open_files{}, core{};
+  const char* failed_step = nullptr;
+  int failed_errno = 0;
+};
+
+// Closes every descriptor from `first` up, so that none of the service's (sockets, the data
+// dir's database, other runs' pipes) reaches the sandbox.
+int CloseFrom(int first) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, static_cast<unsigned>(first), ~0U, 0U) == 0) return 0;
+#endif
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return -1;
+  const rlim_t end = lim.rlim_cur == RLIM_INFINITY ? 1 << 20 : lim.rlim_cur;
+  for (rlim_t fd = first; fd < end; ++fd) close(static_cast<int>(fd));
+  return 0;
+}
+
+// The child between clone and execve: async-signal-safe calls only, and raw syscalls for the
+// credential changes (glibc's wrappers would signal the parent's threads, whose memory this
+// child shares).
+int ChildMain(void* arg) {
+  auto* plan = static_cast<ChildPlan*>(arg);
+  auto fail = [plan](const char* step) {
+    plan->failed_errno = errno;
+    plan->failed_step = step;
+    _exit(127);
+  };
+  // The parent blocked every signal around clone; restore default dispositions before
+  // unblocking so that none of the service's handlers runs here.
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  // Its own session and process group: the wall-clock kill takes the whole group.
+  if (setsid() < 0) fail("setsid");
+  int high[4];
+  for (int i = 0; i < 4; ++i) {
+    high[i] = fcntl(plan->fds[i], F_DUPFD_CLOEXEC, 10);
+    if (high[i] < 0) fail("fcntl(F_DUPFD_CLOEXEC)");
+  }
+  for (int i = 0; i < 4; ++i) {
+    if (dup2(high[i], i) < 0) fail("dup2");
+  }
+  if (CloseFrom(4) != 0) fail("close_range");
+  if (plan->drop_root) {
+    if (syscall(SYS_setgroups, 0, nullptr) != 0) fail("setgroups");
+    if (syscall(SYS_setresgid, kUnprivilegedId, kUnprivilegedId, kUnprivilegedId) != 0) {
+      fail("setresgid");
+    }
+    if (syscall(SYS_setresuid, kUnprivilegedId, kUnprivilegedId, kUnprivilegedId) != 0) {
+      fail("setresuid");
+    }
+  }
+  // After the uid change, which clears it. bwrap's --die-with-parent takes it from there.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail("prctl(PR_SET_PDEATHSIG)");
+  if (getppid() != plan->parent) {
+    errno = ESRCH;
+    fail("getppid");
+  }
+  if (setrlimit(RLIMIT_CORE, &plan->core) != 0) fail("setrlimit(RLIMIT_CORE)");
+  if (setrlimit(RLIMIT_CPU, &plan->cpu) != 0) fail("setrlimit(RLIMIT_CPU)");
+  if (setrlimit(RLIMIT_AS, &plan->memory) != 0) fail("setrlimit(RLIMIT_AS)");
+  if (setrlimit(RLIMIT_FSIZE, &plan->file_size) != 0) fail("setrlimit(RLIMIT_FSIZE)");
+  if (setrlimit(RLIMIT_NOFILE, &plan->open_files) != 0) fail("setrlimit(RLIMIT_NOFILE)");
+  execve(plan->path, plan->argv, plan->envp);
+  fail("execve");
+  return 127;
+}
+
+// Owns a descriptor.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    Reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+  void Reset(int fd = -1) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// What one sandboxed process did.
+struct Outcome {
+  std::string out, err, channel;  // stdout, stderr, the result channel (fd 3)
+  bool timed_out = false;
+  const char* over_limit = nullptr;  // "stdout", "stderr" or "result" when a cap was hit
+  int status = 0;                    // wait status of bwrap
+  absl::Duration cpu;                // user + system time of the whole sandbox
+  absl::Duration elapsed;
+};
+
+absl::Status Errno(absl::string_view what, int err) {
+  return Unavailable(absl::StrCat(what, ": ", std::strerror(err)));
+}
+
+// Starts `argv` (bwrap ...) with `input` on stdin and collects stdout, stderr and fd 3 until
+// it exits, the wall clock runs out, or a cap is exceeded; then kills what is left and reaps.
+absl::StatusOr<Outcome> Execute(const std::vector<std::string>& argv, absl::string_view input,
+                                const SandboxLimits& limits) {
+  Outcome outcome;
+  const absl::Time start = absl::Now();
+
+  // The parent's ends are close-on-exec so that concurrent runs never leak into each other.
+  // stdin is a socket: send(MSG_NOSIGNAL) cannot raise SIGPIPE in the service.
+  int sv[2], out[2], err[2], res[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return Errno("socketpair", errno);
+  Fd in_parent(sv[0]), in_child(sv[1]);
+  if (pipe2(out, O_CLOEXEC) != 0) return Errno("pipe", errno);
+  Fd out_parent(out[0]), out_child(out[1]);
+  if (pipe2(err, O_CLOEXEC) != 0) return Errno("pipe", errno);
+  Fd err_parent(err[0]), err_child(err[1]);
+  if (pipe2(res, O_CLOEXEC) != 0) return Errno("pipe", errno);
+  Fd res_parent(res[0]), res_child(res[1]);
+  shutdown(in_child.get(), SHUT_WR);
+  shutdown(in_parent.get(), SHUT_RD);
+
+  std::vector<char*> args;
+  args.reserve(argv.size() + 1);
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  char* no_env[] = {nullptr};
+
+  ChildPlan plan;
+  plan.path = argv[0].c_str();
+  plan.argv = args.data();
+  plan.envp = no_env;
+  plan.fds[0] = in_child.get();
+  plan.fds[1] = out_child.get();
+  plan.fds[2] = err_child.get();
+  plan.fds[3] = res_child.get();
+  plan.drop_root = geteuid() == 0;
+  plan.parent = getpid();
+  const rlim_t cpu = static_cast<rlim_t>(WholeSeconds(limits.cpu));
+  // SIGXCPU at the soft limit (the harness turns it into an exception with the line), SIGKILL
+  // a second later for code that ignores or catches it.
+  plan.cpu = {cpu, cpu + 1};
+  plan.memory = {static_cast<rlim_t>(limits.memory_bytes),
+                 static_cast<rlim_t>(limits.memory_bytes)};
+  plan.file_size = {static_cast<rlim_t>(limits.file_bytes),
+                    static_cast<rlim_t>(limits.file_bytes)};
+  plan.open_files = {static_cast<rlim_t>(limits.open_files),
+                     static_cast<rlim_t>(limits.open_files)};
+  plan.core = {0, 0};
+
+  // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does: no copy of the service's page tables
+  // (a fork of a large multi-threaded process is slow and makes its pages copy-on-write).
+  // Signals stay blocked while the child shares our memory.
+  std::unique_ptr<char[]> stack(new char[kChildStackBytes]);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  const pid_t pid = clone(ChildMain, stack.get() + kChildStackBytes,
+                          CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
+  const int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return Errno("clone", clone_errno);
+  if (plan.failed_step != nullptr) {
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return Errno(plan.failed_step == absl::string_view("execve")
+                     ? absl::StrCat("cannot run ", argv[0])
+                     : absl::StrCat("cannot start the sandbox (", plan.failed_step, ")"),
+                 plan.failed_errno);
+  }
+  in_child.Reset();
+  out_child.Reset();
+  err_child.Reset();
+  res_child.Reset();
+  for (const Fd* fd : {&in_parent, &out_parent, &err_parent, &res_parent}) {
+    fcntl(fd->get(), F_SETFL, fcntl(fd->get(), F_GETFL) | O_NONBLOCK);
+  }
+  // Readable when the child exits; without pidfds (Linux < 5.3), poll with a short timeout.
+  Fd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+
+  const absl::Time deadline = start + limits.wall;
+  const size_t cap = static_cast<size_t>(limits.output_bytes);
+  bool exited = false;
+  rusage usage{};
+  size_t written = 0;
+  if (input.empty()) in_parent.Reset();
+  auto reap = [&](int flags) {
+    int status = 0;
+    pid_t r;
+    while ((r = wait4(pid, &status, flags, &usage)) < 0 && errno == EINTR) {
+    }
+    if (r == pid) {
+      exited = true;
+      outcome.status = status;
+    }
+  };
+  std::unique_ptr<char[]> buffer(new char[kReadChunk]);
+  while (true) {
+    if (!exited && pidfd.get() < 0) reap(WNOHANG);
+    if (exited && out_parent.get() < 0 && err_parent.get() < 0 && res_parent.get() < 0) break;
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      outcome.timed_out = !exited;
+      break;
+    }
+    int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(
+        deadline - now, absl::Milliseconds(1))));
+    if (pidfd.get() < 0 && !exited) timeout_ms = std::min(timeout_ms, 10);
+    pollfd fds[5] = {
+        {in_parent.get(), POLLOUT, 0},  {out_parent.get(), POLLIN, 0},
+        {err_parent.get(), POLLIN, 0},  {res_parent.get(), POLLIN, 0},
+        {exited ? -1 : pidfd.get(), POLLIN, 0},
+    };
+    const int n = poll(fds, 5, timeout_ms);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;  // cannot happen with valid descriptors; the kill below ends the run
+    }
+    if (fds[0].revents != 0) {
+      const size_t chunk = std::min(input.size() - written, kReadChunk);
+      const ssize_t sent =
+          send(in_parent.get(), input.data() + written, chunk, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent > 0) written += static_cast<size_t>(sent);
+      // Done, or the sandbox stopped reading (EPIPE): either way it gets EOF.
+      if (written == input.size() || (sent < 0 && errno != EAGAIN && errno != EINTR)) {
+        in_parent.Reset();
+      }
+    }
+    struct Stream {
+      Fd* fd;
+      std::string* data;
+      size_t cap;
+      const char* name;
+    };
+    // One more byte on the result channel for the start marker.
+    Stream streams[3] = {{&out_parent, &outcome.out, cap, "stdout"},
+                         {&err_parent, &outcome.err, cap, "stderr"},
+                         {&res_parent, &outcome.channel, cap + 1, "result"}};
+    for (int i = 0; i < 3; ++i) {
+      if (fds[i + 1].revents == 0) continue;
+      Stream& s = streams[i];
+      const ssize_t got = read(s.fd->get(), buffer.get(), kReadChunk);
+      if (got > 0) {
+        s.data->append(buffer.get(), static_cast<size_t>(got));
+        if (s.data->size() > s.cap) {
+          outcome.over_limit = s.name;
+          s.data->resize(s.cap);
+        }
+      } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+        s.fd->Reset();
+      }
+    }
+    if (outcome.over_limit != nullptr) break;
+    if (fds[4].revents != 0) reap(WNOHANG);
+  }
+  if (!exited) {
+    // Not reaped yet, so the ids cannot have been reused. The group holds bwrap and the
+    // sandbox's init (whose death kills every process of the sandbox's PID namespace).
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    reap(0);
+  }
+  outcome.cpu = absl::DurationFromTimeval(usage.ru_utime) +
+                absl::DurationFromTimeval(usage.ru_stime);
+  outcome.elapsed = absl::Now() - start;
+  return outcome;
+}
+
+// bwrap's arguments up to the program: every namespace unshared (no network: the new network
+// namespace has only a loopback), uid 0 of its own user namespace mapped to the caller's
+// unprivileged uid (one namespace, so the harness may mount while it holds its capabilities),
+// /usr read-only plus the merged-usr links, a private /proc and /dev, an empty environment but
+// for PATH and LANG, a new session, and a read-only root and /dev. `caps`: the capabilities
+// the Run harness needs for its lock-down (none for Validate).
+std::vector<std::string> BwrapArgs(const PythonSandbox::Options& options, bool caps) {
+  std::vector<std::string> args = {
+      options.bwrap,
+      "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+      "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
+      "--uid", "0", "--gid", "0",
+      "--ro-bind", "/usr", "/usr",
+      "--symlink", "usr/bin", "/bin",
+      "--symlink", "usr/lib", "/lib",
+      "--symlink", "usr/lib64", "/lib64",
+      "--proc", "/proc",
+      "--dev", "/dev",
+      "--dir", "/tmp",
+      "--chdir", "/",
+      "--remount-ro", "/dev",
+      "--remount-ro", "/",
+      "--cap-drop", "ALL"};
+  if (caps) {
+    for (const char* cap : {"CAP_SYS_ADMIN", "CAP_SYS_RESOURCE", "CAP_SETPCAP"}) {
+      args.push_back("--cap-add");
+      args.push_back(cap);
+    }
+  }
+  args.push_back("--");
+  args.push_back(options.python);
+  args.push_back("-I");
+  args.push_back("-S");
+  args.push_back("-c");
+  return args;
+}
+
+absl::Status CheckPaths(const PythonSandbox::Options& options) {
+  if (access(options.bwrap.c_str(), X_OK) != 0) {
+    return Errno(absl::StrCat("cannot run ", options.bwrap), errno);
+  }
+  // Only /usr is mounted in the sandbox.
+  if (!absl::StartsWith(options.python, "/usr/")) {
+    return Unavailable(absl::StrCat(options.python, " is not under /usr"));
+  }
+  if (access(options.python.c_str(), X_OK) != 0) {
+    return Errno(absl::StrCat("cannot run ", options.python), errno);
+  }
+  return absl::OkStatus();
+}
+
+// The reasons a run ended early that are not the code's own exception. Nullopt: the sandbox
+// did not start (`unavailable` says why).
+std::optional<CodeError> LimitError(const Outcome& outcome, const SandboxLimits& limits) {
+  if (outcome.timed_out) {
+    return CodeError{"TimeoutError",
+                     absl::StrCat("the code ran longer than ", Seconds(limits.wall),
+                                  " (wall clock)"),
+                     std::nullopt};
+  }
+  if (outcome.over_limit != nullptr) {
+    const absl::string_view which = outcome.over_limit;
+    return CodeError{"OutputLimitExceeded",
+                     which == "result"
+                         ? absl::StrCat("the code's result is larger than ",
+                                        Bytes(limits.output_bytes))
+                         : absl::StrCat("the code wrote more than ", Bytes(limits.output_bytes),
+                                        " to ", which),
+                     std::nullopt};
+  }
+  return std::nullopt;
+}
+
+bool Started(const Outcome& outcome) {
+  return !outcome.channel.empty() && outcome.channel[0] == kStartedMarker;
+}
+
+absl::Status NotStarted(const Outcome& outcome, const SandboxLimits& limits) {
+  if (outcome.timed_out) {
+    return Unavailable(absl::StrCat("it did not start within ", Seconds(limits.wall)));
+  }
+  std::string why = LastLine(outcome.err);
+  if (why.empty()) {
+    why = WIFSIGNALED(outcome.status)
+              ? absl::StrCat("bwrap was killed by signal ", WTERMSIG(outcome.status))
+              : absl::StrCat("bwrap exited with status ", WEXITSTATUS(outcome.status));
+  }
+  return Unavailable(why);
+}
+
+// Why the code ended without a result: a limit enforced by the kernel, a crash, or an exit.
+CodeError NoResultError(const Outcome& outcome, const SandboxLimits& limits) {
+  int signal = 0;
+  int code = 0;
+  if (WIFSIGNALED(outcome.status)) {
+    signal = WTERMSIG(outcome.status);
+  } else if (WEXITSTATUS(outcome.status) > 128) {  // bwrap: 128 + the signal of its child
+    signal = WEXITSTATUS(outcome.status) - 128;
+  } else {
+    code = WEXITSTATUS(outcome.status);
+  }
+  // SIGKILL that the parent did not send: the hard CPU limit (soft + 1 s), which one process
+  // cannot reach sooner in wall time; or the code killed itself.
+  const int64_t cpu_limit = WholeSeconds(limits.cpu);
+  if (signal == SIGXCPU || outcome.cpu >= absl::Seconds(cpu_limit) ||
+      (signal == SIGKILL && outcome.elapsed >= absl::Seconds(cpu_limit + 1))) {
+    return {"CPULimitExceeded",
+            absl::StrCat("the code used more than ", cpu_limit, " s of CPU time"), std::nullopt};
+  }
+  if (absl::StrContains(outcome.err, "MemoryError")) {
+    return {"MemoryError",
+            absl::StrCat("the code ran out of memory (limit ", Bytes(limits.memory_bytes), ")"),
+            std::nullopt};
+  }
+  if (signal == SIGXFSZ) {
+    return {"FileSizeLimitExceeded",
+            absl::StrCat("the code wrote a file larger than ", Bytes(limits.file_bytes)),
+            std::nullopt};
+  }
+  if (signal == SIGKILL) return {"Killed", "the code was killed (signal 9)", std::nullopt};
+  if (signal != 0) {
+    return {"Crashed", absl::StrCat("the code crashed (signal ", signal, ")"), std::nullopt};
+  }
+  std::string message =
+      absl::StrCat("the code exited (status ", code, ") without reporting a result");
+  const std::string last = LastLine(outcome.err);
+  if (!last.empty()) absl::StrAppend(&message, ": ", last);
+  return {"Exited", std::move(message), std::nullopt};
+}
+
+// object[key], or null when absent (const operator[] would be undefined behaviour).
+const nlohmann::json& Field(const nlohmann::json& object, const char* key) {
+  static const nlohmann::json* const kNull = new nlohmann::json();
+  if (!object.is_object()) return *kNull;
+  auto it = object.find(key);
+  return it == object.end() ? *kNull : *it;
+}
+
+// The harness's JSON, or nullopt when it is not a JSON object (the code wrote on fd 3).
+std::optional<nlohmann::json> ParseChannel(absl::string_view payload) {
+  if (payload.empty() || JsonDepth(payload) > kMaxResultDepth) return std::nullopt;
+  nlohmann::json doc = nlohmann::json::parse(payload.begin(), payload.end(), nullptr,
+                                             /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) return std::nullopt;
+  return doc;
+}
+
+const CodeError kForgedResult{
+    "ResultChannelError",
+    "the result channel (fd 3) did not hold the sandbox's result; the code must not write to "
+    "fd 3",
+    std::nullopt};
+
+}  // namespace
+
+PythonSandbox::PythonSandbox(Options options) : options_(std::move(options)) {}
+
+absl::StatusOr<CodeRun> PythonSandbox::Run(absl::string_view code,
+                                           const nlohmann::json& context) const {
+  RETURN_IF_ERROR(CheckPaths(options_));
+  const SandboxLimits& limits = options_.limits;
+  std::vector<std::string> argv = BwrapArgs(options_, /*caps=*/true);
+  argv.push_back(absl::StrCat(kLockDownPy, kRunPy));
+  for (int64_t arg : {limits.tmp_bytes, int64_t{kTmpInodes}, int64_t{limits.processes},
+                      limits.memory_bytes, WholeSeconds(limits.cpu), limits.output_bytes}) {
+    argv.push_back(absl::StrCat(arg));
+  }
+  // Invalid UTF-8 in the code or the context becomes U+FFFD rather than an exception here.
+  const nlohmann::json request = {{"code", std::string(code)}, {"context", context}};
+  const std::string input =
+      request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+
+  ASSIGN_OR_RETURN(Outcome outcome, Execute(argv, input, limits));
+  CodeRun run;
+  run.result.set_null_value(google::protobuf::NULL_VALUE);
+  run.elapsed = outcome.elapsed;
+  if (!Started(outcome)) {
+    if (outcome.over_limit != nullptr) {
+      run.error = LimitError(outcome, limits);
+      return run;
+    }
+    return NotStarted(outcome, limits);
+  }
+  if (std::optional<CodeError> error = LimitError(outcome, limits)) {
+    run.error = std::move(error);
+    return run;
+  }
+  const absl::string_view payload = absl::string_view(outcome.channel).substr(1);
+  if (payload.empty()) {
+    run.error = NoResultError(outcome, limits);
+    return run;
+  }
+  std::optional<nlohmann::json> doc = ParseChannel(payload);
+  if (!doc) {
+    run.error = kForgedResult;
+    return run;
+  }
+  const nlohmann::json& result = Field(*doc, "result");
+  if (result.is_boolean()) {
+    run.result.set_bool_value(result.get<bool>());
+  } else if (result.is_number()) {
+    run.result.set_number_value(result.get<double>());
+  } else if (result.is_string()) {
+    run.result.set_string_value(result.get<std::string>());
+  } else if (!result.is_null()) {
+    run.error = kForgedResult;
+    return run;
+  }
+  const nlohmann::json& result_set = Field(*doc, "result_set");
+  run.result_set = result_set.is_boolean() && result_set.get<bool>();
+  const nlohmann::json& explanation = Field(*doc, "explanation");
+  if (explanation.is_string()) run.explanation = explanation.get<std::string>();
+  const nlohmann::json& error = Field(*doc, "error");
+  if (error.is_object()) {
+    CodeError e;
+    const nlohmann::json& type = Field(error, "type");
+    const nlohmann::json& message = Field(error, "message");
+    const nlohmann::json& line = Field(error, "line");
+    e.type = type.is_string() ? type.get<std::string>() : "Exception";
+    if (message.is_string()) e.message = message.get<std::string>();
+    if (line.is_number_integer()) e.line = line.get<int>();
+    run.error = std::move(e);
+  } else if (!error.is_null()) {
+    run.error = kForgedResult;
+  }
+  return run;
+}
+
+absl::StatusOr<CodeValidation> PythonSandbox::Validate(absl::string_view code) const {
+  RETURN_IF_ERROR(CheckPaths(options_));
+  const SandboxLimits& limits = options_.limits;
+  std::vector<std::string> argv = BwrapArgs(options_, /*caps=*/false);
+  argv.push_back(std::string(kValidatePy));
+  ASSIGN_OR_RETURN(Outcome outcome, Execute(argv, code, limits));
+
+  CodeValidation validation;
+  auto fail = [&validation](std::string message) {
+    validation.errors.push_back({std::nullopt, std::nullopt, std::move(message)});
+    return validation;
+  };
+  if (!Started(outcome)) return NotStarted(outcome, limits);
+  if (std::optional<CodeError> error = LimitError(outcome, limits)) {
+    return fail(absl::StrCat("the code could not be checked: ", error->message));
+  }
+  const absl::string_view payload = absl::string_view(outcome.channel).substr(1);
+  if (payload.empty()) {
+    return fail(absl::StrCat("the code could not be checked: ",
+                             NoResultError(outcome, limits).message));
+  }
+  std::optional<nlohmann::json> doc = ParseChannel(payload);
+  if (!doc || !Field(*doc, "errors").is_array()) {
+    return fail("the code could not be checked: the parser's answer was not readable");
+  }
+  for (const nlohmann::json& item : Field(*doc, "errors")) {
+    if (!item.is_object()) continue;
+    CodeIssue issue;
+    if (Field(item, "line").is_number_integer()) issue.line = Field(item, "line").get<int>();
+    if (Field(item, "column").is_number_integer()) issue.column = Field(item, "column").get<int>();
+    if (Field(item, "message").is_string()) issue.message = Field(item, "message").get<std::string>();
+    validation.errors.push_back(std::move(issue));
+  }
+  validation.valid = validation.errors.empty();
+  return validation;
+}
+
+}  // namespace calleval::judges
