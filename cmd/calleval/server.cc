@@ -36,6 +36,7 @@
 #include "services/calls/calls_store.h"
 #include "services/calls/recording_downloader.h"
 #include "services/calls/recording_signer.h"
+#include "services/judges/sandbox.h"
 #include "services/metrics/metrics_service.h"
 #include "services/metrics/metrics_store.h"
 #include "services/scoring/scoring_worker.h"
@@ -104,7 +105,7 @@ std::vector<const google::protobuf::ServiceDescriptor*> PublicServices() {
   return {v1::Workspace::descriptor()->file()->FindServiceByName("Accounts"),
           v1::Agent::descriptor()->file()->FindServiceByName("Agents"),
           v1::Call::descriptor()->file()->FindServiceByName("Calls"),
-          v1::UsableMetric::descriptor()->file()->FindServiceByName("Metrics")};
+          v1::Metric::descriptor()->file()->FindServiceByName("Metrics")};
 }
 
 edge::LocalResponse JsonResponse(int status, std::string body) {
@@ -134,6 +135,8 @@ calls::AgentLookup AgentLookupFor(agents::AgentsStore* agents) {
                                     agent->disabled_metric_ids().end());
     if (agent->has_silence_threshold_ms())
       info.silence_threshold_ms = agent->silence_threshold_ms();
+    info.name = agent->name();
+    info.agent_source = agent->agent_source();
     return info;
   };
 }
@@ -176,7 +179,8 @@ struct Server::State {
   std::unique_ptr<accounts::AccountsService> accounts_service;
   std::unique_ptr<agents::AgentsService> agents_service;
   std::unique_ptr<calls::CallsService> calls_service;
-  metrics::MetricsStore metrics_store;
+  std::unique_ptr<metrics::MetricsStore> metrics_store;
+  std::unique_ptr<judges::PythonSandbox> sandbox;
   std::unique_ptr<metrics::MetricsService> metrics_service;
   std::unique_ptr<grpc::Server> grpc_server;
   int grpc_port = 0;
@@ -231,85 +235,67 @@ void Server::AddLocalRoutes(State* state) {
   });
 }
 
+namespace {
+
+// Routes one method of a service running here to its transport-independent handler.
+template <typename Request, typename Response, typename Service>
+void RegisterHandler(edge::DirectInvoker& direct, const google::protobuf::ServiceDescriptor* d,
+                     const char* name, edge::DirectInvoker::Dispatch dispatch, Service* service,
+                     absl::Status (Service::*handler)(const std::string&, const Request&,
+                                                      Response*)) {
+  direct.Register<Request, Response>(
+      Method(d, name), dispatch,
+      [service, handler](const std::string& auth, const Request& request, Response* response) {
+        return (service->*handler)(auth, request, response);
+      });
+}
+
+}  // namespace
+
 void Server::RegisterDirectHandlers(State& s) {
-  using Dispatch = edge::DirectInvoker::Dispatch;
+  // Point reads run on the I/O thread; anything that writes, scans or runs code on the pool.
+  constexpr auto kInline = edge::DirectInvoker::Dispatch::kInline;
+  constexpr auto kPool = edge::DirectInvoker::Dispatch::kPool;
   edge::DirectInvoker& direct = *s.direct_invoker;
   if (auto* svc = s.accounts_service.get()) {
     const auto* d = v1::Workspace::descriptor()->file()->FindServiceByName("Accounts");
-    direct.Register<v1::GetCurrentWorkspaceRequest, v1::Workspace>(
-        Method(d, "GetCurrentWorkspace"), Dispatch::kInline,
-        [svc](const std::string& auth, const auto& req, auto* resp) {
-          return svc->HandleGetCurrentWorkspace(auth, req, resp);
-        });
+    RegisterHandler(direct, d, "GetCurrentWorkspace", kInline, svc,
+                    &accounts::AccountsService::HandleGetCurrentWorkspace);
   }
   if (auto* svc = s.agents_service.get()) {
+    using Svc = agents::AgentsService;
     const auto* d = v1::Agent::descriptor()->file()->FindServiceByName("Agents");
-    direct.Register<v1::AgentFields, v1::Agent>(
-        Method(d, "CreateAgent"), Dispatch::kPool,
-        [svc](const std::string& auth, const auto& req, auto* resp) {
-          return svc->HandleCreateAgent(auth, req, resp);
-        });
-    direct.Register<v1::GetAgentRequest, v1::Agent>(
-        Method(d, "GetAgent"), Dispatch::kInline,
-        [svc](const std::string& auth, const auto& req, auto* resp) {
-          return svc->HandleGetAgent(auth, req, resp);
-        });
-    direct.Register<v1::UpdateAgentRequest, v1::Agent>(
-        Method(d, "UpdateAgent"), Dispatch::kPool,
-        [svc](const std::string& auth, const auto& req, auto* resp) {
-          return svc->HandleUpdateAgent(auth, req, resp);
-        });
-    direct.Register<v1::DeleteAgentRequest, google::protobuf::Empty>(
-        Method(d, "DeleteAgent"), Dispatch::kPool,
-        [svc](const std::string& auth, const auto& req, auto* resp) {
-          return svc->HandleDeleteAgent(auth, req, resp);
-        });
-    direct.Register<v1::ListAgentsRequest, v1::ListAgentsResponse>(
-        Method(d, "ListAgents"), Dispatch::kPool,
-        [svc](const std::string& auth, const auto& req, auto* resp) {
-          return svc->HandleListAgents(auth, req, resp);
-        });
-    direct.Register<v1::ListLanguagesRequest, v1::ListLanguagesResponse>(
-        Method(d, "ListLanguages"), Dispatch::kInline,
-        [svc](const std::string& auth, const auto& req, auto* resp) {
-          return svc->HandleListLanguages(auth, req, resp);
-        });
+    RegisterHandler(direct, d, "CreateAgent", kPool, svc, &Svc::HandleCreateAgent);
+    RegisterHandler(direct, d, "GetAgent", kInline, svc, &Svc::HandleGetAgent);
+    RegisterHandler(direct, d, "UpdateAgent", kPool, svc, &Svc::HandleUpdateAgent);
+    RegisterHandler(direct, d, "DeleteAgent", kPool, svc, &Svc::HandleDeleteAgent);
+    RegisterHandler(direct, d, "ListAgents", kPool, svc, &Svc::HandleListAgents);
+    RegisterHandler(direct, d, "ListLanguages", kInline, svc, &Svc::HandleListLanguages);
   }
   if (auto* svc = s.calls_service.get()) {
+    using Svc = calls::CallsService;
     const auto* d = v1::Call::descriptor()->file()->FindServiceByName("Calls");
-    direct.Register<v1::IngestCallRequest, v1::Call>(
-        Method(d, "IngestCall"), Dispatch::kPool,
-        [svc](const std::string& auth, const auto& req, auto* resp) {
-          return svc->HandleIngestCall(auth, req, resp);
-        });
-    direct.Register<v1::GetCallRequest, v1::Call>(
-        Method(d, "GetCall"), Dispatch::kInline,
-        [svc](const std::string& auth, const auto& req, auto* resp) {
-          return svc->HandleGetCall(auth, req, resp);
-        });
-    direct.Register<v1::UpdateCallRequest, v1::Call>(
-        Method(d, "UpdateCall"), Dispatch::kPool,
-        [svc](const std::string& auth, const auto& req, auto* resp) {
-          return svc->HandleUpdateCall(auth, req, resp);
-        });
-    direct.Register<v1::ListCallsRequest, v1::ListCallsResponse>(
-        Method(d, "ListCalls"), Dispatch::kPool,
-        [svc](const std::string& auth, const auto& req, auto* resp) {
-          return svc->HandleListCalls(auth, req, resp);
-        });
-    direct.Register<v1::DeleteCallRequest, google::protobuf::Empty>(
-        Method(d, "DeleteCall"), Dispatch::kPool,
-        [svc](const std::string& auth, const auto& req, auto* resp) {
-          return svc->HandleDeleteCall(auth, req, resp);
-        });
+    RegisterHandler(direct, d, "IngestCall", kPool, svc, &Svc::HandleIngestCall);
+    RegisterHandler(direct, d, "GetCall", kInline, svc, &Svc::HandleGetCall);
+    RegisterHandler(direct, d, "UpdateCall", kPool, svc, &Svc::HandleUpdateCall);
+    RegisterHandler(direct, d, "ListCalls", kPool, svc, &Svc::HandleListCalls);
+    RegisterHandler(direct, d, "DeleteCall", kPool, svc, &Svc::HandleDeleteCall);
   }
   if (auto* svc = s.metrics_service.get()) {
-    const auto* d = v1::UsableMetric::descriptor()->file()->FindServiceByName("Metrics");
-    direct.Register<v1::ListUsableMetricsRequest, v1::ListUsableMetricsResponse>(
-        Method(d, "ListUsableMetrics"), Dispatch::kInline,
-        [svc](const std::string& auth, const auto& req, auto* resp) {
-          return svc->HandleListUsableMetrics(auth, req, resp);
-        });
+    using Svc = metrics::MetricsService;
+    const auto* d = v1::Metric::descriptor()->file()->FindServiceByName("Metrics");
+    RegisterHandler(direct, d, "ListMetrics", kPool, svc, &Svc::HandleListMetrics);
+    RegisterHandler(direct, d, "CreateMetric", kPool, svc, &Svc::HandleCreateMetric);
+    RegisterHandler(direct, d, "GetMetric", kInline, svc, &Svc::HandleGetMetric);
+    RegisterHandler(direct, d, "UpdateMetric", kPool, svc, &Svc::HandleUpdateMetric);
+    RegisterHandler(direct, d, "DeleteMetric", kPool, svc, &Svc::HandleDeleteMetric);
+    RegisterHandler(direct, d, "BulkCreateMetrics", kPool, svc, &Svc::HandleBulkCreateMetrics);
+    RegisterHandler(direct, d, "ValidateCode", kPool, svc, &Svc::HandleValidateCode);
+    RegisterHandler(direct, d, "TestCode", kPool, svc, &Svc::HandleTestCode);
+    RegisterHandler(direct, d, "SetAgentStandardMetrics", kPool, svc,
+                    &Svc::HandleSetAgentStandardMetrics);
+    RegisterHandler(direct, d, "SetAgentLlmMetrics", kPool, svc, &Svc::HandleSetAgentLlmMetrics);
+    RegisterHandler(direct, d, "ListUsableMetrics", kPool, svc, &Svc::HandleListUsableMetrics);
   }
 }
 
@@ -397,6 +383,38 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   calls_options.recordings_dir = (data_dir / "recordings").string();
   calls_options.url_guard.allowed_hosts = config.allow_private_hosts;
   calls_options.signer = s->signer.get();
+  s->metrics_store =
+      std::make_unique<metrics::MetricsStore>(s->database.get(), s->agents_store.get());
+  metrics::MetricsStore* metrics_store = s->metrics_store.get();
+  calls_options.catalog =
+      [metrics_store](int64_t workspace_id,
+                      int64_t agent_id) -> absl::StatusOr<std::vector<calls::CustomMetricInfo>> {
+    ASSIGN_OR_RETURN(auto entries, metrics_store->Catalog(workspace_id, agent_id));
+    std::vector<calls::CustomMetricInfo> out;
+    out.reserve(entries.size());
+    for (const auto& e : entries) {
+      out.push_back({e.id, e.credit_cost, e.requires_audio, e.applies_to_agent});
+    }
+    return out;
+  };
+  calls_options.definitions = [metrics_store](int64_t workspace_id,
+                                              const std::vector<int64_t>& ids) {
+    return metrics_store->Definitions(workspace_id, ids);
+  };
+  if (HasRole(config, "scoring") || HasRole(config, "metrics")) {
+    // Code never runs unsandboxed: when the sandbox cannot start, code metrics fail closed
+    // and validate_code / test_code answer 503. Say so once, at start-up.
+    s->sandbox = std::make_unique<judges::PythonSandbox>();
+    absl::StatusOr<judges::CodeRun> probe =
+        s->sandbox->Run("metric['result'] = True", nlohmann::json::object());
+    if (!probe.ok()) {
+      std::cerr << "calleval: " << probe.status().message()
+                << "; code metrics will fail until it is fixed\n";
+    } else if (probe->error) {
+      std::cerr << "calleval: the code sandbox does not run code: " << probe->error->type << ": "
+                << probe->error->message << "\n";
+    }
+  }
   s->calls_store = std::make_unique<calls::CallsStore>(
       s->database.get(), AgentLookupFor(s->agents_store.get()), calls_options);
 
@@ -423,6 +441,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
           config.analysis_lease, /*max_attempts=*/3);
     }
     scoring::ScoringWorkers::Options workers;
+    workers.sandbox = s->sandbox.get();
     workers.workers = config.workers > 0
                           ? config.workers
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -454,14 +473,25 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   }
   if (HasRole(config, "metrics")) {
     agents::AgentsStore* agents_store = s->agents_store.get();
-    s->metrics_service = std::make_unique<metrics::MetricsService>(
-        &s->metrics_store, s->authenticator.get(),
-        [agents_store](int64_t workspace_id,
-                       int64_t agent_id) -> absl::StatusOr<std::vector<int64_t>> {
-          ASSIGN_OR_RETURN(v1::Agent agent, agents_store->Get(workspace_id, agent_id));
-          return std::vector<int64_t>(agent.disabled_metric_ids().begin(),
-                                      agent.disabled_metric_ids().end());
-        });
+    calls::CallsStore* calls_store = s->calls_store.get();
+    metrics::MetricsService::Dependencies deps;
+    deps.store = s->metrics_store.get();
+    deps.authenticator = s->authenticator.get();
+    deps.pool = s->pool.get();
+    deps.sandbox = s->sandbox.get();
+    deps.calls = [calls_store](int64_t workspace_id, int64_t call_id) {
+      return calls_store->Get(workspace_id, absl::StrCat(call_id));
+    };
+    deps.agents = [agents_store](int64_t workspace_id,
+                                 int64_t agent_id) -> absl::StatusOr<v1::JobAgent> {
+      ASSIGN_OR_RETURN(v1::Agent agent, agents_store->Get(workspace_id, agent_id));
+      v1::JobAgent out;
+      out.set_id(agent.id());
+      out.set_name(agent.name());
+      out.set_agent_source(agent.agent_source());
+      return out;
+    };
+    s->metrics_service = std::make_unique<metrics::MetricsService>(std::move(deps));
   }
   if (grpc_roles) {
     grpc::EnableDefaultHealthCheckService(true);

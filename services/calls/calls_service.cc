@@ -120,8 +120,10 @@ grpc::ServerUnaryReactor* CallsService::RecordAnalysis(grpc::CallbackServerConte
   return RunUnary(context, pool_, [this, request]() {
     std::optional<double> duration;
     if (request->has_duration_seconds()) duration = request->duration_seconds();
-    return store_->RecordAnalysis(request->call_id(), request->token(), duration,
-                                  {request->results().begin(), request->results().end()});
+    return store_->RecordAnalysis(
+        request->call_id(), request->token(), duration,
+        {request->results().begin(), request->results().end()},
+        {request->metric_results().begin(), request->metric_results().end()});
   });
 }
 
@@ -153,6 +155,9 @@ v1::AnalysisJob ToProto(const AnalysisJob& job) {
   for (int64_t id : job.planned_metric_ids) out.add_planned_metric_ids(id);
   *out.mutable_metadata() = job.metadata;
   out.set_silence_threshold_ms(job.silence_threshold_ms);
+  for (const auto& metric : job.custom_metrics) *out.add_custom_metrics() = metric;
+  *out.mutable_call() = job.call;
+  *out.mutable_agent() = job.agent;
   return out;
 }
 
@@ -167,6 +172,9 @@ AnalysisJob FromProto(const v1::AnalysisJob& job) {
   out.planned_metric_ids.assign(job.planned_metric_ids().begin(), job.planned_metric_ids().end());
   out.metadata = job.metadata();
   out.silence_threshold_ms = job.silence_threshold_ms();
+  out.custom_metrics.assign(job.custom_metrics().begin(), job.custom_metrics().end());
+  out.call = job.call();
+  out.agent = job.agent();
   return out;
 }
 

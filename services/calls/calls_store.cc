@@ -148,39 +148,51 @@ absl::StatusOr<bool> ApplyLedger(db::Connection& c, int64_t workspace_id, int64_
   return true;
 }
 
-// Refunds every planned metric of a call that is not in `keep` (charged and completed).
+// Refunds every planned metric of a call that is not in `keep` (charged and completed), by the
+// amount that was charged.
 absl::Status RefundExcept(db::Connection& c, int64_t workspace_id, int64_t call_id,
                           const std::vector<int64_t>& planned, const std::vector<int64_t>& keep) {
   for (int64_t metric : planned) {
     if (absl::c_find(keep, metric) != keep.end()) continue;
     // Only what was charged is refunded.
-    ASSIGN_OR_RETURN(auto charged, c.Prepare("SELECT 1 FROM credit_ledger WHERE call_id = ? AND "
-                                             "metric_id = ? AND kind = 'charge'"));
+    ASSIGN_OR_RETURN(auto charged, c.Prepare("SELECT amount FROM credit_ledger WHERE call_id = ? "
+                                             "AND metric_id = ? AND kind = 'charge'"));
     charged.Bind(1, call_id).Bind(2, metric);
     ASSIGN_OR_RETURN(bool was_charged, charged.Step());
     if (!was_charged) continue;
-    RETURN_IF_ERROR(
-        ApplyLedger(c, workspace_id, call_id, metric, "refund", kStandardMetricCost).status());
+    const int64_t amount = -charged.Int64(0);
+    RETURN_IF_ERROR(ApplyLedger(c, workspace_id, call_id, metric, "refund", amount).status());
   }
   return absl::OkStatus();
+}
+
+// The credit cost of each planned metric, in plan order. Calls ingested before costs were
+// stored (column NULL) planned only standard metrics, which cost kStandardMetricCost.
+std::vector<int64_t> PlannedCosts(const std::vector<int64_t>& planned, const std::string& costs) {
+  std::vector<int64_t> out = SplitIds(costs);
+  if (out.size() != planned.size()) out.assign(planned.size(), kStandardMetricCost);
+  return out;
 }
 
 // The workspace and planned metrics of a call holding `token` (else kFailedPrecondition).
 struct LeasedCall {
   int64_t workspace_id;
   std::vector<int64_t> planned;
+  std::vector<int64_t> costs;  // parallel to `planned`
 };
 absl::StatusOr<LeasedCall> CheckLease(db::Connection& c, int64_t call_id, absl::string_view token) {
   ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT workspace_id, planned_metric_ids, "
-                                        "analysis_token FROM calls WHERE id = ? AND "
-                                        "analysis_status = 'processing'"));
+                                        "analysis_token, planned_metric_costs FROM calls WHERE "
+                                        "id = ? AND analysis_status = 'processing'"));
   stmt.Bind(1, call_id);
   ASSIGN_OR_RETURN(bool row, stmt.Step());
   if (!row || stmt.IsNull(2) || stmt.Text(2) != token) {
     return absl::FailedPreconditionError(
         absl::StrCat("the analysis lease of call ", call_id, " is no longer held"));
   }
-  return LeasedCall{stmt.Int64(0), SplitIds(stmt.Text(1))};
+  LeasedCall leased{stmt.Int64(0), SplitIds(stmt.Text(1)), {}};
+  leased.costs = PlannedCosts(leased.planned, stmt.OptionalText(3).value_or(""));
+  return leased;
 }
 
 // An unknown status or type in a filter is a client mistake, not an empty result.
@@ -225,30 +237,54 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
     }
   }
   ASSIGN_OR_RETURN(AgentInfo agent, agents_(workspace_id, request.agent_id()));
+  std::vector<CustomMetricInfo> custom;
+  if (options_.catalog) {
+    ASSIGN_OR_RETURN(custom, options_.catalog(workspace_id, request.agent_id()));
+  }
+  auto find_custom = [&](int64_t id) -> const CustomMetricInfo* {
+    auto it = absl::c_find_if(custom, [id](const CustomMetricInfo& m) { return m.id == id; });
+    return it == custom.end() ? nullptr : &*it;
+  };
+  auto disabled = [&](int64_t id) {
+    return absl::c_find(agent.disabled_metric_ids, id) != agent.disabled_metric_ids.end();
+  };
 
   const std::vector<int64_t> requested(request.metric_ids().begin(), request.metric_ids().end());
-  // Until custom metrics exist the workspace's metrics are the twelve standard ones.
+  // A custom metric that does not apply to the agent is "not enabled for the agent" (seed).
   MetricSelection selection = SelectMetrics(
       requested, agent.disabled_metric_ids, has_recording,
-      [](int64_t id) { return FindStandardMetric(id) != nullptr; },
-      [](int64_t id) {
-        const StandardMetricInfo* m = FindStandardMetric(id);
+      [&](int64_t id) {
+        if (FindStandardMetric(id) != nullptr) return true;
+        const CustomMetricInfo* m = find_custom(id);
+        return m != nullptr && m->applies_to_agent;
+      },
+      [&](int64_t id) {
+        if (const StandardMetricInfo* m = FindStandardMetric(id)) return m->requires_audio;
+        const CustomMetricInfo* m = find_custom(id);
         return m != nullptr && m->requires_audio;
       });
 
-  // What the analysis will score: the usable requested ids, else every standard metric the
-  // agent has not disabled; text calls only those judged on the transcript.
+  // What the analysis will score: the usable requested ids, else every metric enabled for the
+  // agent (standard ones it has not disabled, custom ones that apply to it and that it has not
+  // disabled); text calls skip the audio-based ones.
   std::vector<int64_t> planned;
   if (!selection.metric_ids.empty()) {
     planned = selection.metric_ids;
   } else {
     for (const StandardMetricInfo& m : kStandardMetrics) {
-      if (!has_recording && m.requires_audio) continue;
-      if (absl::c_find(agent.disabled_metric_ids, m.id) != agent.disabled_metric_ids.end()) {
-        continue;
-      }
+      if ((!has_recording && m.requires_audio) || disabled(m.id)) continue;
       planned.push_back(m.id);
     }
+    for (const CustomMetricInfo& m : custom) {
+      if (!m.applies_to_agent || disabled(m.id) || (!has_recording && m.requires_audio)) continue;
+      planned.push_back(m.id);
+    }
+  }
+  std::vector<int64_t> planned_costs;
+  planned_costs.reserve(planned.size());
+  for (int64_t id : planned) {
+    const CustomMetricInfo* m = find_custom(id);
+    planned_costs.push_back(m != nullptr ? m->credit_cost : kStandardMetricCost);
   }
 
   std::string metadata = WithoutNulls(request.metadata()).SerializeAsString();
@@ -286,9 +322,9 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
                       "recording_url, recording_state, duration_seconds, call_timestamp, "
                       "call_end_reason, customer_number, tag, label, metadata, transcript, "
                       "transcript_source, metric_ids, created_at, updated_at, "
-                      "planned_metric_ids, silence_threshold_ms) VALUES "
+                      "planned_metric_ids, silence_threshold_ms, planned_metric_costs) VALUES "
                       "(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                      "?)"));
+                      "?, ?)"));
         insert.Bind(1, workspace_id)
             .Bind(2, request.agent_id())
             .Bind(3, request.call_identifier())
@@ -325,6 +361,7 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
         } else {
           insert.BindNull(22);
         }
+        insert.Bind(23, JoinIds(planned_costs));
         RETURN_IF_ERROR(insert.Run());
         return c.LastInsertRowId();
       }));
@@ -572,6 +609,28 @@ absl::Status CallsStore::FailRecording(int64_t call_id, absl::string_view messag
 
 absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseAnalysis(absl::Duration lease,
                                                                      int max_attempts) {
+  ASSIGN_OR_RETURN(std::optional<AnalysisJob> job, LeaseNext(lease, max_attempts));
+  if (!job) return job;
+  // Outside the write transaction: the definitions and the agent come from other stores.
+  const int64_t workspace_id = job->call.client_id();
+  std::vector<int64_t> custom_ids;
+  for (int64_t id : job->planned_metric_ids) {
+    if (FindStandardMetric(id) == nullptr) custom_ids.push_back(id);
+  }
+  if (!custom_ids.empty() && options_.definitions) {
+    ASSIGN_OR_RETURN(job->custom_metrics, options_.definitions(workspace_id, custom_ids));
+  }
+  job->agent.set_id(job->call.agent_id());
+  absl::StatusOr<AgentInfo> agent = agents_(workspace_id, job->call.agent_id());
+  if (agent.ok()) {
+    job->agent.set_name(agent->name);
+    job->agent.set_agent_source(agent->agent_source);
+  }
+  return job;
+}
+
+absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseNext(absl::Duration lease,
+                                                                 int max_attempts) {
   const int64_t now = NowUnixSeconds();
   return db::WriteResult<std::optional<AnalysisJob>>(
       *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<AnalysisJob>> {
@@ -579,12 +638,12 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseAnalysis(absl::Durat
         // and the next one is tried.
         while (true) {
           ASSIGN_OR_RETURN(
-              auto next,
-              c.Prepare("SELECT id, workspace_id, analysis_status, analysis_attempts, "
-                        "planned_metric_ids FROM calls WHERE (analysis_status = 'pending' AND "
-                        "(recording_state IS NULL OR recording_state = 'stored')) OR "
-                        "(analysis_status = 'processing' AND analysis_lease_until <= ?) "
-                        "ORDER BY id LIMIT 1"));
+              auto next, c.Prepare("SELECT id, workspace_id, analysis_status, analysis_attempts, "
+                                   "planned_metric_ids, planned_metric_costs FROM calls WHERE "
+                                   "(analysis_status = 'pending' AND "
+                                   "(recording_state IS NULL OR recording_state = 'stored')) OR "
+                                   "(analysis_status = 'processing' AND analysis_lease_until <= ?) "
+                                   "ORDER BY id LIMIT 1"));
           next.Bind(1, now);
           ASSIGN_OR_RETURN(bool found, next.Step());
           if (!found) return std::nullopt;
@@ -593,6 +652,8 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseAnalysis(absl::Durat
           const bool first_lease = next.Text(2) == "pending";
           const int attempts = static_cast<int>(next.Int64(3));
           const std::vector<int64_t> planned = SplitIds(next.Text(4));
+          const std::vector<int64_t> costs =
+              PlannedCosts(planned, next.OptionalText(5).value_or(""));
 
           auto settle = [&](absl::string_view status, absl::string_view reason,
                             const std::string& message) -> absl::Status {
@@ -613,7 +674,8 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseAnalysis(absl::Durat
           }
           if (first_lease) {
             // Reserve the planned metrics' credits, all or nothing.
-            const int64_t cost = static_cast<int64_t>(planned.size()) * kStandardMetricCost;
+            int64_t cost = 0;
+            for (int64_t c : costs) cost += c;
             ASSIGN_OR_RETURN(auto balance,
                              c.Prepare("SELECT credit_balance FROM workspaces WHERE id = ?"));
             balance.Bind(1, workspace_id);
@@ -625,10 +687,9 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseAnalysis(absl::Durat
                                                   " credits; the workspace has ", available)));
               continue;
             }
-            for (int64_t metric : planned) {
+            for (size_t i = 0; i < planned.size(); ++i) {
               RETURN_IF_ERROR(
-                  ApplyLedger(c, workspace_id, id, metric, "charge", -kStandardMetricCost)
-                      .status());
+                  ApplyLedger(c, workspace_id, id, planned[i], "charge", -costs[i]).status());
             }
           }
           AnalysisJob job;
@@ -660,6 +721,10 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseAnalysis(absl::Durat
           }
           job.metadata.ParseFromString(details.Text(3));
           if (!details.IsNull(4)) job.silence_threshold_ms = static_cast<int>(details.Int64(4));
+          ASSIGN_OR_RETURN(job.call, ReadCall(c, id, nullptr));
+          job.call.clear_transcript();
+          job.call.clear_standard_metrics();
+          job.call.clear_metric_results();
           return std::optional<AnalysisJob>(std::move(job));
         }
       });
@@ -667,45 +732,66 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseAnalysis(absl::Durat
 
 absl::Status CallsStore::RecordAnalysis(int64_t call_id, absl::string_view token,
                                         std::optional<double> duration_seconds,
-                                        const std::vector<v1::StandardMetricResult>& results) {
+                                        const std::vector<v1::StandardMetricResult>& results,
+                                        const std::vector<v1::MetricResult>& metric_results) {
   return db_->Write([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(LeasedCall leased, CheckLease(c, call_id, token));
     v1::StoredStandardMetrics stored;
+    v1::StoredMetricResults stored_custom;
     std::vector<int64_t> completed;
     int64_t credits = 0;
-    for (int64_t metric : leased.planned) {
-      auto it = absl::c_find_if(
-          results, [&](const v1::StandardMetricResult& r) { return r.metric_id() == metric; });
-      v1::StandardMetricResult* out = stored.add_items();
-      if (it == results.end()) {
-        // A planned metric the analysis did not produce is a failure, never a silent gap.
-        *out = NewStandardMetricResult(metric, "failed");
-        out->set_error("the analysis produced no result for this metric");
+    for (size_t i = 0; i < leased.planned.size(); ++i) {
+      const int64_t metric = leased.planned[i];
+      const int64_t cost = leased.costs[i];
+      // A planned metric the analysis did not produce is a failure, never a silent gap.
+      constexpr absl::string_view kMissing = "the analysis produced no result for this metric";
+      std::string status;
+      if (FindStandardMetric(metric) != nullptr) {
+        auto it = absl::c_find_if(
+            results, [&](const v1::StandardMetricResult& r) { return r.metric_id() == metric; });
+        v1::StandardMetricResult* out = stored.add_items();
+        if (it == results.end()) {
+          *out = NewStandardMetricResult(metric, "failed");
+          out->set_error(std::string(kMissing));
+        } else {
+          *out = *it;
+        }
+        out->set_credits_used(out->status() == "completed" ? cost : 0);
+        status = out->status();
       } else {
-        *out = *it;
+        auto it = absl::c_find_if(
+            metric_results, [&](const v1::MetricResult& r) { return r.metric_id() == metric; });
+        v1::MetricResult* out = stored_custom.add_items();
+        if (it == metric_results.end()) {
+          out->set_metric_id(metric);
+          out->set_status("failed");
+          out->set_error(std::string(kMissing));
+        } else {
+          *out = *it;
+        }
+        out->set_credits_used(out->status() == "completed" ? cost : 0);
+        status = out->status();
       }
-      if (out->status() == "completed") {
-        out->set_credits_used(kStandardMetricCost);
-        credits += kStandardMetricCost;
+      if (status == "completed") {
+        credits += cost;
         completed.push_back(metric);
-      } else {
-        out->set_credits_used(0);
       }
     }
     RETURN_IF_ERROR(RefundExcept(c, leased.workspace_id, call_id, leased.planned, completed));
     ASSIGN_OR_RETURN(
         auto update,
         c.Prepare("UPDATE calls SET analysis_status = 'completed', standard_metrics = ?, "
-                  "credits_used = ?, duration_seconds = COALESCE(duration_seconds, ?), "
-                  "analysis_token = NULL, analysis_lease_until = NULL, updated_at = ? "
-                  "WHERE id = ?"));
-    update.BindBlob(1, stored.SerializeAsString()).Bind(2, credits);
+                  "metric_results = ?, credits_used = ?, duration_seconds = "
+                  "COALESCE(duration_seconds, ?), analysis_token = NULL, analysis_lease_until = "
+                  "NULL, updated_at = ? WHERE id = ?"));
+    update.BindBlob(1, stored.SerializeAsString());
+    update.BindBlob(2, stored_custom.SerializeAsString()).Bind(3, credits);
     if (duration_seconds) {
-      update.Bind(3, static_cast<int64_t>(std::llround(*duration_seconds)));
+      update.Bind(4, static_cast<int64_t>(std::llround(*duration_seconds)));
     } else {
-      update.BindNull(3);
+      update.BindNull(4);
     }
-    update.Bind(4, NowTimestamp()).Bind(5, call_id);
+    update.Bind(5, NowTimestamp()).Bind(6, call_id);
     return update.Run();
   });
 }

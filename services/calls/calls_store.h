@@ -20,14 +20,30 @@
 
 namespace calleval::calls {
 
-// What ingest needs to know about the call's agent.
+// What ingest and scoring need to know about the call's agent.
 struct AgentInfo {
   std::vector<int64_t> disabled_metric_ids;
   std::optional<int> silence_threshold_ms;
+  std::string name;
+  std::string agent_source;
 };
 // Looks the agent up in the workspace: 422 agent_not_found when it is not there.
 using AgentLookup =
     std::function<absl::StatusOr<AgentInfo>(int64_t workspace_id, int64_t agent_id)>;
+
+// A custom metric of the workspace, as ingest sees it.
+struct CustomMetricInfo {
+  int64_t id = 0;
+  int64_t credit_cost = 1;
+  bool requires_audio = false;
+  bool applies_to_agent = false;  // the agent is in its agent_ids, or it is global
+};
+// The workspace's custom metrics, each with whether it applies to `agent_id`.
+using MetricCatalog = std::function<absl::StatusOr<std::vector<CustomMetricInfo>>(
+    int64_t workspace_id, int64_t agent_id)>;
+// The current definitions of those `ids` that still exist in the workspace.
+using MetricDefinitions = std::function<absl::StatusOr<std::vector<v1::Metric>>(
+    int64_t workspace_id, const std::vector<int64_t>& ids)>;
 
 // A recording waiting to be downloaded, leased to one downloader.
 struct RecordingJob {
@@ -47,9 +63,16 @@ struct AnalysisJob {
   std::vector<int64_t> planned_metric_ids;
   google::protobuf::Struct metadata;
   int silence_threshold_ms = 3000;
+  // The planned custom metrics as defined at lease time (one deleted since ingest is absent).
+  std::vector<v1::Metric> custom_metrics;
+  // The call's scalar fields and metadata (no transcript or results), and its agent: what a
+  // code judge sees (SPEC §6).
+  v1::Call call;
+  v1::JobAgent agent;
 };
 
-// Credits per metric (SPEC §9): every standard metric costs 1.
+// Credits per metric (SPEC §9): every standard metric costs 1; custom metrics carry their own
+// credit_cost, fixed when the call is ingested.
 inline constexpr int64_t kStandardMetricCost = 1;
 
 struct RecordingFile {
@@ -63,6 +86,9 @@ class CallsStore {
     std::string recordings_dir;  // <data-dir>/recordings
     UrlGuardOptions url_guard;
     const RecordingSigner* signer = nullptr;
+    // Custom metrics; without them only the standard metrics are known.
+    MetricCatalog catalog;
+    MetricDefinitions definitions;
   };
 
   CallsStore(db::Database* db, AgentLookup agents, Options options);
@@ -102,7 +128,8 @@ class CallsStore {
   // are refunded, each at most once.
   absl::Status RecordAnalysis(int64_t call_id, absl::string_view token,
                               std::optional<double> duration_seconds,
-                              const std::vector<v1::StandardMetricResult>& results);
+                              const std::vector<v1::StandardMetricResult>& results,
+                              const std::vector<v1::MetricResult>& metric_results = {});
   // Ends the call failed (for example unsupported_audio) and refunds its metrics.
   absl::Status FailAnalysis(int64_t call_id, absl::string_view token, absl::string_view reason,
                             absl::string_view message);
@@ -114,6 +141,9 @@ class CallsStore {
   std::string RecordingPath(int64_t call_id) const;
 
  private:
+  // The lease itself, in one write transaction.
+  absl::StatusOr<std::optional<AnalysisJob>> LeaseNext(absl::Duration lease, int max_attempts);
+
   db::Database* db_;
   AgentLookup agents_;
   Options options_;

@@ -1,31 +1,281 @@
 #include "services/metrics/metrics_service.h"
 
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
 #include "common/status_macros.h"
 #include "common/unary.h"
+#include "services/judges/code_context.h"
+#include "services/judges/metric_values.h"
 
 namespace calleval::metrics {
+namespace {
 
-absl::Status MetricsService::HandleListUsableMetrics(const std::string& authorization,
-                                                     const v1::ListUsableMetricsRequest& request,
-                                                     v1::ListUsableMetricsResponse* response) {
-  ASSIGN_OR_RETURN(accounts::Principal principal, authenticator_->Authenticate(authorization));
-  std::optional<int64_t> client_id;
-  if (request.has_client_id()) client_id = request.client_id();
-  ASSIGN_OR_RETURN(int64_t workspace_id, accounts::ResolveWorkspace(principal, client_id));
-  std::vector<int64_t> disabled;
-  if (request.has_agent_id()) {
-    ASSIGN_OR_RETURN(disabled, disabled_metrics_(workspace_id, request.agent_id()));
+// The longest snippet validate_code and test_code accept (the same bound as a stored metric).
+constexpr size_t kMaxCodeBytes = 100000;
+
+template <typename Request>
+std::optional<int64_t> ClientIdOf(const Request& request) {
+  if (request.has_client_id()) return request.client_id();
+  return std::nullopt;
+}
+
+absl::Status SandboxUnavailable(absl::string_view why) {
+  return MakeError(absl::StatusCode::kUnavailable, "sandbox_unavailable",
+                   absl::StrCat("the code sandbox is unavailable: ", why));
+}
+
+void CheckCode(const std::string* code, bool has, std::vector<FieldIssue>* issues) {
+  if (!has || code->empty()) {
+    issues->push_back({"code", "is required"});
+  } else if (code->size() > kMaxCodeBytes) {
+    issues->push_back({"code", absl::StrCat("must be at most ", kMaxCodeBytes, " bytes")});
   }
-  ASSIGN_OR_RETURN(*response, store_->ListUsable(workspace_id, disabled));
+}
+
+absl::Status ValidateTestBody(const v1::TestCodeBody& body) {
+  std::vector<FieldIssue> issues;
+  CheckCode(&body.code(), body.has_code(), &issues);
+  if (!body.has_call_observation_id()) {
+    issues.push_back({"call_observation_id", "is required"});
+  }
+  static constexpr absl::string_view kResultTypes[] = {"boolean", "rating", "enum", "numeric"};
+  if (body.has_result_type() && std::find(std::begin(kResultTypes), std::end(kResultTypes),
+                                          body.result_type()) == std::end(kResultTypes)) {
+    issues.push_back({"result_type", "must be one of boolean, rating, enum, numeric"});
+  }
+  if (body.result_type() == "enum" && body.enum_values_size() == 0) {
+    issues.push_back({"enum_values", "is required when result_type is enum"});
+  }
+  std::vector<std::string> enum_values(body.enum_values().begin(), body.enum_values().end());
+  for (FieldIssue& issue : judges::ValidateStructuredOutput(body.structured_output(),
+                                                            body.result_type(), enum_values)) {
+    issues.push_back(std::move(issue));
+  }
+  if (issues.empty()) return absl::OkStatus();
+  return ValidationError("validation_failed", "invalid test_code request", std::move(issues));
+}
+
+// The LLM metrics of a call, which a code judge reads as context['metric_results'].
+std::vector<v1::MetricResult> LlmResults(const v1::Call& call) {
+  std::vector<v1::MetricResult> out;
+  for (const v1::MetricResult& r : call.metric_results()) {
+    if (r.metrics_type() == "custom_evaluation") out.push_back(r);
+  }
+  return out;
+}
+
+// The workspace of a request: its client_id when given, else the key's own.
+absl::StatusOr<int64_t> Workspace(accounts::Authenticator* authenticator,
+                                  const std::string& authorization,
+                                  std::optional<int64_t> client_id) {
+  ASSIGN_OR_RETURN(accounts::Principal principal, authenticator->Authenticate(authorization));
+  return accounts::ResolveWorkspace(principal, client_id);
+}
+
+}  // namespace
+
+absl::Status MetricsService::HandleListMetrics(const std::string& auth,
+                                               const v1::ListMetricsRequest& request,
+                                               v1::ListMetricsResponse* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, deps_.store->List(workspace, request));
   return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* MetricsService::ListUsableMetrics(
-    grpc::CallbackServerContext* context, const v1::ListUsableMetricsRequest* request,
-    v1::ListUsableMetricsResponse* response) {
-  return RunUnaryInline(context, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleListUsableMetrics(auth, *request, response);
-  });
+absl::Status MetricsService::HandleCreateMetric(const std::string& auth,
+                                                const v1::CreateMetricRequest& request,
+                                                v1::Metric* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, deps_.store->Create(workspace, request.metric()));
+  return absl::OkStatus();
 }
+
+absl::Status MetricsService::HandleGetMetric(const std::string& auth,
+                                             const v1::GetMetricRequest& request,
+                                             v1::Metric* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, deps_.store->Get(workspace, request.id()));
+  return absl::OkStatus();
+}
+
+absl::Status MetricsService::HandleUpdateMetric(const std::string& auth,
+                                                const v1::UpdateMetricRequest& request,
+                                                v1::Metric* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, deps_.store->Update(workspace, request.id(), request.metric()));
+  return absl::OkStatus();
+}
+
+absl::Status MetricsService::HandleDeleteMetric(const std::string& auth,
+                                                const v1::DeleteMetricRequest& request,
+                                                google::protobuf::Empty* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+  return deps_.store->Delete(workspace, request.id());
+}
+
+absl::Status MetricsService::HandleBulkCreateMetrics(const std::string& auth,
+                                                     const v1::BulkCreateMetricsRequest& request,
+                                                     v1::BulkCreateMetricsResponse* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, deps_.store->BulkCreate(workspace, request.body()));
+  return absl::OkStatus();
+}
+
+absl::Status MetricsService::HandleValidateCode(const std::string& auth,
+                                                const v1::ValidateCodeRequest& request,
+                                                v1::ValidateCodeResponse* response) {
+  RETURN_IF_ERROR(Workspace(deps_.authenticator, auth, ClientIdOf(request)).status());
+  std::vector<FieldIssue> issues;
+  CheckCode(&request.body().code(), request.body().has_code(), &issues);
+  if (!issues.empty()) {
+    return ValidationError("validation_failed", "invalid validate_code request", std::move(issues));
+  }
+  if (deps_.sandbox == nullptr) return SandboxUnavailable("not configured");
+  absl::StatusOr<judges::CodeValidation> validation =
+      deps_.sandbox->Validate(request.body().code());
+  if (!validation.ok()) return SandboxUnavailable(validation.status().message());
+  response->set_valid(validation->valid);
+  for (const judges::CodeIssue& issue : validation->errors) {
+    v1::CodeIssue* out = response->add_errors();
+    if (issue.line) out->set_line(*issue.line);
+    if (issue.column) out->set_column(*issue.column);
+    out->set_message(issue.message);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MetricsService::HandleTestCode(const std::string& auth,
+                                            const v1::TestCodeRequest& request,
+                                            v1::TestCodeResponse* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+  const v1::TestCodeBody& body = request.body();
+  RETURN_IF_ERROR(ValidateTestBody(body));
+  absl::StatusOr<v1::Call> call = deps_.calls(workspace, body.call_observation_id());
+  if (!call.ok()) {
+    if (call.status().code() != absl::StatusCode::kNotFound) return call.status();
+    return ValidationError(
+        "call_not_found", absl::StrCat("call ", body.call_observation_id(), " not found"),
+        {{"call_observation_id",
+          absl::StrCat("no call ", body.call_observation_id(), " in workspace ", workspace)}});
+  }
+  if (deps_.sandbox == nullptr) return SandboxUnavailable("not configured");
+  v1::JobAgent agent;
+  agent.set_id(call->agent_id());
+  if (deps_.agents) {
+    absl::StatusOr<v1::JobAgent> found = deps_.agents(workspace, call->agent_id());
+    if (found.ok()) agent = *found;
+  }
+  const nlohmann::json context = judges::BuildCodeContext(
+      *call, {call->transcript().begin(), call->transcript().end()},
+      {call->standard_metrics().begin(), call->standard_metrics().end()}, LlmResults(*call), agent);
+  absl::StatusOr<judges::CodeRun> run = deps_.sandbox->Run(body.code(), context);
+  if (!run.ok()) return SandboxUnavailable(run.status().message());
+
+  v1::TestedCall* tested = response->mutable_call();
+  tested->set_id(call->id());
+  tested->set_identifier(call->call_identifier());
+  if (call->has_duration_seconds()) tested->set_duration(call->duration_seconds());
+  response->set_execution_time_ms(absl::ToDoubleMilliseconds(run->elapsed));
+  response->set_explanation(run->explanation);
+  *response->mutable_result() = run->result;
+  if (!run->result.has_null_value() &&
+      run->result.kind_case() == google::protobuf::Value::KIND_NOT_SET) {
+    response->mutable_result()->set_null_value(google::protobuf::NULL_VALUE);
+  }
+
+  std::optional<judges::CodeError> error = run->error;
+  if (!error && !run->result_set) {
+    error = judges::CodeError{"ResultNotSet", "the code never set metric['result']", std::nullopt};
+  }
+  if (!error && body.has_result_type()) {
+    std::vector<std::string> enum_values(body.enum_values().begin(), body.enum_values().end());
+    absl::Status typed = judges::CheckResultValue(run->result, body.result_type(), enum_values);
+    if (!typed.ok()) error = judges::CodeError{"ResultTypeError", std::string(typed.message()), {}};
+  }
+  if (error) {
+    v1::CodeError* out = response->mutable_error();
+    out->set_type(error->type);
+    out->set_message(error->message);
+    if (error->line) out->set_line(*error->line);
+    return absl::OkStatus();
+  }
+  response->set_metric_result(judges::MetricResultText(run->result));
+  if (auto outcome = judges::ClassifyOutcome(run->result, body.structured_output())) {
+    *response->mutable_structured_output() = *outcome;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MetricsService::HandleSetAgentStandardMetrics(
+    const std::string& auth, const v1::SetAgentStandardMetricsRequest& request,
+    v1::AgentStandardMetrics* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+  const auto& keys = request.body().disabled_metric_keys();
+  ASSIGN_OR_RETURN(*response, deps_.store->SetStandardToggles(
+                                  workspace, request.agent_id(),
+                                  std::vector<std::string>(keys.begin(), keys.end())));
+  return absl::OkStatus();
+}
+
+absl::Status MetricsService::HandleSetAgentLlmMetrics(const std::string& auth,
+                                                      const v1::SetAgentLlmMetricsRequest& request,
+                                                      v1::AgentLlmMetrics* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+  const auto& ids = request.body().disabled_llm_metric_ids();
+  ASSIGN_OR_RETURN(*response,
+                   deps_.store->SetCustomToggles(workspace, request.agent_id(),
+                                                 std::vector<int64_t>(ids.begin(), ids.end())));
+  return absl::OkStatus();
+}
+
+absl::Status MetricsService::HandleListUsableMetrics(const std::string& auth,
+                                                     const v1::ListUsableMetricsRequest& request,
+                                                     v1::ListUsableMetricsResponse* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+  std::optional<int64_t> agent_id;
+  if (request.has_agent_id()) agent_id = request.agent_id();
+  ASSIGN_OR_RETURN(*response, deps_.store->ListUsable(workspace, agent_id));
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Reads run inline on gRPC's thread; writes and sandbox runs on the pool (`pool` non-null).
+template <typename Work>
+grpc::ServerUnaryReactor* Dispatch(grpc::CallbackServerContext* context, ThreadPool* pool,
+                                   Work work) {
+  if (pool == nullptr) return RunUnaryInline(context, std::move(work));
+  return RunUnary(context, pool, std::move(work));
+}
+
+}  // namespace
+
+#define CALLEVAL_METRICS_RPC(Name, Request, Response, pool)                                     \
+  grpc::ServerUnaryReactor* MetricsService::Name(grpc::CallbackServerContext* context,          \
+                                                 const Request* request, Response* response) {  \
+    return Dispatch(context, pool, [this, auth = AuthorizationOf(context), request, response] { \
+      return Handle##Name(auth, *request, response);                                            \
+    });                                                                                         \
+  }
+
+CALLEVAL_METRICS_RPC(ListMetrics, v1::ListMetricsRequest, v1::ListMetricsResponse, deps_.pool)
+CALLEVAL_METRICS_RPC(CreateMetric, v1::CreateMetricRequest, v1::Metric, deps_.pool)
+CALLEVAL_METRICS_RPC(GetMetric, v1::GetMetricRequest, v1::Metric, nullptr)
+CALLEVAL_METRICS_RPC(UpdateMetric, v1::UpdateMetricRequest, v1::Metric, deps_.pool)
+CALLEVAL_METRICS_RPC(DeleteMetric, v1::DeleteMetricRequest, google::protobuf::Empty, deps_.pool)
+CALLEVAL_METRICS_RPC(BulkCreateMetrics, v1::BulkCreateMetricsRequest, v1::BulkCreateMetricsResponse,
+                     deps_.pool)
+CALLEVAL_METRICS_RPC(ValidateCode, v1::ValidateCodeRequest, v1::ValidateCodeResponse, deps_.pool)
+CALLEVAL_METRICS_RPC(TestCode, v1::TestCodeRequest, v1::TestCodeResponse, deps_.pool)
+CALLEVAL_METRICS_RPC(SetAgentStandardMetrics, v1::SetAgentStandardMetricsRequest,
+                     v1::AgentStandardMetrics, deps_.pool)
+CALLEVAL_METRICS_RPC(SetAgentLlmMetrics, v1::SetAgentLlmMetricsRequest, v1::AgentLlmMetrics,
+                     deps_.pool)
+CALLEVAL_METRICS_RPC(ListUsableMetrics, v1::ListUsableMetricsRequest, v1::ListUsableMetricsResponse,
+                     nullptr)
+
+#undef CALLEVAL_METRICS_RPC
 
 }  // namespace calleval::metrics

@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "services/calls/calls_service.h"
 #include "services/scoring/analysis.h"
+#include "services/scoring/custom_metrics.h"
 
 namespace calleval::scoring {
 namespace {
@@ -47,8 +48,9 @@ bool Planned(const calls::AnalysisJob& job, int64_t id) {
 
 }  // namespace
 
-JobOutcome ScoreJob(const calls::AnalysisJob& job) {
+JobOutcome ScoreJob(const calls::AnalysisJob& job, const judges::PythonSandbox* sandbox) {
   JobOutcome out;
+  std::vector<v1::StandardMetricResult> all_standard;
   if (job.observation_type == "voice") {
     AnalysisOptions options;
     options.channel_map = ChannelMapOf(job.metadata);
@@ -62,14 +64,16 @@ JobOutcome ScoreJob(const calls::AnalysisJob& job) {
       return out;
     }
     out.duration_s = analysis->duration_seconds;
-    for (auto& m : analysis->standard_metrics) {
-      if (Planned(job, m.metric_id())) out.results.push_back(std::move(m));
+    all_standard = std::move(analysis->standard_metrics);
+    for (const auto& m : all_standard) {
+      if (Planned(job, m.metric_id())) out.results.push_back(m);
     }
   }
   // The transcript-judged standard metrics need the LLM provider (the LLM work).
   for (const StandardMetricInfo& m : kStandardMetrics) {
     if (!m.requires_audio && Planned(job, m.id)) out.results.push_back(LlmUnavailable(m.id));
   }
+  out.metric_results = JudgeCustomMetrics(job, all_standard, sandbox);
   return out;
 }
 
@@ -100,7 +104,8 @@ absl::StatusOr<std::optional<calls::AnalysisJob>> GrpcAnalysisQueue::Lease() {
 
 absl::Status GrpcAnalysisQueue::Record(const calls::AnalysisJob& job,
                                        std::optional<double> duration_s,
-                                       const std::vector<v1::StandardMetricResult>& results) {
+                                       const std::vector<v1::StandardMetricResult>& results,
+                                       const std::vector<v1::MetricResult>& metric_results) {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::RecordAnalysisRequest request;
@@ -108,6 +113,7 @@ absl::Status GrpcAnalysisQueue::Record(const calls::AnalysisJob& job,
   request.set_token(job.token);
   if (duration_s) request.set_duration_seconds(*duration_s);
   for (const auto& r : results) *request.add_results() = r;
+  for (const auto& r : metric_results) *request.add_metric_results() = r;
   google::protobuf::Empty empty;
   return FromGrpcStatus(stub_->RecordAnalysis(&context, request, &empty));
 }
@@ -164,10 +170,10 @@ void ScoringWorkers::Loop() {
       std::cerr << "scoring: lease failed: " << job.status() << "\n";
     } else if (job->has_value()) {
       const calls::AnalysisJob& leased = **job;
-      JobOutcome outcome = ScoreJob(leased);
+      JobOutcome outcome = ScoreJob(leased, options_.sandbox);
       absl::Status reported =
           outcome.status.ok()
-              ? queue_->Record(leased, outcome.duration_s, outcome.results)
+              ? queue_->Record(leased, outcome.duration_s, outcome.results, outcome.metric_results)
               : queue_->Fail(leased, outcome.failure_reason, outcome.status.message());
       if (!reported.ok()) {
         std::cerr << "scoring: call " << leased.call_id << ": " << reported << "\n";

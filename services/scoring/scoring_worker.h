@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "calleval/v1/calls.grpc.pb.h"
 #include "services/calls/calls_store.h"
+#include "services/judges/sandbox.h"
 
 namespace calleval::scoring {
 
@@ -26,7 +27,8 @@ class AnalysisQueue {
   virtual ~AnalysisQueue() = default;
   virtual absl::StatusOr<std::optional<calls::AnalysisJob>> Lease() = 0;
   virtual absl::Status Record(const calls::AnalysisJob& job, std::optional<double> duration_s,
-                              const std::vector<v1::StandardMetricResult>& results) = 0;
+                              const std::vector<v1::StandardMetricResult>& results,
+                              const std::vector<v1::MetricResult>& metric_results) = 0;
   virtual absl::Status Fail(const calls::AnalysisJob& job, absl::string_view reason,
                             absl::string_view message) = 0;
   virtual absl::Status Release(const calls::AnalysisJob& job) = 0;
@@ -40,8 +42,9 @@ class StoreAnalysisQueue : public AnalysisQueue {
     return store_->LeaseAnalysis(lease_, max_attempts_);
   }
   absl::Status Record(const calls::AnalysisJob& job, std::optional<double> duration_s,
-                      const std::vector<v1::StandardMetricResult>& results) override {
-    return store_->RecordAnalysis(job.call_id, job.token, duration_s, results);
+                      const std::vector<v1::StandardMetricResult>& results,
+                      const std::vector<v1::MetricResult>& metric_results) override {
+    return store_->RecordAnalysis(job.call_id, job.token, duration_s, results, metric_results);
   }
   absl::Status Fail(const calls::AnalysisJob& job, absl::string_view reason,
                     absl::string_view message) override {
@@ -63,7 +66,8 @@ class GrpcAnalysisQueue : public AnalysisQueue {
   GrpcAnalysisQueue(std::shared_ptr<grpc::Channel> calls, absl::Duration lease, int max_attempts);
   absl::StatusOr<std::optional<calls::AnalysisJob>> Lease() override;
   absl::Status Record(const calls::AnalysisJob& job, std::optional<double> duration_s,
-                      const std::vector<v1::StandardMetricResult>& results) override;
+                      const std::vector<v1::StandardMetricResult>& results,
+                      const std::vector<v1::MetricResult>& metric_results) override;
   absl::Status Fail(const calls::AnalysisJob& job, absl::string_view reason,
                     absl::string_view message) override;
   absl::Status Release(const calls::AnalysisJob& job) override;
@@ -74,22 +78,25 @@ class GrpcAnalysisQueue : public AnalysisQueue {
   int max_attempts_;
 };
 
-// The standard metrics of one leased call (pure apart from reading its recording): the audio
-// pass for voice calls, and the transcript-judged metrics as failed llm_unavailable until an
-// LLM provider is configured (SPEC §7). Only the job's planned metrics are returned.
+// The metrics of one leased call: the audio pass for voice calls, the transcript-judged
+// standard metrics as failed llm_unavailable until an LLM provider is configured (SPEC §7),
+// then the custom metrics (custom_metrics.h). Only the job's planned metrics are returned.
+// `sandbox` may be null (code metrics then fail closed).
 struct JobOutcome {
   absl::Status status;  // not OK: the call fails with `failure_reason`
   std::string failure_reason;
   std::optional<double> duration_s;
   std::vector<v1::StandardMetricResult> results;
+  std::vector<v1::MetricResult> metric_results;
 };
-JobOutcome ScoreJob(const calls::AnalysisJob& job);
+JobOutcome ScoreJob(const calls::AnalysisJob& job, const judges::PythonSandbox* sandbox);
 
 class ScoringWorkers {
  public:
   struct Options {
     int workers = 1;
     absl::Duration poll_interval = absl::Seconds(1);
+    const judges::PythonSandbox* sandbox = nullptr;  // for code metrics
   };
   ScoringWorkers(AnalysisQueue* queue, Options options) : queue_(queue), options_(options) {}
   ~ScoringWorkers() { Stop(); }

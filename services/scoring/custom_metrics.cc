@@ -1,0 +1,211 @@
+#include "services/scoring/custom_metrics.h"
+
+#include "absl/algorithm/container.h"
+#include "absl/strings/str_cat.h"
+#include "common/standard_metrics.h"
+#include "services/judges/code_context.h"
+#include "services/judges/metric_values.h"
+#include "services/judges/text_judges.h"
+
+namespace calleval::scoring {
+namespace {
+
+constexpr absl::string_view kAiSpeaker = "AI Assistant";
+
+std::string DescribeCodeError(const judges::CodeError& error) {
+  std::string out = absl::StrCat(error.type, ": ", error.message);
+  if (error.line) absl::StrAppend(&out, " (line ", *error.line, ")");
+  return out;
+}
+
+v1::MetricResult NewResult(const v1::Metric& metric, absl::string_view status) {
+  v1::MetricResult r;
+  r.set_metric_id(metric.id());
+  r.set_name(metric.name());
+  r.set_metrics_type(metric.metrics_type());
+  r.set_result_type(metric.result_type());
+  r.set_status(std::string(status));
+  r.mutable_value()->set_null_value(google::protobuf::NULL_VALUE);
+  return r;
+}
+
+v1::MetricResult Failed(const v1::Metric& metric, absl::string_view error) {
+  v1::MetricResult r = NewResult(metric, "failed");
+  r.set_error(std::string(error));
+  return r;
+}
+
+v1::MetricResult NotApplicable(const v1::Metric& metric, absl::string_view why) {
+  v1::MetricResult r = NewResult(metric, "not_applicable");
+  r.set_explanation(std::string(why));
+  return r;
+}
+
+std::vector<std::string> ToVector(const google::protobuf::RepeatedPtrField<std::string>& items) {
+  return {items.begin(), items.end()};
+}
+
+// Whether the metric's trigger fires; an error string when it cannot be decided.
+struct TriggerDecision {
+  bool fires = true;
+  std::string error;
+};
+TriggerDecision DecideTrigger(const v1::Metric& metric, const calls::AnalysisJob& job,
+                              const nlohmann::json& context, const judges::PythonSandbox* sandbox) {
+  const v1::EvaluationTrigger& trigger = metric.evaluation_trigger();
+  const std::string type = trigger.has_type() ? trigger.type() : "always";
+  if (type == "phrase") {
+    return {judges::AnyPhraseSaid(job.transcript, ToVector(trigger.phrases())), ""};
+  }
+  if (type == "code") {
+    CodeVerdict verdict = JudgeCode(sandbox, trigger.code_snippet(), context, "boolean", {});
+    if (!verdict.ok) return {false, absl::StrCat("evaluation trigger: ", verdict.error)};
+    return {verdict.value.bool_value(), ""};
+  }
+  if (type == "llm") return {false, "llm_unavailable"};
+  return {true, ""};
+}
+
+}  // namespace
+
+CodeVerdict JudgeCode(const judges::PythonSandbox* sandbox, absl::string_view code,
+                      const nlohmann::json& context, absl::string_view result_type,
+                      const std::vector<std::string>& enum_values) {
+  CodeVerdict verdict;
+  if (sandbox == nullptr) {
+    verdict.error = "the code sandbox is unavailable on this installation";
+    return verdict;
+  }
+  absl::StatusOr<judges::CodeRun> run = sandbox->Run(code, context);
+  if (!run.ok()) {
+    verdict.error = std::string(run.status().message());
+    return verdict;
+  }
+  verdict.explanation = run->explanation;
+  if (run->error) {
+    verdict.error = DescribeCodeError(*run->error);
+    return verdict;
+  }
+  if (!run->result_set) {
+    verdict.error = "the code never set metric['result']";
+    return verdict;
+  }
+  if (!result_type.empty()) {
+    absl::Status typed = judges::CheckResultValue(run->result, result_type, enum_values);
+    if (!typed.ok()) {
+      verdict.error = std::string(typed.message());
+      return verdict;
+    }
+  }
+  verdict.ok = true;
+  verdict.value = run->result;
+  return verdict;
+}
+
+std::vector<v1::MetricResult> JudgeCustomMetrics(
+    const calls::AnalysisJob& job, const std::vector<v1::StandardMetricResult>& standard,
+    const judges::PythonSandbox* sandbox) {
+  std::vector<int64_t> planned;
+  for (int64_t id : job.planned_metric_ids) {
+    if (FindStandardMetric(id) == nullptr) planned.push_back(id);
+  }
+  std::vector<v1::MetricResult> results(planned.size());
+  auto definition = [&](int64_t id) -> const v1::Metric* {
+    auto it =
+        absl::c_find_if(job.custom_metrics, [id](const v1::Metric& m) { return m.id() == id; });
+    return it == job.custom_metrics.end() ? nullptr : &*it;
+  };
+
+  // LLM metrics run before the others, so code judges can read them (SPEC §6). Until an LLM
+  // provider is configured they fail with llm_unavailable.
+  std::vector<v1::MetricResult> llm_results;
+  std::vector<size_t> later;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const v1::Metric* metric = definition(planned[i]);
+    if (metric == nullptr) {
+      results[i].set_metric_id(planned[i]);
+      results[i].set_status("failed");
+      results[i].mutable_value()->set_null_value(google::protobuf::NULL_VALUE);
+      results[i].set_error("the metric was deleted before the call was scored");
+    } else if (metric->metrics_type() == "custom_evaluation") {
+      results[i] = Failed(*metric, "llm_unavailable");
+      llm_results.push_back(results[i]);
+    } else {
+      later.push_back(i);
+    }
+  }
+
+  nlohmann::json context;
+  bool context_built = false;
+  auto code_context = [&]() -> const nlohmann::json& {
+    if (!context_built) {
+      context =
+          judges::BuildCodeContext(job.call, job.transcript, standard, llm_results, job.agent);
+      context_built = true;
+    }
+    return context;
+  };
+
+  for (size_t i : later) {
+    const v1::Metric& metric = *definition(planned[i]);
+    const bool needs_context =
+        metric.metrics_type() == "code_as_judge" || metric.evaluation_trigger().type() == "code";
+    const nlohmann::json empty;
+    TriggerDecision trigger =
+        DecideTrigger(metric, job, needs_context ? code_context() : empty, sandbox);
+    if (!trigger.error.empty()) {
+      results[i] = Failed(metric, trigger.error);
+      continue;
+    }
+    if (!trigger.fires) {
+      results[i] = NotApplicable(metric, "the evaluation trigger did not fire");
+      continue;
+    }
+    v1::MetricResult r = NewResult(metric, "completed");
+    if (metric.metrics_type() == "specific_text_/_phrase_check" ||
+        metric.metrics_type() == "permitted_options_check") {
+      if (job.transcript.empty()) {
+        results[i] = NotApplicable(metric, "the call has no transcript to check");
+        continue;
+      }
+      judges::Verdict verdict;
+      if (metric.metrics_type() == "permitted_options_check") {
+        judges::OptionsCheck check;
+        check.permitted_options = ToVector(metric.permitted_options());
+        check.forbidden_options = ToVector(metric.forbidden_options());
+        check.speaker = metric.has_speaker() ? metric.speaker() : std::string(kAiSpeaker);
+        verdict = judges::JudgeOptions(job.transcript, check);
+      } else {
+        judges::PhraseCheck check;
+        check.phrases = ToVector(metric.phrases());
+        check.match_all = metric.match() == "all";
+        check.speaker = metric.has_speaker() ? metric.speaker() : std::string(kAiSpeaker);
+        check.case_sensitive = metric.case_sensitive();
+        verdict = judges::JudgePhrases(job.transcript, check);
+      }
+      r.mutable_value()->set_bool_value(verdict.value);
+      r.set_explanation(verdict.explanation);
+    } else if (metric.metrics_type() == "code_as_judge") {
+      CodeVerdict verdict = JudgeCode(sandbox, metric.code_snippet(), code_context(),
+                                      metric.result_type(), ToVector(metric.enum_values()));
+      if (!verdict.ok) {
+        r = Failed(metric, verdict.error);
+        if (!verdict.explanation.empty()) r.set_explanation(verdict.explanation);
+        results[i] = std::move(r);
+        continue;
+      }
+      *r.mutable_value() = verdict.value;
+      r.set_explanation(verdict.explanation);
+    } else {
+      results[i] = Failed(metric, absl::StrCat("unknown metrics_type ", metric.metrics_type()));
+      continue;
+    }
+    if (auto outcome = judges::ClassifyOutcome(r.value(), metric.structured_output())) {
+      *r.mutable_structured_output() = *outcome;
+    }
+    results[i] = std::move(r);
+  }
+  return results;
+}
+
+}  // namespace calleval::scoring

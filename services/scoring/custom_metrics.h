@@ -1,0 +1,36 @@
+#pragma once
+
+// Scores a call's custom metrics (SPEC §4, §6): the evaluation trigger, then the judge of the
+// metric's type (phrase and options checks, code in the sandbox; custom_evaluation needs the
+// LLM provider), the result typed by result_type, and structured_output turned into an
+// outcome_classification.
+
+#include <vector>
+
+#include "calleval/v1/calls.pb.h"
+#include "services/calls/calls_store.h"
+#include "services/judges/sandbox.h"
+
+namespace calleval::scoring {
+
+// One result per planned custom metric of `job`, in plan order. `standard` holds every
+// standard result the analysis produced (planned or not: a code judge sees them all).
+// `sandbox` may be null: code metrics and code triggers then fail closed.
+std::vector<v1::MetricResult> JudgeCustomMetrics(
+    const calls::AnalysisJob& job, const std::vector<v1::StandardMetricResult>& standard,
+    const judges::PythonSandbox* sandbox);
+
+// The result of one code snippet run as a metric of `result_type`: completed with the value,
+// or failed with the reason (an exception, a limit, a wrong or missing result). The Metrics
+// service's test_code reports the same.
+struct CodeVerdict {
+  bool ok = false;
+  google::protobuf::Value value;
+  std::string explanation;
+  std::string error;  // when !ok
+};
+CodeVerdict JudgeCode(const judges::PythonSandbox* sandbox, absl::string_view code,
+                      const nlohmann::json& context, absl::string_view result_type,
+                      const std::vector<std::string>& enum_values);
+
+}  // namespace calleval::scoring
