@@ -20,7 +20,8 @@ void BM_RunTrivial(benchmark::State& state) {
   for (auto _ : state) {
     absl::StatusOr<CodeRun> run = sandbox.Run("metric['result'] = True", context);
     if (!run.ok() || run->error || !run->result.bool_value()) {
-      state.SkipWithError(run.ok() ? "unexpected result" : std::string(run.status().message()).c_str());
+      state.SkipWithError(run.ok() ? "unexpected result"
+                                   : std::string(run.status().message()).c_str());
       return;
     }
     benchmark::DoNotOptimize(run->elapsed);

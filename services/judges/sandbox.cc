@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -11,8 +12,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <pthread.h>
 
 #include <algorithm>
 #include <cmath>
@@ -568,7 +567,8 @@ absl::StatusOr<Outcome> Execute(const std::vector<std::string>& argv, absl::stri
   // The parent's ends are close-on-exec so that concurrent runs never leak into each other.
   // stdin is a socket: send(MSG_NOSIGNAL) cannot raise SIGPIPE in the service.
   int sv[2], out[2], err[2], res[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return Errno("socketpair", errno);
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return Errno("socketpair", errno);
   Fd in_parent(sv[0]), in_child(sv[1]);
   if (pipe2(out, O_CLOEXEC) != 0) return Errno("pipe", errno);
   Fd out_parent(out[0]), out_child(out[1]);
@@ -601,8 +601,7 @@ absl::StatusOr<Outcome> Execute(const std::vector<std::string>& argv, absl::stri
   plan.cpu = {cpu, cpu + 1};
   plan.memory = {static_cast<rlim_t>(limits.memory_bytes),
                  static_cast<rlim_t>(limits.memory_bytes)};
-  plan.file_size = {static_cast<rlim_t>(limits.file_bytes),
-                    static_cast<rlim_t>(limits.file_bytes)};
+  plan.file_size = {static_cast<rlim_t>(limits.file_bytes), static_cast<rlim_t>(limits.file_bytes)};
   plan.open_files = {static_cast<rlim_t>(limits.open_files),
                      static_cast<rlim_t>(limits.open_files)};
   plan.core = {0, 0};
@@ -614,8 +613,8 @@ absl::StatusOr<Outcome> Execute(const std::vector<std::string>& argv, absl::stri
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &old);
-  const pid_t pid = clone(ChildMain, stack.get() + kChildStackBytes,
-                          CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
+  const pid_t pid =
+      clone(ChildMain, stack.get() + kChildStackBytes, CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
   const int clone_errno = errno;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) return Errno("clone", clone_errno);
@@ -663,12 +662,12 @@ absl::StatusOr<Outcome> Execute(const std::vector<std::string>& argv, absl::stri
       outcome.timed_out = !exited;
       break;
     }
-    int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(
-        deadline - now, absl::Milliseconds(1))));
+    int timeout_ms = static_cast<int>(
+        absl::ToInt64Milliseconds(absl::Ceil(deadline - now, absl::Milliseconds(1))));
     if (pidfd.get() < 0 && !exited) timeout_ms = std::min(timeout_ms, 10);
     pollfd fds[5] = {
-        {in_parent.get(), POLLOUT, 0},  {out_parent.get(), POLLIN, 0},
-        {err_parent.get(), POLLIN, 0},  {res_parent.get(), POLLIN, 0},
+        {in_parent.get(), POLLOUT, 0},          {out_parent.get(), POLLIN, 0},
+        {err_parent.get(), POLLIN, 0},          {res_parent.get(), POLLIN, 0},
         {exited ? -1 : pidfd.get(), POLLIN, 0},
     };
     const int n = poll(fds, 5, timeout_ms);
@@ -720,8 +719,8 @@ absl::StatusOr<Outcome> Execute(const std::vector<std::string>& argv, absl::stri
     kill(pid, SIGKILL);
     reap(0);
   }
-  outcome.cpu = absl::DurationFromTimeval(usage.ru_utime) +
-                absl::DurationFromTimeval(usage.ru_stime);
+  outcome.cpu =
+      absl::DurationFromTimeval(usage.ru_utime) + absl::DurationFromTimeval(usage.ru_stime);
   outcome.elapsed = absl::Now() - start;
   return outcome;
 }
@@ -733,22 +732,27 @@ absl::StatusOr<Outcome> Execute(const std::vector<std::string>& argv, absl::stri
 // for PATH and LANG, a new session, and a read-only root and /dev. `caps`: the capabilities
 // the Run harness needs for its lock-down (none for Validate).
 std::vector<std::string> BwrapArgs(const PythonSandbox::Options& options, bool caps) {
-  std::vector<std::string> args = {
-      options.bwrap,
-      "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
-      "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
-      "--uid", "0", "--gid", "0",
-      "--ro-bind", "/usr", "/usr",
-      "--symlink", "usr/bin", "/bin",
-      "--symlink", "usr/lib", "/lib",
-      "--symlink", "usr/lib64", "/lib64",
-      "--proc", "/proc",
-      "--dev", "/dev",
-      "--dir", "/tmp",
-      "--chdir", "/",
-      "--remount-ro", "/dev",
-      "--remount-ro", "/",
-      "--cap-drop", "ALL"};
+  std::vector<std::string> args = {options.bwrap,    "--unshare-all",
+                                   "--unshare-user", "--die-with-parent",
+                                   "--new-session",  "--clearenv",
+                                   "--setenv",       "PATH",
+                                   "/usr/bin:/bin",  "--setenv",
+                                   "LANG",           "C.UTF-8",
+                                   "--uid",          "0",
+                                   "--gid",          "0",
+                                   "--ro-bind",      "/usr",
+                                   "/usr",           "--symlink",
+                                   "usr/bin",        "/bin",
+                                   "--symlink",      "usr/lib",
+                                   "/lib",           "--symlink",
+                                   "usr/lib64",      "/lib64",
+                                   "--proc",         "/proc",
+                                   "--dev",          "/dev",
+                                   "--dir",          "/tmp",
+                                   "--chdir",        "/",
+                                   "--remount-ro",   "/dev",
+                                   "--remount-ro",   "/",
+                                   "--cap-drop",     "ALL"};
   if (caps) {
     for (const char* cap : {"CAP_SYS_ADMIN", "CAP_SYS_RESOURCE", "CAP_SETPCAP"}) {
       args.push_back("--cap-add");
@@ -781,20 +785,19 @@ absl::Status CheckPaths(const PythonSandbox::Options& options) {
 // did not start (`unavailable` says why).
 std::optional<CodeError> LimitError(const Outcome& outcome, const SandboxLimits& limits) {
   if (outcome.timed_out) {
-    return CodeError{"TimeoutError",
-                     absl::StrCat("the code ran longer than ", Seconds(limits.wall),
-                                  " (wall clock)"),
-                     std::nullopt};
+    return CodeError{
+        "TimeoutError",
+        absl::StrCat("the code ran longer than ", Seconds(limits.wall), " (wall clock)"),
+        std::nullopt};
   }
   if (outcome.over_limit != nullptr) {
     const absl::string_view which = outcome.over_limit;
-    return CodeError{"OutputLimitExceeded",
-                     which == "result"
-                         ? absl::StrCat("the code's result is larger than ",
-                                        Bytes(limits.output_bytes))
-                         : absl::StrCat("the code wrote more than ", Bytes(limits.output_bytes),
-                                        " to ", which),
-                     std::nullopt};
+    return CodeError{
+        "OutputLimitExceeded",
+        which == "result"
+            ? absl::StrCat("the code's result is larger than ", Bytes(limits.output_bytes))
+            : absl::StrCat("the code wrote more than ", Bytes(limits.output_bytes), " to ", which),
+        std::nullopt};
   }
   return std::nullopt;
 }
@@ -895,8 +898,7 @@ absl::StatusOr<CodeRun> PythonSandbox::Run(absl::string_view code,
   }
   // Invalid UTF-8 in the code or the context becomes U+FFFD rather than an exception here.
   const nlohmann::json request = {{"code", std::string(code)}, {"context", context}};
-  const std::string input =
-      request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string input = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 
   ASSIGN_OR_RETURN(Outcome outcome, Execute(argv, input, limits));
   CodeRun run;
@@ -972,8 +974,8 @@ absl::StatusOr<CodeValidation> PythonSandbox::Validate(absl::string_view code) c
   }
   const absl::string_view payload = absl::string_view(outcome.channel).substr(1);
   if (payload.empty()) {
-    return fail(absl::StrCat("the code could not be checked: ",
-                             NoResultError(outcome, limits).message));
+    return fail(
+        absl::StrCat("the code could not be checked: ", NoResultError(outcome, limits).message));
   }
   std::optional<nlohmann::json> doc = ParseChannel(payload);
   if (!doc || !Field(*doc, "errors").is_array()) {
@@ -984,7 +986,8 @@ absl::StatusOr<CodeValidation> PythonSandbox::Validate(absl::string_view code) c
     CodeIssue issue;
     if (Field(item, "line").is_number_integer()) issue.line = Field(item, "line").get<int>();
     if (Field(item, "column").is_number_integer()) issue.column = Field(item, "column").get<int>();
-    if (Field(item, "message").is_string()) issue.message = Field(item, "message").get<std::string>();
+    if (Field(item, "message").is_string())
+      issue.message = Field(item, "message").get<std::string>();
     validation.errors.push_back(std::move(issue));
   }
   validation.valid = validation.errors.empty();

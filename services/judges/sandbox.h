@@ -6,6 +6,30 @@
 // processes, file size, open files), a wall-clock kill of the whole sandbox, and byte caps on
 // everything it writes back. Code never runs unsandboxed: when the sandbox cannot start, Run
 // and Validate return an error status and the caller fails the metric closed.
+//
+// How (docs/code-judge.md has the user's view):
+// - The service clones a child (CLONE_VM | CLONE_VFORK, like posix_spawn) that starts its own
+//   session, keeps only the four pipes (stdin, stdout, stderr, the result on fd 3), sets
+//   RLIMIT_CPU/AS/FSIZE/NOFILE/CORE and execs bwrap with an empty environment. A service that
+//   runs as root hands the child to uid/gid 65534 first: host root is exempt from
+//   RLIMIT_NPROC, and the sandbox needs no privilege of the host.
+// - bwrap unshares every namespace (user, mount, PID, network, IPC, UTS, cgroup) and maps
+//   uid 0 of the new user namespace to that unprivileged uid; the root is read-only and holds
+//   /usr (read-only), the /bin, /lib, /lib64 links, a private /proc and a read-only /dev.
+// - A Python harness (python3 -I -S -c) first mounts a tmpfs of tmp_bytes on /tmp, forbids
+//   nested user namespaces, makes /proc/sys read-only, drops every capability (bounding,
+//   ambient, effective, permitted, inheritable; securebits locked; no_new_privs) and sets
+//   RLIMIT_NPROC (counted in the sandbox's own user namespace); only then reads the code.
+// - The service writes the input and reads the outputs with poll(), kills the whole process
+//   group at the wall clock or when an output passes its cap, and always reaps the child.
+//
+// Errors of a run (CodeRun.error.type): the snippet's own exception (ZeroDivisionError,
+// MemoryError, RecursionError, SystemExit, ... with the line), TypeError/ValueError for a
+// result that is not a bool, finite number, string or None, TimeoutError (wall clock),
+// CPULimitExceeded, OutputLimitExceeded, Crashed ("the code crashed (signal 11)"), Killed,
+// Exited (ended without a result) and ResultChannelError (the code wrote on fd 3).
+//
+// Thread-safe: Run and Validate may be called concurrently; each run is its own process tree.
 
 #include <cstdint>
 #include <optional>
@@ -21,7 +45,7 @@
 namespace calleval::judges {
 
 struct SandboxLimits {
-  absl::Duration cpu = absl::Seconds(5);
+  absl::Duration cpu = absl::Seconds(5);  // rounded up to whole seconds (RLIMIT_CPU)
   absl::Duration wall = absl::Seconds(10);
   int64_t memory_bytes = int64_t{256} << 20;  // address space
   int processes = 16;
@@ -62,6 +86,8 @@ class PythonSandbox {
  public:
   struct Options {
     std::string bwrap = "/usr/bin/bwrap";
+    // Debian's interpreter (not a pyenv one on PATH); must live under /usr, the only
+    // directory of the host mounted in the sandbox.
     std::string python = "/usr/bin/python3";
     SandboxLimits limits;
   };
@@ -71,7 +97,8 @@ class PythonSandbox {
   // Runs `code` with globals `context` (the JSON given) and
   // `metric = {"result": None, "explanation": "", "structured_output": None}`.
   // OK with `error` set when the snippet failed or hit a limit; an error status only when the
-  // sandbox itself could not run (bwrap or python missing, namespaces refused): kUnavailable.
+  // sandbox itself could not run (bwrap or python missing, namespaces refused): kUnavailable,
+  // with a message that starts "the code sandbox is unavailable: ".
   absl::StatusOr<CodeRun> Run(absl::string_view code, const nlohmann::json& context) const;
 
   // Syntax errors (with line and column), and a snippet that never assigns metric['result'].

@@ -103,5 +103,80 @@ TEST(SplitRolesTest, EdgeReachesRemoteRolesOverGrpc) {
   std::filesystem::remove_all(dir);
 }
 
+// Metrics over gRPC from the edge, and a scoring process that leases over gRPC: a custom code
+// metric's definition travels in the job and its result comes back in the report.
+TEST(SplitRolesTest, ScoringProcessJudgesCustomMetricsOverGrpc) {
+  const std::string dir = testing::MakeTempDir("split_scoring");
+  ServerConfig backend_config;
+  backend_config.data_dir = dir;
+  backend_config.grpc_addr = "127.0.0.1:0";
+  backend_config.roles = {"accounts", "agents", "calls", "metrics"};
+  auto backend = Server::Start(backend_config);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  const std::string grpc_addr = absl::StrCat("127.0.0.1:", (*backend)->grpc_port());
+
+  ServerConfig scoring_config;
+  scoring_config.data_dir = dir;
+  scoring_config.grpc_addr = "127.0.0.1:0";
+  scoring_config.roles = {"scoring"};
+  scoring_config.calls_addr = grpc_addr;
+  scoring_config.workers = 1;
+  auto scoring = Server::Start(scoring_config);
+  ASSERT_TRUE(scoring.ok()) << scoring.status();
+
+  ServerConfig edge_config;
+  edge_config.data_dir = dir;
+  edge_config.http_addr = "127.0.0.1:0";
+  edge_config.roles = {"edge"};
+  edge_config.accounts_addr = edge_config.agents_addr = edge_config.calls_addr =
+      edge_config.metrics_addr = grpc_addr;
+  edge_config.access_log = false;
+  auto edge = Server::Start(edge_config);
+  ASSERT_TRUE(edge.ok()) << edge.status();
+
+  testing::HttpClient client((*edge)->http_base_url());
+  client.set_api_key((*backend)->bootstrap()->key.api_key);
+  auto agent = client.Post("/api/v1/agents", json{{"name", "split scored"},
+                                                  {"phone_number", "+14155550123"},
+                                                  {"language_id", 1},
+                                                  {"instructions", "x"}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+  auto metric = client.Post("/api/v1/metrics",
+                            json{{"name", "Caller spoke"},
+                                 {"metrics_type", "code_as_judge"},
+                                 {"code_snippet",
+                                  "metric['result'] = any(t['role'] == 'User' for t in "
+                                  "context['transcript'])\nmetric['explanation'] = "
+                                  "context['agent']['name']"},
+                                 {"agent_ids", {agent.json()["id"]}}});
+  ASSERT_EQ(metric.status, 201) << metric.body;
+  // A metric error crosses the gRPC hop with its status and details.
+  auto invalid = client.Post("/api/v1/metrics", json{{"name", "no type"}});
+  EXPECT_EQ(invalid.status, 422);
+  EXPECT_EQ(invalid.json()["error"]["details"][0]["field"], "metrics_type");
+
+  auto ingest = client.Post("/api/public/v1/calls",
+                            json{{"call_identifier", "split-scored-1"},
+                                 {"agent_id", agent.json()["id"]},
+                                 {"transcript", {{{"role", "User"}, {"content", "Hello?"}}}}});
+  ASSERT_EQ(ingest.status, 201) << ingest.body;
+  json call;
+  for (int i = 0; i < 400; ++i) {
+    call = client.Get("/api/public/v1/calls/split-scored-1").json();
+    if (call["analysis_status"] == "completed") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(call["analysis_status"], "completed") << call.dump();
+  ASSERT_EQ(call["metric_results"].size(), 1u) << call.dump();
+  EXPECT_EQ(call["metric_results"][0]["value"], true);
+  EXPECT_EQ(call["metric_results"][0]["explanation"], "split scored");
+  EXPECT_EQ(call["metric_results"][0]["credits_used"], 1);
+
+  edge->reset();
+  scoring->reset();
+  backend->reset();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace calleval

@@ -73,8 +73,8 @@ class SandboxTest : public ::testing::Test {
 
   // A benign snippet right after a hostile one: the sandbox (and the process) still work.
   void ExpectHealthy() {
-    CodeRun run = MustRun("metric['result'] = context['x'] * 2\nmetric['explanation'] = 'ok'",
-                          {{"x", 21}});
+    CodeRun run =
+        MustRun("metric['result'] = context['x'] * 2\nmetric['explanation'] = 'ok'", {{"x", 21}});
     EXPECT_FALSE(run.error.has_value()) << run.error->type << ": " << run.error->message;
     EXPECT_EQ(run.result.number_value(), 42);
     EXPECT_EQ(run.explanation, "ok");
@@ -113,7 +113,8 @@ TEST_F(SandboxTest, BooleanResultAndExplanation) {
       "longest = max((s['duration_ms'] for s in context['silence']['silences']), default=0)\n"
       "metric['result'] = longest < 10000\n"
       "metric['explanation'] = f\"longest silence {longest} ms\"\n",
-      {{"silence", {{"count", 2}, {"silences", {{{"duration_ms", 1200}}, {{"duration_ms", 800}}}}}}});
+      {{"silence",
+        {{"count", 2}, {"silences", {{{"duration_ms", 1200}}, {{"duration_ms", 800}}}}}}});
   EXPECT_FALSE(run.error.has_value());
   EXPECT_TRUE(run.result_set);
   EXPECT_TRUE(run.result.bool_value());
@@ -131,9 +132,10 @@ TEST_F(SandboxTest, NumberStringAndContextValues) {
                          {{"call", {{"d", 601}}}});
   EXPECT_EQ(text.result.string_value(), "long");
 
-  CodeRun unicode = MustRun("metric['result'] = 'h\\u00e9llo \\U0001F600'\n"
-                            "metric['explanation'] = context['t']",
-                            {{"t", "caf\xc3\xa9"}});
+  CodeRun unicode = MustRun(
+      "metric['result'] = 'h\\u00e9llo \\U0001F600'\n"
+      "metric['explanation'] = context['t']",
+      {{"t", "caf\xc3\xa9"}});
   EXPECT_EQ(unicode.result.string_value(), "h\xc3\xa9llo \xf0\x9f\x98\x80");
   EXPECT_EQ(unicode.explanation, "caf\xc3\xa9");
 
@@ -161,7 +163,7 @@ TEST_F(SandboxTest, ExceptionsReportTypeMessageAndLine) {
   EXPECT_EQ(run.error->type, "ZeroDivisionError");
   EXPECT_EQ(run.error->message, "division by zero");
   EXPECT_THAT(run.error->line, Optional(4));  // the deepest line of the snippet
-  EXPECT_TRUE(run.result_set);                 // what it set before failing is kept
+  EXPECT_TRUE(run.result_set);                // what it set before failing is kept
 
   CodeRun syntax = MustRun("metric['result'] = (1,\n");
   ASSERT_TRUE(syntax.error.has_value());
@@ -197,9 +199,8 @@ TEST_F(SandboxTest, ConcurrentRunsFromFourThreads) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([this, t, &ok] {
       for (int i = 0; i < 3; ++i) {
-        absl::StatusOr<CodeRun> run =
-            sandbox_.Run("metric['result'] = context['t'] * 100 + context['i']",
-                         {{"t", t}, {"i", i}});
+        absl::StatusOr<CodeRun> run = sandbox_.Run(
+            "metric['result'] = context['t'] * 100 + context['i']", {{"t", t}, {"i", i}});
         if (run.ok() && !run->error && run->result.number_value() == t * 100 + i) ++ok[t];
       }
     });
@@ -266,8 +267,8 @@ TEST_F(SandboxTest, DeepRecursion) {
 // Hostile snippets: the file system.
 
 TEST_F(SandboxTest, ReadEtcPasswd) {
-  CodeRun run = ExpectContained("metric['result'] = open('/etc/passwd').read()",
-                                "FileNotFoundError");
+  CodeRun run =
+      ExpectContained("metric['result'] = open('/etc/passwd').read()", "FileNotFoundError");
   EXPECT_TRUE(run.result.has_null_value());
   ExpectReported(
       "import os\nmetric['result'] = sorted(os.listdir('/'))\n"
@@ -284,8 +285,9 @@ TEST_F(SandboxTest, ReadTheDataDir) {
   std::ofstream(secret) << "SECRET-DATA-DIR-CONTENT";
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
   const std::string cwd = fs::current_path().string();
-  const nlohmann::json context = {{"paths", {secret.string(), exe, cwd + "/CMakeCache.txt",
-                                             "/work/main/CMakeLists.txt", "/root/.bashrc"}}};
+  const nlohmann::json context = {{"paths",
+                                   {secret.string(), exe, cwd + "/CMakeCache.txt",
+                                    "/work/main/CMakeLists.txt", "/root/.bashrc"}}};
   CodeRun run = MustRun(
       "found = []\n"
       "for p in context['paths']:\n"
@@ -405,10 +407,10 @@ TEST_F(SandboxTest, TcpToAHostListener) {
   socklen_t len = sizeof(addr);
   ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   const int port = ntohs(addr.sin_port);
-  CodeRun run = ExpectContained(
-      absl::StrCat("import socket\ns = socket.create_connection(('127.0.0.1', ", port,
-                   "), timeout=3)\nmetric['result'] = True"),
-      "ConnectionRefusedError");
+  CodeRun run =
+      ExpectContained(absl::StrCat("import socket\ns = socket.create_connection(('127.0.0.1', ",
+                                   port, "), timeout=3)\nmetric['result'] = True"),
+                      "ConnectionRefusedError");
   EXPECT_EQ(accept(listener, nullptr, nullptr), -1);  // nobody ever connected
   close(listener);
 }
@@ -499,9 +501,9 @@ TEST_F(SandboxTest, Allocate2GB) {
 TEST_F(SandboxTest, Print10MB) {
   CodeRun run = ExpectContained("print('x' * 10_000_000)", "OutputLimitExceeded");
   EXPECT_EQ(run.error->message, "the code wrote more than 64 KiB to stdout");
-  CodeRun err = ExpectContained(
-      "import sys\nfor i in range(100000):\n    sys.stderr.write('y' * 100)",
-      "OutputLimitExceeded");
+  CodeRun err =
+      ExpectContained("import sys\nfor i in range(100000):\n    sys.stderr.write('y' * 100)",
+                      "OutputLimitExceeded");
   EXPECT_EQ(err.error->message, "the code wrote more than 64 KiB to stderr");
   // Small output is fine.
   ExpectReported("print('hello')\nmetric['result'] = 1");
@@ -599,9 +601,21 @@ TEST_F(SandboxTest, SubprocessStaysInside) {
   EXPECT_EQ(run.explanation, "1");
 }
 
+TEST_F(SandboxTest, PtraceOfTheSandboxInit) {
+  // The sandbox's init has no capabilities either (and no_new_privs), so tracing it gains
+  // nothing; a stopped init keeps the sandbox alive until the wall clock takes it down.
+  PythonSandbox sandbox(Limited(absl::Seconds(1), absl::Seconds(1)));
+  CodeRun run = MustRun(sandbox,
+                        "import ctypes\n"
+                        "libc = ctypes.CDLL(None, use_errno=True)\n"
+                        "metric['result'] = libc.ptrace(16, 1, 0, 0)\n");
+  if (run.error) EXPECT_EQ(run.error->type, "TimeoutError");
+  ExpectHealthy();
+}
+
 TEST_F(SandboxTest, TooManyOpenFiles) {
-  CodeRun run = ExpectContained(
-      "fs = []\nwhile True:\n    fs.append(open('/dev/null'))", "OSError");
+  CodeRun run =
+      ExpectContained("fs = []\nwhile True:\n    fs.append(open('/dev/null'))", "OSError");
   EXPECT_THAT(run.error->message, HasSubstr("Too many open files"));
 }
 
