@@ -404,7 +404,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   if (HasRole(config, "scoring") || HasRole(config, "metrics")) {
     // Code never runs unsandboxed: when the sandbox cannot start, code metrics fail closed
     // and validate_code / test_code answer 503. Say so once, at start-up.
-    s->sandbox = std::make_unique<judges::PythonSandbox>();
+    judges::PythonSandbox::Options sandbox;
+    sandbox.bwrap = config.sandbox_bwrap;
+    sandbox.python = config.sandbox_python;
+    s->sandbox = std::make_unique<judges::PythonSandbox>(sandbox);
     absl::StatusOr<judges::CodeRun> probe =
         s->sandbox->Run("metric['result'] = True", nlohmann::json::object());
     if (!probe.ok()) {

@@ -142,11 +142,22 @@ const std::map<std::string, Setter>& Setters() {
          }
          return absl::OkStatus();
        }},
-      {"analysis-lease-seconds", [](const std::string& v, ServerConfig* c) -> absl::Status {
+      {"analysis-lease-seconds",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
          int64_t n = 0;
          if (absl::Status s = ParseInt("analysis-lease-seconds", v, &n); !s.ok()) return s;
          if (n < 1) return absl::InvalidArgumentError("--analysis-lease-seconds: at least 1");
          c->analysis_lease = absl::Seconds(n);
+         return absl::OkStatus();
+       }},
+      {"sandbox-bwrap",
+       [](const std::string& v, ServerConfig* c) {
+         c->sandbox_bwrap = v;
+         return absl::OkStatus();
+       }},
+      {"sandbox-python",
+       [](const std::string& v, ServerConfig* c) {
+         c->sandbox_python = v;
          return absl::OkStatus();
        }},
       {"max-recording-bytes",

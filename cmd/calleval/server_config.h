@@ -41,6 +41,10 @@ struct ServerConfig {
   absl::Duration download_timeout = absl::Minutes(5);
   // How long a scoring worker holds a call before another may take it over.
   absl::Duration analysis_lease = absl::Minutes(10);
+  // The code sandbox (SPEC §6): bubblewrap and Debian's python3 (which must live under /usr,
+  // the only tree mounted in the sandbox).
+  std::string sandbox_bwrap = "/usr/bin/bwrap";
+  std::string sandbox_python = "/usr/bin/python3";
 };
 
 // Parses `serve` flags (argv after the subcommand) over the environment's CALLEVAL_* values.

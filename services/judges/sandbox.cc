@@ -549,7 +549,7 @@ struct Outcome {
   bool timed_out = false;
   const char* over_limit = nullptr;  // "stdout", "stderr" or "result" when a cap was hit
   int status = 0;                    // wait status of bwrap
-  absl::Duration cpu;                // user + system time of the whole sandbox
+  absl::Duration cpu;  // user + system time of bwrap and of what it reaped (may miss the code)
   absl::Duration elapsed;
 };
 
@@ -567,8 +567,9 @@ absl::StatusOr<Outcome> Execute(const std::vector<std::string>& argv, absl::stri
   // The parent's ends are close-on-exec so that concurrent runs never leak into each other.
   // stdin is a socket: send(MSG_NOSIGNAL) cannot raise SIGPIPE in the service.
   int sv[2], out[2], err[2], res[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     return Errno("socketpair", errno);
+  }
   Fd in_parent(sv[0]), in_child(sv[1]);
   if (pipe2(out, O_CLOEXEC) != 0) return Errno("pipe", errno);
   Fd out_parent(out[0]), out_child(out[1]);
@@ -596,8 +597,8 @@ absl::StatusOr<Outcome> Execute(const std::vector<std::string>& argv, absl::stri
   plan.drop_root = geteuid() == 0;
   plan.parent = getpid();
   const rlim_t cpu = static_cast<rlim_t>(WholeSeconds(limits.cpu));
-  // SIGXCPU at the soft limit (the harness turns it into an exception with the line), SIGKILL
-  // a second later for code that ignores or catches it.
+  // SIGXCPU at the soft limit (the harness reports it at once, with the line), SIGKILL a
+  // second later for code that ignores SIGXCPU or spins in C.
   plan.cpu = {cpu, cpu + 1};
   plan.memory = {static_cast<rlim_t>(limits.memory_bytes),
                  static_cast<rlim_t>(limits.memory_bytes)};

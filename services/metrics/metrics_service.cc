@@ -21,10 +21,11 @@ std::optional<int64_t> ClientIdOf(const Request& request) {
   return std::nullopt;
 }
 
-absl::Status SandboxUnavailable(absl::string_view why) {
-  return MakeError(absl::StatusCode::kUnavailable, "sandbox_unavailable",
-                   absl::StrCat("the code sandbox is unavailable: ", why));
+// 503: the sandbox's own message already says what is missing.
+absl::Status SandboxUnavailable(absl::string_view message) {
+  return MakeError(absl::StatusCode::kUnavailable, "sandbox_unavailable", message);
 }
+constexpr absl::string_view kNoSandbox = "the code sandbox is unavailable: not configured";
 
 void CheckCode(const std::string* code, bool has, std::vector<FieldIssue>* issues) {
   if (!has || code->empty()) {
@@ -132,7 +133,7 @@ absl::Status MetricsService::HandleValidateCode(const std::string& auth,
   if (!issues.empty()) {
     return ValidationError("validation_failed", "invalid validate_code request", std::move(issues));
   }
-  if (deps_.sandbox == nullptr) return SandboxUnavailable("not configured");
+  if (deps_.sandbox == nullptr) return SandboxUnavailable(kNoSandbox);
   absl::StatusOr<judges::CodeValidation> validation =
       deps_.sandbox->Validate(request.body().code());
   if (!validation.ok()) return SandboxUnavailable(validation.status().message());
@@ -160,7 +161,7 @@ absl::Status MetricsService::HandleTestCode(const std::string& auth,
         {{"call_observation_id",
           absl::StrCat("no call ", body.call_observation_id(), " in workspace ", workspace)}});
   }
-  if (deps_.sandbox == nullptr) return SandboxUnavailable("not configured");
+  if (deps_.sandbox == nullptr) return SandboxUnavailable(kNoSandbox);
   v1::JobAgent agent;
   agent.set_id(call->agent_id());
   if (deps_.agents) {

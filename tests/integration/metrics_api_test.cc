@@ -738,3 +738,77 @@ TEST_F(MetricsApiTest, CodeMetricReadsTheAudioMeasurements) {
 
 }  // namespace
 }  // namespace calleval
+
+namespace calleval {
+namespace {
+
+// Without a working sandbox, code never runs: code metrics fail closed with a clear error,
+// validate_code and test_code answer 503, and everything else keeps working.
+TEST(SandboxUnavailableTest, CodeMetricsFailClosed) {
+  const std::string dir = testing::MakeTempDir("no_sandbox");
+  ServerConfig config = testing::TestServerConfig(dir);
+  config.sandbox_bwrap = dir + "/no-such-bwrap";
+  auto server = Server::Start(config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  HttpClient client((*server)->http_base_url());
+  client.set_api_key((*server)->bootstrap()->key.api_key);
+  HttpResponse agent = client.Post("/api/v1/agents", json{{"name", "no sandbox"},
+                                                          {"phone_number", "+14155550123"},
+                                                          {"language_id", 1},
+                                                          {"instructions", "x"}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+  HttpResponse metric =
+      client.Post("/api/v1/metrics", json{{"name", "Needs python"},
+                                          {"metrics_type", "code_as_judge"},
+                                          {"code_snippet", "metric['result'] = True"},
+                                          {"agent_ids", {agent.json()["id"]}}});
+  ASSERT_EQ(metric.status, 201) << metric.body;
+  HttpResponse phrase =
+      client.Post("/api/v1/metrics", json{{"name", "Says hello"},
+                                          {"metrics_type", "specific_text_/_phrase_check"},
+                                          {"phrases", {"hello"}},
+                                          {"agent_ids", {agent.json()["id"]}}});
+  ASSERT_EQ(phrase.status, 201) << phrase.body;
+
+  HttpResponse validate =
+      client.Post("/api/v1/metrics/validate_code", json{{"code", "metric['result'] = True"}});
+  EXPECT_EQ(validate.status, 503) << validate.body;
+  EXPECT_EQ(validate.json()["error"]["code"], "sandbox_unavailable");
+  EXPECT_THAT(validate.json()["error"]["message"].get<std::string>(),
+              ::testing::StartsWith("the code sandbox is unavailable: "));
+
+  HttpResponse ingest =
+      client.Post("/api/public/v1/calls",
+                  json{{"call_identifier", "no-sandbox-1"},
+                       {"agent_id", agent.json()["id"]},
+                       {"transcript", {{{"role", "AI Assistant"}, {"content", "Hello"}}}}});
+  ASSERT_EQ(ingest.status, 201) << ingest.body;
+  HttpResponse test = client.Post(
+      "/api/v1/metrics/test_code",
+      json{{"code", "metric['result'] = True"}, {"call_observation_id", ingest.json()["id"]}});
+  EXPECT_EQ(test.status, 503) << test.body;
+
+  json call;
+  for (int i = 0; i < 400; ++i) {
+    call = client.Get("/api/public/v1/calls/no-sandbox-1").json();
+    if (call["analysis_status"] == "completed") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_EQ(call["analysis_status"], "completed") << call.dump();
+  for (const json& r : call["metric_results"]) {
+    if (r["metric_id"] == metric.json()["id"]) {
+      EXPECT_EQ(r["status"], "failed");
+      EXPECT_THAT(r["error"].get<std::string>(), HasSubstr("the code sandbox is unavailable"));
+      EXPECT_EQ(r["credits_used"], 0);
+    } else {
+      EXPECT_EQ(r["status"], "completed");  // the phrase check does not need the sandbox
+      EXPECT_EQ(r["value"], true);
+    }
+  }
+  EXPECT_EQ(call["metric_results"].size(), 2u);
+  server->reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace calleval

@@ -141,14 +141,14 @@ TEST(SplitRolesTest, ScoringProcessJudgesCustomMetricsOverGrpc) {
                                                   {"language_id", 1},
                                                   {"instructions", "x"}});
   ASSERT_EQ(agent.status, 201) << agent.body;
-  auto metric = client.Post("/api/v1/metrics",
-                            json{{"name", "Caller spoke"},
-                                 {"metrics_type", "code_as_judge"},
-                                 {"code_snippet",
-                                  "metric['result'] = any(t['role'] == 'User' for t in "
-                                  "context['transcript'])\nmetric['explanation'] = "
-                                  "context['agent']['name']"},
-                                 {"agent_ids", {agent.json()["id"]}}});
+  auto metric =
+      client.Post("/api/v1/metrics", json{{"name", "Caller spoke"},
+                                          {"metrics_type", "code_as_judge"},
+                                          {"code_snippet",
+                                           "metric['result'] = any(t['role'] == 'User' for t in "
+                                           "context['transcript'])\nmetric['explanation'] = "
+                                           "context['agent']['name']"},
+                                          {"agent_ids", {agent.json()["id"]}}});
   ASSERT_EQ(metric.status, 201) << metric.body;
   // A metric error crosses the gRPC hop with its status and details.
   auto invalid = client.Post("/api/v1/metrics", json{{"name", "no type"}});

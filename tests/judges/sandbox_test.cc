@@ -609,7 +609,9 @@ TEST_F(SandboxTest, PtraceOfTheSandboxInit) {
                         "import ctypes\n"
                         "libc = ctypes.CDLL(None, use_errno=True)\n"
                         "metric['result'] = libc.ptrace(16, 1, 0, 0)\n");
-  if (run.error) EXPECT_EQ(run.error->type, "TimeoutError");
+  if (run.error) {
+    EXPECT_EQ(run.error->type, "TimeoutError");
+  }
   ExpectHealthy();
 }
 
