@@ -7,6 +7,7 @@
 #include <grpcpp/channel.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -50,6 +51,19 @@ class CachingAuthenticator : public Authenticator {
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mu_);
 };
+
+// The workspace a request acts on: its `client_id` when given (the key's own workspace or one
+// granted to it, else 403), otherwise the key's own. 401 for a missing or unknown key.
+absl::StatusOr<int64_t> RequestWorkspace(Authenticator* authenticator,
+                                         absl::string_view authorization,
+                                         std::optional<int64_t> client_id);
+
+// The optional client_id of a request message.
+template <typename Request>
+std::optional<int64_t> ClientIdOf(const Request& request) {
+  if (!request.has_client_id()) return std::nullopt;
+  return request.client_id();
+}
 
 std::unique_ptr<Authenticator> NewStoreAuthenticator(AccountsStore* store,
                                                      absl::Duration ttl = absl::Seconds(5));

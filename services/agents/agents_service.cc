@@ -8,19 +8,8 @@
 namespace calleval::agents {
 namespace {
 
-// The workspace of a request: its client_id when given, else the key's own.
-absl::StatusOr<int64_t> Workspace(accounts::Authenticator* authenticator,
-                                  const std::string& authorization,
-                                  std::optional<int64_t> client_id) {
-  ASSIGN_OR_RETURN(accounts::Principal principal, authenticator->Authenticate(authorization));
-  return accounts::ResolveWorkspace(principal, client_id);
-}
-
-template <typename Request>
-std::optional<int64_t> ClientIdOf(const Request& request) {
-  if (request.has_client_id()) return request.client_id();
-  return std::nullopt;
-}
+using accounts::ClientIdOf;
+constexpr auto Workspace = accounts::RequestWorkspace;
 
 }  // namespace
 

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "common/clock.h"
 #include "common/errors.h"
+#include "common/sent_fields.h"
 #include "common/status_macros.h"
 
 namespace calleval::agents {
@@ -62,30 +63,6 @@ struct AgentRecord {
   std::string created_at;
   std::string updated_at;
 };
-
-// Which top-level keys a request carried. The edge's JSON codec fills set_fields/null_fields;
-// a gRPC client may instead just set the fields, so a set field counts as sent too.
-class SentKeys {
- public:
-  explicit SentKeys(const v1::AgentFields& fields)
-      : set_(fields.set_fields().begin(), fields.set_fields().end()),
-        null_(fields.null_fields().begin(), fields.null_fields().end()) {}
-
-  bool Set(absl::string_view key, bool has_value) const { return has_value || set_.contains(key); }
-  bool Null(absl::string_view key) const { return null_.contains(key); }
-
- private:
-  absl::flat_hash_set<std::string> set_;
-  absl::flat_hash_set<std::string> null_;
-};
-
-// Length in characters (UTF-8 code points), which is what a user counts.
-size_t CharLength(absl::string_view s) {
-  return std::count_if(s.begin(), s.end(),
-                       [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
-}
-
-bool IsBlank(absl::string_view s) { return absl::StripAsciiWhitespace(s).empty(); }
 
 bool IsExternal(absl::string_view source) {
   return source == kExternalVapi || source == kExternalRetell;

@@ -4,20 +4,11 @@
 #include "common/unary.h"
 
 namespace calleval::calls {
-namespace {
-
-template <typename Request>
-std::optional<int64_t> ClientIdOf(const Request& request) {
-  if (!request.has_client_id()) return std::nullopt;
-  return request.client_id();
-}
-
-}  // namespace
+using accounts::ClientIdOf;
 
 absl::StatusOr<int64_t> CallsService::Workspace(const std::string& authorization,
                                                 std::optional<int64_t> client_id) {
-  ASSIGN_OR_RETURN(accounts::Principal principal, authenticator_->Authenticate(authorization));
-  return accounts::ResolveWorkspace(principal, client_id);
+  return accounts::RequestWorkspace(authenticator_, authorization, client_id);
 }
 
 absl::Status CallsService::HandleIngestCall(const std::string& authorization,

@@ -15,12 +15,6 @@ namespace {
 // The longest snippet validate_code and test_code accept (the same bound as a stored metric).
 constexpr size_t kMaxCodeBytes = 100000;
 
-template <typename Request>
-std::optional<int64_t> ClientIdOf(const Request& request) {
-  if (request.has_client_id()) return request.client_id();
-  return std::nullopt;
-}
-
 // 503: the sandbox's own message already says what is missing.
 absl::Status SandboxUnavailable(absl::string_view message) {
   return MakeError(absl::StatusCode::kUnavailable, "sandbox_unavailable", message);
@@ -67,13 +61,8 @@ std::vector<v1::MetricResult> LlmResults(const v1::Call& call) {
   return out;
 }
 
-// The workspace of a request: its client_id when given, else the key's own.
-absl::StatusOr<int64_t> Workspace(accounts::Authenticator* authenticator,
-                                  const std::string& authorization,
-                                  std::optional<int64_t> client_id) {
-  ASSIGN_OR_RETURN(accounts::Principal principal, authenticator->Authenticate(authorization));
-  return accounts::ResolveWorkspace(principal, client_id);
-}
+using accounts::ClientIdOf;
+constexpr auto Workspace = accounts::RequestWorkspace;
 
 }  // namespace
 

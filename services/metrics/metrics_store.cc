@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "common/clock.h"
 #include "common/errors.h"
+#include "common/sent_fields.h"
 #include "common/standard_metrics.h"
 #include "common/status_macros.h"
 #include "services/judges/metric_values.h"
@@ -75,14 +76,6 @@ constexpr int64_t kStandardMetricCost = 1;
 constexpr absl::string_view kMetricColumns =
     "id, workspace_id, name, metrics_type, result_type, is_global, credit_cost, definition, "
     "created_at, updated_at";
-
-// Length in characters (UTF-8 code points), which is what a user counts.
-size_t CharLength(absl::string_view s) {
-  return std::count_if(s.begin(), s.end(),
-                       [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
-}
-
-bool IsBlank(absl::string_view s) { return absl::StripAsciiWhitespace(s).empty(); }
 
 // Unicode case folding, so "ÉTAT" and "état" are the same name.
 std::string Fold(absl::string_view s) {
@@ -155,22 +148,6 @@ class Issues {
   std::string prefix_;
   std::vector<FieldIssue> issues_;
   std::set<std::string> codes_;
-};
-
-// Which top-level keys a request carried. The edge's JSON codec fills set_fields/null_fields;
-// a gRPC client may instead just set the fields, so a set (or non-empty) field counts as sent.
-class SentKeys {
- public:
-  explicit SentKeys(const v1::MetricFields& fields)
-      : set_(fields.set_fields().begin(), fields.set_fields().end()),
-        null_(fields.null_fields().begin(), fields.null_fields().end()) {}
-
-  bool Set(absl::string_view key, bool has_value) const { return has_value || set_.contains(key); }
-  bool Null(absl::string_view key) const { return null_.contains(key); }
-
- private:
-  absl::flat_hash_set<std::string> set_;
-  absl::flat_hash_set<std::string> null_;
 };
 
 // Keys of MetricFields that are not metric fields: bookkeeping, and the read-only keys a client

@@ -256,6 +256,12 @@ TEST_F(ApiTest, IngestTranscriptCallAndRead) {
   const std::string id = std::to_string(call["id"].get<int64_t>());
   json by_id = client_->Get("/api/public/v1/calls/" + id).json();
   json by_identifier = client_->Get("/api/public/v1/calls/crm-1").json();
+  // The scoring workers may move the call on between the two reads.
+  for (const char* moving : {"analysis_status", "updated_at", "standard_metrics",
+                             "metric_results", "credits_used"}) {
+    by_id.erase(moving);
+    by_identifier.erase(moving);
+  }
   EXPECT_EQ(by_id, by_identifier);
   EXPECT_EQ(by_id["call_identifier"], "crm-1");
 }
