@@ -705,26 +705,24 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseNext(absl::Duration 
           lease_stmt.Bind(1, job.token).Bind(2, now + absl::ToInt64Seconds(lease));
           lease_stmt.Bind(3, NowTimestamp()).Bind(4, id);
           RETURN_IF_ERROR(lease_stmt.Run());
-          ASSIGN_OR_RETURN(auto details,
-                           c.Prepare("SELECT observation_type, recording_state, transcript, "
-                                     "metadata, silence_threshold_ms FROM calls WHERE id = ?"));
-          details.Bind(1, id);
-          ASSIGN_OR_RETURN(bool row, details.Step());
-          if (!row) return InternalError("leased call vanished");
-          job.observation_type = details.Text(0);
-          if (!details.IsNull(1) && details.Text(1) == "stored")
-            job.recording_path = RecordingPath(id);
-          if (!details.IsNull(2)) {
-            v1::StoredTranscript transcript;
-            transcript.ParseFromString(details.Text(2));
-            job.transcript.assign(transcript.turns().begin(), transcript.turns().end());
-          }
-          job.metadata.ParseFromString(details.Text(3));
-          if (!details.IsNull(4)) job.silence_threshold_ms = static_cast<int>(details.Int64(4));
+          // The record as a code judge sees it; the job carries its lists separately.
           ASSIGN_OR_RETURN(job.call, ReadCall(c, id, nullptr));
+          job.observation_type = job.call.observation_type();
+          job.transcript.assign(std::make_move_iterator(job.call.mutable_transcript()->begin()),
+                                std::make_move_iterator(job.call.mutable_transcript()->end()));
           job.call.clear_transcript();
           job.call.clear_standard_metrics();
           job.call.clear_metric_results();
+          job.metadata = job.call.metadata();
+          ASSIGN_OR_RETURN(auto details, c.Prepare("SELECT recording_state, silence_threshold_ms "
+                                                   "FROM calls WHERE id = ?"));
+          details.Bind(1, id);
+          ASSIGN_OR_RETURN(bool row, details.Step());
+          if (!row) return InternalError("leased call vanished");
+          if (!details.IsNull(0) && details.Text(0) == "stored") {
+            job.recording_path = RecordingPath(id);
+          }
+          if (!details.IsNull(1)) job.silence_threshold_ms = static_cast<int>(details.Int64(1));
           return std::optional<AnalysisJob>(std::move(job));
         }
       });

@@ -1,5 +1,8 @@
 #include "services/scoring/custom_metrics.h"
 
+#include <functional>
+#include <optional>
+
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "common/standard_metrics.h"
@@ -50,15 +53,17 @@ struct TriggerDecision {
   bool fires = true;
   std::string error;
 };
+// `context` builds the code context on first use (only a code trigger needs it).
 TriggerDecision DecideTrigger(const v1::Metric& metric, const calls::AnalysisJob& job,
-                              const nlohmann::json& context, const judges::PythonSandbox* sandbox) {
+                              const std::function<const nlohmann::json&()>& context,
+                              const judges::PythonSandbox* sandbox) {
   const v1::EvaluationTrigger& trigger = metric.evaluation_trigger();
   const std::string type = trigger.has_type() ? trigger.type() : "always";
   if (type == "phrase") {
     return {judges::AnyPhraseSaid(job.transcript, ToVector(trigger.phrases())), ""};
   }
   if (type == "code") {
-    CodeVerdict verdict = JudgeCode(sandbox, trigger.code_snippet(), context, "boolean", {});
+    CodeVerdict verdict = JudgeCode(sandbox, trigger.code_snippet(), context(), "boolean", {});
     if (!verdict.ok) return {false, absl::StrCat("evaluation trigger: ", verdict.error)};
     return {verdict.value.bool_value(), ""};
   }
@@ -135,24 +140,19 @@ std::vector<v1::MetricResult> JudgeCustomMetrics(
     }
   }
 
-  nlohmann::json context;
-  bool context_built = false;
-  auto code_context = [&]() -> const nlohmann::json& {
-    if (!context_built) {
+  // Built once, when the first code metric or code trigger needs it.
+  std::optional<nlohmann::json> context;
+  const std::function<const nlohmann::json&()> code_context = [&]() -> const nlohmann::json& {
+    if (!context) {
       context =
           judges::BuildCodeContext(job.call, job.transcript, standard, llm_results, job.agent);
-      context_built = true;
     }
-    return context;
+    return *context;
   };
 
   for (size_t i : later) {
     const v1::Metric& metric = *definition(planned[i]);
-    const bool needs_context =
-        metric.metrics_type() == "code_as_judge" || metric.evaluation_trigger().type() == "code";
-    const nlohmann::json empty;
-    TriggerDecision trigger =
-        DecideTrigger(metric, job, needs_context ? code_context() : empty, sandbox);
+    TriggerDecision trigger = DecideTrigger(metric, job, code_context, sandbox);
     if (!trigger.error.empty()) {
       results[i] = Failed(metric, trigger.error);
       continue;
