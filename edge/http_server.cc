@@ -469,7 +469,11 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     if (!status.ok()) return SendError(status);
     if (route->empty_response) return Send(204, std::string(), "");
     if (response == nullptr) return SendError(InternalError("the method returned no message"));
-    Send(route->success_status, PrintJson(*response), kJsonContentType);
+    Send(route->success_status,
+         route->response_body_field != nullptr
+             ? PrintJsonField(*response, route->response_body_field)
+             : PrintJson(*response),
+         kJsonContentType);
   }
 
   void SendError(const absl::Status& status, After after = After::kKeepAlive) {

@@ -1118,6 +1118,27 @@ bool OmitEmpty(const FieldDescriptor* f) {
   return f->options().GetExtension(calleval::v1::omit_empty);
 }
 
+// The value of field `f` of `m`: a map as an object, a repeated field as an array, an unset
+// field with presence as null.
+void AppendFieldValue(const Message& m, const FieldDescriptor* f, std::string* out) {
+  const Reflection* r = m.GetReflection();
+  if (f->is_map()) {
+    AppendMap(m, f, out);
+  } else if (f->is_repeated()) {
+    out->push_back('[');
+    const int size = r->FieldSize(m, f);
+    for (int j = 0; j < size; ++j) {
+      if (j > 0) out->push_back(',');
+      AppendScalar(m, f, j, out);
+    }
+    out->push_back(']');
+  } else if (f->has_presence() && !r->HasField(m, f)) {
+    out->append("null");
+  } else {
+    AppendScalar(m, f, -1, out);
+  }
+}
+
 void AppendFields(const Message& m, std::string* out) {
   const Descriptor* d = m.GetDescriptor();
   const Reflection* r = m.GetReflection();
@@ -1132,21 +1153,7 @@ void AppendFields(const Message& m, std::string* out) {
     first = false;
     AppendQuoted(f->name(), out);
     out->push_back(':');
-    if (f->is_map()) {
-      AppendMap(m, f, out);
-    } else if (f->is_repeated()) {
-      out->push_back('[');
-      const int size = r->FieldSize(m, f);
-      for (int j = 0; j < size; ++j) {
-        if (j > 0) out->push_back(',');
-        AppendScalar(m, f, j, out);
-      }
-      out->push_back(']');
-    } else if (!present && f->has_presence()) {
-      out->append("null");
-    } else {
-      AppendScalar(m, f, -1, out);
-    }
+    AppendFieldValue(m, f, out);
   }
   out->push_back('}');
 }
@@ -1283,6 +1290,13 @@ std::string PrintJson(const google::protobuf::Message& message) {
   std::string out;
   out.reserve(256);
   AppendMessage(message, &out);
+  return out;
+}
+
+std::string PrintJsonField(const google::protobuf::Message& message,
+                           const google::protobuf::FieldDescriptor* field) {
+  std::string out;
+  AppendFieldValue(message, field, &out);
   return out;
 }
 

@@ -56,5 +56,9 @@ absl::Status SetFieldFromString(std::string_view field_path, std::string_view va
 
 // Prints `message` as SPEC §1 JSON.
 std::string PrintJson(const google::protobuf::Message& message);
+// One field of `message` as a JSON value (a repeated field as an array): the answer of a route
+// with `response_body`.
+std::string PrintJsonField(const google::protobuf::Message& message,
+                           const google::protobuf::FieldDescriptor* field);
 
 }  // namespace calleval::edge

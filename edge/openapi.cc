@@ -295,7 +295,9 @@ std::string BuildOpenApi(const RouteTable& routes, std::string_view title,
       responses[success] =
           Json{{"description", StatusDescription(route->success_status)},
                {"content",
-                Json{{kJson, Json{{"schema", builder.MessageSchema(method->output_type())}}}}}};
+                Json{{kJson, Json{{"schema", route->response_body_field != nullptr
+                                                 ? builder.FieldSchema(route->response_body_field)
+                                                 : builder.MessageSchema(method->output_type())}}}}}};
     }
     if (route->body_kind != BodyKind::kNone) responses["400"] = ErrorResponseRef("BadRequest");
     responses["401"] = ErrorResponseRef("Unauthorized");

@@ -280,7 +280,11 @@ absl::StatusOr<RouteTable> RouteTable::Build(
       return BuildError(method, "additional_bindings may not nest");
     }
     if (!rule.response_body().empty()) {
-      return BuildError(method, "response_body is not supported");
+      route->response_body_field = method->output_type()->FindFieldByName(rule.response_body());
+      if (route->response_body_field == nullptr) {
+        return BuildError(method, absl::StrCat("response_body names no field of ",
+                                               method->output_type()->full_name()));
+      }
     }
     route->path_template = *path;
     absl::Status status = ParseTemplate(method, *path, &route->segments);

@@ -7,7 +7,9 @@
 // Supported annotation subset: get/post/put/patch/delete patterns; templates made of literal
 // segments and single-segment variables `{field}` / `{field.sub}`; body "" (none), "*" (the whole
 // request message) or the name of a top-level message field; additional_bindings (one level).
-// Everything else (`{name=**}`, `*`, custom verbs, custom methods, response_body) is rejected.
+// `response_body` may name a top-level field of the response: the answer is that field alone
+// (a repeated field answers a JSON array).
+// Everything else (`{name=**}`, `*`, custom verbs, custom methods) is rejected.
 //
 // Method options read: calleval.v1.http_success_status (default 200); a method returning
 // google.protobuf.Empty answers 204 without a body.
@@ -59,6 +61,8 @@ struct Route {
   std::vector<const google::protobuf::FieldDescriptor*> query_fields;
   int success_status = 200;
   bool empty_response = false;  // returns google.protobuf.Empty: 204, no body
+  // The response field printed as the whole answer (HttpRule.response_body), or null.
+  const google::protobuf::FieldDescriptor* response_body_field = nullptr;
   size_t index = 0;             // position in RouteTable::routes()
 };
 

@@ -19,6 +19,7 @@
 #include "calleval/v1/metrics.grpc.pb.h"
 #include "common/crypto.h"
 #include "common/errors.h"
+#include "common/llm_client.h"
 #include "common/schema.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
@@ -181,6 +182,7 @@ struct Server::State {
   std::unique_ptr<calls::CallsService> calls_service;
   std::unique_ptr<metrics::MetricsStore> metrics_store;
   std::unique_ptr<judges::PythonSandbox> sandbox;
+  std::unique_ptr<LlmClient> llm;  // null without a provider
   std::unique_ptr<metrics::MetricsService> metrics_service;
   std::unique_ptr<grpc::Server> grpc_server;
   int grpc_port = 0;
@@ -289,6 +291,7 @@ void Server::RegisterDirectHandlers(State& s) {
     RegisterHandler(direct, d, "GetMetric", kInline, svc, &Svc::HandleGetMetric);
     RegisterHandler(direct, d, "UpdateMetric", kPool, svc, &Svc::HandleUpdateMetric);
     RegisterHandler(direct, d, "DeleteMetric", kPool, svc, &Svc::HandleDeleteMetric);
+    RegisterHandler(direct, d, "GenerateMetrics", kPool, svc, &Svc::HandleGenerateMetrics);
     RegisterHandler(direct, d, "BulkCreateMetrics", kPool, svc, &Svc::HandleBulkCreateMetrics);
     RegisterHandler(direct, d, "ValidateCode", kPool, svc, &Svc::HandleValidateCode);
     RegisterHandler(direct, d, "TestCode", kPool, svc, &Svc::HandleTestCode);
@@ -401,6 +404,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                                               const std::vector<int64_t>& ids) {
     return metrics_store->Definitions(workspace_id, ids);
   };
+  if (!config.llm_base_url.empty() &&
+      (HasRole(config, "scoring") || HasRole(config, "metrics"))) {
+    LlmConfig llm;
+    llm.base_url = config.llm_base_url;
+    llm.api_key = config.llm_api_key;
+    llm.model = config.llm_model;
+    s->llm = NewOpenAiCompatibleClient(std::move(llm));
+  }
   if (HasRole(config, "scoring") || HasRole(config, "metrics")) {
     // Code never runs unsandboxed: when the sandbox cannot start, code metrics fail closed
     // and validate_code / test_code answer 503. Say so once, at start-up.
@@ -444,7 +455,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
           config.analysis_lease, /*max_attempts=*/3);
     }
     scoring::ScoringWorkers::Options workers;
-    workers.sandbox = s->sandbox.get();
+    workers.judges.sandbox = s->sandbox.get();
+    workers.judges.llm = s->llm.get();
     workers.workers = config.workers > 0
                           ? config.workers
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -493,6 +505,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
       out.set_name(agent.name());
       out.set_agent_source(agent.agent_source());
       return out;
+    };
+    deps.llm = s->llm.get();
+    deps.agent_briefs = [agents_store](int64_t workspace_id,
+                                       int64_t agent_id) -> absl::StatusOr<metrics::AgentBrief> {
+      ASSIGN_OR_RETURN(v1::Agent agent, agents_store->Get(workspace_id, agent_id));
+      return metrics::AgentBrief{agent.name(), agent.instructions(),
+                                 agent.opening_message().text()};
     };
     s->metrics_service = std::make_unique<metrics::MetricsService>(std::move(deps));
   }
@@ -544,6 +563,8 @@ void Server::Shutdown() {
   if (s.grpc_server)
     s.grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   if (s.downloader) s.downloader->Stop();
+  // Provider requests and their backoff waits end at once; the workers give such calls back.
+  if (s.llm) s.llm->Shutdown();
   if (s.scoring_workers) s.scoring_workers->Stop();
   s.pool.reset();  // runs what was queued
 }

@@ -150,6 +150,21 @@ const std::map<std::string, Setter>& Setters() {
          c->analysis_lease = absl::Seconds(n);
          return absl::OkStatus();
        }},
+      {"llm-base-url",
+       [](const std::string& v, ServerConfig* c) {
+         c->llm_base_url = v;
+         return absl::OkStatus();
+       }},
+      {"llm-api-key",
+       [](const std::string& v, ServerConfig* c) {
+         c->llm_api_key = v;
+         return absl::OkStatus();
+       }},
+      {"llm-model",
+       [](const std::string& v, ServerConfig* c) {
+         c->llm_model = v;
+         return absl::OkStatus();
+       }},
       {"sandbox-bwrap",
        [](const std::string& v, ServerConfig* c) {
          c->sandbox_bwrap = v;

@@ -44,6 +44,11 @@ struct ServerConfig {
   // The code sandbox (SPEC §6): bubblewrap and Debian's python3 (which must live under /usr,
   // the only tree mounted in the sandbox).
   std::string sandbox_bwrap = "/usr/bin/bwrap";
+  // The LLM provider (SPEC §7): any OpenAI-compatible chat-completions endpoint, e.g.
+  // https://api.openai.com/v1. Empty: LLM metrics fail llm_unavailable, generate answers 503.
+  std::string llm_base_url;
+  std::string llm_api_key;
+  std::string llm_model;
   std::string sandbox_python = "/usr/bin/python3";
 };
 

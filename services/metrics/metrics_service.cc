@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
@@ -14,6 +15,10 @@ namespace {
 
 // The longest snippet validate_code and test_code accept (the same bound as a stored metric).
 constexpr size_t kMaxCodeBytes = 100000;
+// generate: how many definitions by default and at most, and the extra context's size.
+constexpr int kDefaultGenerated = 3;
+constexpr int kMaxGenerated = 10;
+constexpr size_t kMaxContextBytes = 10000;
 
 // 503: the sandbox's own message already says what is missing.
 absl::Status SandboxUnavailable(absl::string_view message) {
@@ -103,6 +108,79 @@ absl::Status MetricsService::HandleDeleteMetric(const std::string& auth,
                                                 google::protobuf::Empty* response) {
   ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
   return deps_.store->Delete(workspace, request.id());
+}
+
+absl::Status MetricsService::HandleGenerateMetrics(const std::string& auth,
+                                                   const v1::GenerateMetricsRequest& request,
+                                                   v1::GenerateMetricsResponse* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+  const v1::GenerateMetricsBody& body = request.body();
+  std::vector<FieldIssue> issues;
+  if (!body.has_agent_id()) issues.push_back({"agent_id", "is required"});
+  const int count = body.has_number_of_metrics() ? body.number_of_metrics() : kDefaultGenerated;
+  if (count < 1 || count > kMaxGenerated) {
+    issues.push_back(
+        {"number_of_metrics", absl::StrCat("must be between 1 and ", kMaxGenerated)});
+  }
+  if (body.additional_context().size() > kMaxContextBytes) {
+    issues.push_back(
+        {"additional_context", absl::StrCat("must be at most ", kMaxContextBytes, " bytes")});
+  }
+  if (!issues.empty()) {
+    return ValidationError("validation_failed", "invalid generate request", std::move(issues));
+  }
+  absl::StatusOr<AgentBrief> agent = deps_.agent_briefs(workspace, body.agent_id());
+  if (!agent.ok()) {
+    if (agent.status().code() != absl::StatusCode::kNotFound) return agent.status();
+    return ValidationError(
+        "agent_not_found", absl::StrCat("agent ", body.agent_id(), " not found"),
+        {{"agent_id", absl::StrCat("no agent ", body.agent_id(), " in workspace ", workspace)}});
+  }
+  if (deps_.llm == nullptr) {
+    return MakeError(absl::StatusCode::kUnavailable, "llm_unavailable",
+                     "no LLM provider is configured (CALLEVAL_LLM_BASE_URL)");
+  }
+  // Existing names are given to the model to avoid; whatever it still repeats is dropped.
+  v1::ListMetricsRequest all;
+  all.set_per_page(100);
+  std::vector<std::string> names;
+  for (int page = 1;; ++page) {
+    all.set_page(page);
+    ASSIGN_OR_RETURN(v1::ListMetricsResponse listed, deps_.store->List(workspace, all));
+    if (page == 1) {
+      for (const v1::Metric& m : listed.standard_metrics()) names.push_back(m.name());
+      for (const v1::Metric& m : listed.global_metrics()) names.push_back(m.name());
+    }
+    for (const v1::Metric& m : listed.data()) names.push_back(m.name());
+    if (page >= listed.pagination().total_pages()) break;
+  }
+  // A second round asks for what the first did not deliver.
+  for (int round = 0; round < 2 && response->metrics_size() < count; ++round) {
+    ASSIGN_OR_RETURN(std::vector<v1::MetricFields> proposals,
+                     ProposeMetrics(*deps_.llm, *agent, count - response->metrics_size(),
+                                    body.additional_context(), names));
+    for (v1::MetricFields& fields : proposals) {
+      if (response->metrics_size() >= count) break;
+      fields.add_agent_ids(body.agent_id());
+      // Validated like a create, names unique against the workspace and this answer.
+      absl::StatusOr<v1::Metric> checked = deps_.store->CheckNew(workspace, fields);
+      if (!checked.ok()) continue;
+      const std::string key = absl::AsciiStrToLower(checked->name());
+      bool repeated = false;
+      for (const std::string& n : names) repeated = repeated || absl::AsciiStrToLower(n) == key;
+      if (repeated) continue;
+      names.push_back(checked->name());
+      v1::GeneratedMetric* out = response->add_metrics();
+      out->set_name(checked->name());
+      if (checked->has_description()) out->set_description(checked->description());
+      out->set_metrics_type(checked->metrics_type());
+      out->set_result_type(checked->result_type());
+      *out->mutable_enum_values() = checked->enum_values();
+      out->set_llm_instructions(checked->llm_instructions());
+      *out->mutable_agent_ids() = checked->agent_ids();
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status MetricsService::HandleBulkCreateMetrics(const std::string& auth,
@@ -255,6 +333,8 @@ CALLEVAL_METRICS_RPC(CreateMetric, v1::CreateMetricRequest, v1::Metric, deps_.po
 CALLEVAL_METRICS_RPC(GetMetric, v1::GetMetricRequest, v1::Metric, nullptr)
 CALLEVAL_METRICS_RPC(UpdateMetric, v1::UpdateMetricRequest, v1::Metric, deps_.pool)
 CALLEVAL_METRICS_RPC(DeleteMetric, v1::DeleteMetricRequest, google::protobuf::Empty, deps_.pool)
+CALLEVAL_METRICS_RPC(GenerateMetrics, v1::GenerateMetricsRequest, v1::GenerateMetricsResponse,
+                     deps_.pool)
 CALLEVAL_METRICS_RPC(BulkCreateMetrics, v1::BulkCreateMetricsRequest, v1::BulkCreateMetricsResponse,
                      deps_.pool)
 CALLEVAL_METRICS_RPC(ValidateCode, v1::ValidateCodeRequest, v1::ValidateCodeResponse, deps_.pool)

@@ -8,9 +8,11 @@
 
 #include "calleval/v1/calls.pb.h"
 #include "calleval/v1/metrics.grpc.pb.h"
+#include "common/llm_client.h"
 #include "common/thread_pool.h"
 #include "services/accounts/authenticator.h"
 #include "services/judges/sandbox.h"
+#include "services/metrics/metric_generator.h"
 #include "services/metrics/metrics_store.h"
 
 namespace calleval::metrics {
@@ -20,6 +22,9 @@ using CallLookup = std::function<absl::StatusOr<v1::Call>(int64_t workspace_id, 
 // The agent of a call as a code judge sees it.
 using JobAgentLookup =
     std::function<absl::StatusOr<v1::JobAgent>(int64_t workspace_id, int64_t agent_id)>;
+// What metric generation reads of an agent; NotFound when it is not in the workspace.
+using AgentBriefLookup =
+    std::function<absl::StatusOr<AgentBrief>(int64_t workspace_id, int64_t agent_id)>;
 
 class MetricsService final : public v1::Metrics::CallbackService {
  public:
@@ -31,6 +36,9 @@ class MetricsService final : public v1::Metrics::CallbackService {
     const judges::PythonSandbox* sandbox = nullptr;
     CallLookup calls;
     JobAgentLookup agents;
+    // Null without an LLM provider: generate answers 503 llm_unavailable.
+    LlmClient* llm = nullptr;
+    AgentBriefLookup agent_briefs;
   };
   explicit MetricsService(Dependencies deps) : deps_(std::move(deps)) {}
 
@@ -49,6 +57,9 @@ class MetricsService final : public v1::Metrics::CallbackService {
   grpc::ServerUnaryReactor* DeleteMetric(grpc::CallbackServerContext* context,
                                          const v1::DeleteMetricRequest* request,
                                          google::protobuf::Empty* response) override;
+  grpc::ServerUnaryReactor* GenerateMetrics(grpc::CallbackServerContext* context,
+                                            const v1::GenerateMetricsRequest* request,
+                                            v1::GenerateMetricsResponse* response) override;
   grpc::ServerUnaryReactor* BulkCreateMetrics(grpc::CallbackServerContext* context,
                                               const v1::BulkCreateMetricsRequest* request,
                                               v1::BulkCreateMetricsResponse* response) override;
@@ -81,6 +92,9 @@ class MetricsService final : public v1::Metrics::CallbackService {
   absl::Status HandleDeleteMetric(const std::string& authorization,
                                   const v1::DeleteMetricRequest& request,
                                   google::protobuf::Empty* response);
+  absl::Status HandleGenerateMetrics(const std::string& authorization,
+                                     const v1::GenerateMetricsRequest& request,
+                                     v1::GenerateMetricsResponse* response);
   absl::Status HandleBulkCreateMetrics(const std::string& authorization,
                                        const v1::BulkCreateMetricsRequest& request,
                                        v1::BulkCreateMetricsResponse* response);

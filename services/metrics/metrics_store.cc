@@ -61,6 +61,7 @@ constexpr absl::string_view kTypeImmutable = "metrics_type_immutable";
 constexpr size_t kMaxNameLength = 255;
 constexpr size_t kMaxDescriptionLength = 5000;
 constexpr size_t kMaxInstructionsLength = 20000;  // llm_instructions, trigger prompt
+constexpr int kMaxJudgeSamples = 5;
 constexpr size_t kMaxCodeBytes = 100000;          // code_snippet, trigger code_snippet
 constexpr int kMaxEnumValues = 50;
 constexpr size_t kMaxEnumValueLength = 255;
@@ -358,6 +359,12 @@ absl::Status Validate(db::Connection& c, int64_t workspace_id, const v1::MetricF
                       kMaxInstructionsLength, /*bytes=*/false,
                       "is required for custom_evaluation metrics", issues);
     out.set_llm_instructions(m.llm_instructions());
+    if (m.has_judge_samples()) {
+      if (m.judge_samples() < 1 || m.judge_samples() > kMaxJudgeSamples) {
+        issues.Add("judge_samples", absl::StrCat("must be between 1 and ", kMaxJudgeSamples));
+      }
+      out.set_judge_samples(m.judge_samples());
+    }
   } else if (type == kCodeAsJudge) {
     // Syntax is checked by validate_code, not here: a snippet is stored as written.
     CheckRequiredText(m.has_code_snippet(), m.code_snippet(), "code_snippet", kMaxCodeBytes,
@@ -606,6 +613,7 @@ v1::MetricFields FieldsOf(const v1::Metric& m) {
   f.set_result_type(m.result_type());
   *f.mutable_enum_values() = m.enum_values();
   if (m.has_llm_instructions()) f.set_llm_instructions(m.llm_instructions());
+  if (m.has_judge_samples()) f.set_judge_samples(m.judge_samples());
   f.set_mark_as_global(m.mark_as_global());
   *f.mutable_agent_ids() = m.agent_ids();
   *f.mutable_scenario_ids() = m.scenario_ids();
@@ -736,6 +744,23 @@ absl::StatusOr<v1::Metric> MetricsStore::Create(int64_t workspace_id,
     }
     if (!issues.empty()) return std::move(issues).ToStatus();
     RETURN_IF_ERROR(InsertMetric(c, workspace_id, metric));
+    return metric;
+  });
+}
+
+absl::StatusOr<v1::Metric> MetricsStore::CheckNew(int64_t workspace_id,
+                                                  const v1::MetricFields& fields) {
+  return db::ReadResult<v1::Metric>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Metric> {
+    v1::MetricFields merged;
+    const bool enum_sent = ApplyRequest(fields, /*keep_type=*/false, merged);
+    Issues issues;
+    v1::Metric metric;
+    RETURN_IF_ERROR(Validate(c, workspace_id, merged, enum_sent, issues, metric));
+    if (!metric.name().empty()) {
+      ASSIGN_OR_RETURN(auto taken, NameTaken(c, workspace_id, NameKey(metric.name()), 0));
+      if (taken) issues.Add("name", *taken, kDuplicateName);
+    }
+    if (!issues.empty()) return std::move(issues).ToStatus();
     return metric;
   });
 }

@@ -45,6 +45,8 @@ class MetricsStore {
                                                const v1::ListMetricsRequest& request);
   // Validates and stores a custom metric; 422 with field-level details.
   absl::StatusOr<v1::Metric> Create(int64_t workspace_id, const v1::MetricFields& fields);
+  // Validates `fields` as Create would, name uniqueness included, without saving anything.
+  absl::StatusOr<v1::Metric> CheckNew(int64_t workspace_id, const v1::MetricFields& fields);
   // Standard ids (1–12) answer the standard metric; another workspace's metric is 404.
   absl::StatusOr<v1::Metric> Get(int64_t workspace_id, int64_t id);
   // Keys sent replace the stored ones, keys omitted are kept, keys sent as null are cleared;

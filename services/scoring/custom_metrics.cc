@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/standard_metrics.h"
 #include "services/judges/code_context.h"
+#include "services/judges/llm_judge.h"
 #include "services/judges/metric_values.h"
 #include "services/judges/text_judges.h"
 
@@ -56,19 +57,68 @@ struct TriggerDecision {
 // `context` builds the code context on first use (only a code trigger needs it).
 TriggerDecision DecideTrigger(const v1::Metric& metric, const calls::AnalysisJob& job,
                               const std::function<const nlohmann::json&()>& context,
-                              const judges::PythonSandbox* sandbox) {
+                              const Judges& tools) {
   const v1::EvaluationTrigger& trigger = metric.evaluation_trigger();
   const std::string type = trigger.has_type() ? trigger.type() : "always";
   if (type == "phrase") {
     return {judges::AnyPhraseSaid(job.transcript, ToVector(trigger.phrases())), ""};
   }
   if (type == "code") {
-    CodeVerdict verdict = JudgeCode(sandbox, trigger.code_snippet(), context(), "boolean", {});
+    CodeVerdict verdict =
+        JudgeCode(tools.sandbox, trigger.code_snippet(), context(), "boolean", {});
     if (!verdict.ok) return {false, absl::StrCat("evaluation trigger: ", verdict.error)};
     return {verdict.value.bool_value(), ""};
   }
-  if (type == "llm") return {false, "llm_unavailable"};
+  if (type == "llm") {
+    if (tools.llm == nullptr) return {false, "llm_unavailable"};
+    judges::LlmQuestion question;
+    question.name = absl::StrCat(metric.name(), " (when to evaluate)");
+    question.instructions = absl::StrCat(
+        "Answer true when the following holds for this conversation, false otherwise: ",
+        trigger.prompt());
+    question.result_type = "boolean";
+    judges::LlmJudgement judged = judges::JudgeWithLlm(*tools.llm, question, job.transcript);
+    if (!judged.ok) return {false, absl::StrCat("evaluation trigger: ", judged.error)};
+    return {judged.value.bool_value(), ""};
+  }
   return {true, ""};
+}
+
+// A custom_evaluation metric: its trigger, then the LLM judge on the transcript.
+v1::MetricResult JudgeLlmMetric(const v1::Metric& metric, const calls::AnalysisJob& job,
+                                const Judges& tools) {
+  if (tools.llm == nullptr) return Failed(metric, "llm_unavailable");
+  if (job.transcript.empty()) {
+    return NotApplicable(metric, "the call has no transcript to judge");
+  }
+  // An LLM metric's trigger cannot be a code trigger reading LLM results (they are not in yet),
+  // so the context is built without them.
+  std::optional<nlohmann::json> context;
+  const std::function<const nlohmann::json&()> code_context = [&]() -> const nlohmann::json& {
+    if (!context) {
+      context = judges::BuildCodeContext(job.call, job.transcript, {}, {}, job.agent);
+    }
+    return *context;
+  };
+  TriggerDecision trigger = DecideTrigger(metric, job, code_context, tools);
+  if (!trigger.error.empty()) return Failed(metric, trigger.error);
+  if (!trigger.fires) return NotApplicable(metric, "the evaluation trigger did not fire");
+  judges::LlmQuestion question;
+  question.name = metric.name();
+  question.instructions = metric.llm_instructions();
+  question.result_type = metric.result_type();
+  question.enum_values = ToVector(metric.enum_values());
+  question.samples = metric.has_judge_samples() ? metric.judge_samples() : 1;
+  judges::LlmJudgement judged = judges::JudgeWithLlm(*tools.llm, question, job.transcript);
+  if (!judged.ok) return Failed(metric, judged.error);
+  v1::MetricResult r = NewResult(metric, "completed");
+  *r.mutable_value() = judged.value;
+  r.set_explanation(judged.explanation);
+  if (judged.agreement) r.set_agreement(*judged.agreement);
+  if (auto outcome = judges::ClassifyOutcome(r.value(), metric.structured_output())) {
+    *r.mutable_structured_output() = *outcome;
+  }
+  return r;
 }
 
 }  // namespace
@@ -109,7 +159,7 @@ CodeVerdict JudgeCode(const judges::PythonSandbox* sandbox, absl::string_view co
 
 std::vector<v1::MetricResult> JudgeCustomMetrics(
     const calls::AnalysisJob& job, const std::vector<v1::StandardMetricResult>& standard,
-    const judges::PythonSandbox* sandbox) {
+    const Judges& tools) {
   std::vector<int64_t> planned;
   for (int64_t id : job.planned_metric_ids) {
     if (FindStandardMetric(id) == nullptr) planned.push_back(id);
@@ -121,8 +171,7 @@ std::vector<v1::MetricResult> JudgeCustomMetrics(
     return it == job.custom_metrics.end() ? nullptr : &*it;
   };
 
-  // LLM metrics run before the others, so code judges can read them (SPEC §6). Until an LLM
-  // provider is configured they fail with llm_unavailable.
+  // LLM metrics run before the others, so code judges can read them (SPEC §6).
   std::vector<v1::MetricResult> llm_results;
   std::vector<size_t> later;
   for (size_t i = 0; i < planned.size(); ++i) {
@@ -133,7 +182,7 @@ std::vector<v1::MetricResult> JudgeCustomMetrics(
       results[i].mutable_value()->set_null_value(google::protobuf::NULL_VALUE);
       results[i].set_error("the metric was deleted before the call was scored");
     } else if (metric->metrics_type() == "custom_evaluation") {
-      results[i] = Failed(*metric, "llm_unavailable");
+      results[i] = JudgeLlmMetric(*metric, job, tools);
       llm_results.push_back(results[i]);
     } else {
       later.push_back(i);
@@ -152,7 +201,7 @@ std::vector<v1::MetricResult> JudgeCustomMetrics(
 
   for (size_t i : later) {
     const v1::Metric& metric = *definition(planned[i]);
-    TriggerDecision trigger = DecideTrigger(metric, job, code_context, sandbox);
+    TriggerDecision trigger = DecideTrigger(metric, job, code_context, tools);
     if (!trigger.error.empty()) {
       results[i] = Failed(metric, trigger.error);
       continue;
@@ -186,7 +235,7 @@ std::vector<v1::MetricResult> JudgeCustomMetrics(
       r.mutable_value()->set_bool_value(verdict.value);
       r.set_explanation(verdict.explanation);
     } else if (metric.metrics_type() == "code_as_judge") {
-      CodeVerdict verdict = JudgeCode(sandbox, metric.code_snippet(), code_context(),
+      CodeVerdict verdict = JudgeCode(tools.sandbox, metric.code_snippet(), code_context(),
                                       metric.result_type(), ToVector(metric.enum_values()));
       if (!verdict.ok) {
         r = Failed(metric, verdict.error);

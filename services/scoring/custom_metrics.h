@@ -9,16 +9,23 @@
 
 #include "calleval/v1/calls.pb.h"
 #include "services/calls/calls_store.h"
+#include "common/llm_client.h"
 #include "services/judges/sandbox.h"
 
 namespace calleval::scoring {
 
+// What judging needs besides the job; either may be null (no sandbox: code metrics and code
+// triggers fail closed; no LLM provider: LLM metrics and llm triggers fail llm_unavailable).
+struct Judges {
+  const judges::PythonSandbox* sandbox = nullptr;
+  LlmClient* llm = nullptr;
+};
+
 // One result per planned custom metric of `job`, in plan order. `standard` holds every
 // standard result the analysis produced (planned or not: a code judge sees them all).
-// `sandbox` may be null: code metrics and code triggers then fail closed.
 std::vector<v1::MetricResult> JudgeCustomMetrics(
     const calls::AnalysisJob& job, const std::vector<v1::StandardMetricResult>& standard,
-    const judges::PythonSandbox* sandbox);
+    const Judges& tools);
 
 // The result of one code snippet run as a metric of `result_type`: completed with the value,
 // or failed with the reason (an exception, a limit, a wrong or missing result). The Metrics

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <iostream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/grpc_status.h"
@@ -12,6 +13,7 @@
 #include "common/status_macros.h"
 #include "services/calls/calls_service.h"
 #include "services/scoring/analysis.h"
+#include "services/judges/llm_judge.h"
 #include "services/scoring/custom_metrics.h"
 
 namespace calleval::scoring {
@@ -33,10 +35,60 @@ ChannelMap ChannelMapOf(const google::protobuf::Struct& metadata) {
   return parsed.agent != parsed.user ? parsed : map;
 }
 
-v1::StandardMetricResult LlmUnavailable(int64_t id) {
-  v1::StandardMetricResult r = NewStandardMetricResult(id, "failed");
-  r.set_error("llm_unavailable");
+// user_sentiment (11) and task_completion (12): the LLM judge on the transcript.
+v1::StandardMetricResult JudgeStandardWithLlm(const StandardMetricInfo& info,
+                                              const calls::AnalysisJob& job, LlmClient* llm) {
+  if (llm == nullptr) {
+    v1::StandardMetricResult r = NewStandardMetricResult(info.id, "failed");
+    r.set_error("llm_unavailable");
+    return r;
+  }
+  if (job.transcript.empty()) {
+    v1::StandardMetricResult r = NewStandardMetricResult(info.id, "not_applicable");
+    r.set_error("the call has no transcript to judge");
+    return r;
+  }
+  judges::LlmQuestion question;
+  question.name = std::string(info.name);
+  if (info.key == "user_sentiment") {
+    question.instructions =
+        "What is the caller's (User's) overall sentiment over the whole conversation, "
+        "weighing how they sound at the end most: positive, neutral or negative?";
+    question.result_type = "enum";
+    question.enum_values = {"positive", "neutral", "negative"};
+  } else {
+    question.instructions =
+        "Did the agent accomplish what the caller asked for? true when every request of the "
+        "caller was answered, done, or correctly handed off; false when a request was left "
+        "unresolved, refused without reason, or answered wrongly.";
+    question.result_type = "boolean";
+  }
+  judges::LlmJudgement judged = judges::JudgeWithLlm(*llm, question, job.transcript);
+  if (!judged.ok) {
+    v1::StandardMetricResult r = NewStandardMetricResult(info.id, "failed");
+    r.set_error(judged.error);
+    return r;
+  }
+  v1::StandardMetricResult r = NewStandardMetricResult(info.id, "completed");
+  auto& fields = *r.mutable_result()->mutable_fields();
+  fields["value"] = judged.value;
+  fields["explanation"].set_string_value(judged.explanation);
+  if (judged.value.has_bool_value()) r.set_score(judged.value.bool_value() ? 1.0 : 0.0);
   return r;
+}
+
+bool CancelledByShutdown(const JobOutcome& outcome) {
+  auto cancelled = [](const std::string& error) {
+    return absl::StartsWith(error, "llm_cancelled") ||
+           absl::StrContains(error, ": llm_cancelled");
+  };
+  for (const auto& r : outcome.results) {
+    if (cancelled(r.error())) return true;
+  }
+  for (const auto& r : outcome.metric_results) {
+    if (cancelled(r.error())) return true;
+  }
+  return false;
 }
 
 bool Planned(const calls::AnalysisJob& job, int64_t id) {
@@ -48,7 +100,7 @@ bool Planned(const calls::AnalysisJob& job, int64_t id) {
 
 }  // namespace
 
-JobOutcome ScoreJob(const calls::AnalysisJob& job, const judges::PythonSandbox* sandbox) {
+JobOutcome ScoreJob(const calls::AnalysisJob& job, const Judges& tools) {
   JobOutcome out;
   std::vector<v1::StandardMetricResult> all_standard;
   if (job.observation_type == "voice") {
@@ -69,11 +121,14 @@ JobOutcome ScoreJob(const calls::AnalysisJob& job, const judges::PythonSandbox* 
       if (Planned(job, m.metric_id())) out.results.push_back(m);
     }
   }
-  // The transcript-judged standard metrics need the LLM provider (the LLM work).
+  // The transcript-judged standard metrics, by the LLM provider.
   for (const StandardMetricInfo& m : kStandardMetrics) {
-    if (!m.requires_audio && Planned(job, m.id)) out.results.push_back(LlmUnavailable(m.id));
+    if (!m.requires_audio && Planned(job, m.id)) {
+      out.results.push_back(JudgeStandardWithLlm(m, job, tools.llm));
+      all_standard.push_back(out.results.back());
+    }
   }
-  out.metric_results = JudgeCustomMetrics(job, all_standard, sandbox);
+  out.metric_results = JudgeCustomMetrics(job, all_standard, tools);
   return out;
 }
 
@@ -170,9 +225,14 @@ void ScoringWorkers::Loop() {
       std::cerr << "scoring: lease failed: " << job.status() << "\n";
     } else if (job->has_value()) {
       const calls::AnalysisJob& leased = **job;
-      JobOutcome outcome = ScoreJob(leased, options_.sandbox);
+      JobOutcome outcome = ScoreJob(leased, options_.judges);
+      // A stop that cancelled provider requests mid-job gives the call back unscored rather
+      // than recording "cancelled" failures: another worker, or this one after a restart,
+      // scores it in full.
       absl::Status reported =
-          outcome.status.ok()
+          CancelledByShutdown(outcome)
+              ? queue_->Release(leased)
+          : outcome.status.ok()
               ? queue_->Record(leased, outcome.duration_s, outcome.results, outcome.metric_results)
               : queue_->Fail(leased, outcome.failure_reason, outcome.status.message());
       if (!reported.ok()) {

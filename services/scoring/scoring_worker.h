@@ -18,6 +18,7 @@
 #include "calleval/v1/calls.grpc.pb.h"
 #include "services/calls/calls_store.h"
 #include "services/judges/sandbox.h"
+#include "services/scoring/custom_metrics.h"
 
 namespace calleval::scoring {
 
@@ -79,9 +80,8 @@ class GrpcAnalysisQueue : public AnalysisQueue {
 };
 
 // The metrics of one leased call: the audio pass for voice calls, the transcript-judged
-// standard metrics as failed llm_unavailable until an LLM provider is configured (SPEC §7),
+// standard metrics by the LLM provider (failed llm_unavailable without one, SPEC §7),
 // then the custom metrics (custom_metrics.h). Only the job's planned metrics are returned.
-// `sandbox` may be null (code metrics then fail closed).
 struct JobOutcome {
   absl::Status status;  // not OK: the call fails with `failure_reason`
   std::string failure_reason;
@@ -89,14 +89,14 @@ struct JobOutcome {
   std::vector<v1::StandardMetricResult> results;
   std::vector<v1::MetricResult> metric_results;
 };
-JobOutcome ScoreJob(const calls::AnalysisJob& job, const judges::PythonSandbox* sandbox);
+JobOutcome ScoreJob(const calls::AnalysisJob& job, const Judges& tools);
 
 class ScoringWorkers {
  public:
   struct Options {
     int workers = 1;
     absl::Duration poll_interval = absl::Seconds(1);
-    const judges::PythonSandbox* sandbox = nullptr;  // for code metrics
+    Judges judges;  // the code sandbox and the LLM provider, each may be null
   };
   ScoringWorkers(AnalysisQueue* queue, Options options) : queue_(queue), options_(options) {}
   ~ScoringWorkers() { Stop(); }

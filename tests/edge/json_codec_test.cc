@@ -782,7 +782,7 @@ TEST(PrintJsonTest, Call) {
        R"("error":null}],"metric_results":[{"metric_id":20,"name":"","metrics_type":"",)"
        R"("result_type":"","status":"","value":true,"explanation":null,"structured_output":)"
        R"({"set_metrics_name":null,"as_metrics_expected_value":null,)"
-       R"("outcome_classification":null},"credits_used":0,"error":null}],"credits_used":12,)"
+       R"("outcome_classification":null},"credits_used":0,"error":null,"agreement":null}],"credits_used":12,)"
        R"("failure_reason":null,"failure_message":null,"created_at":"c","updated_at":"u",)"
        R"("metric_ids":[1,2],"ignored_metric_ids":[9]})"},
   });

@@ -373,13 +373,24 @@ TEST_F(HandMadeTest, RejectsUnsupportedRules) {
   ExpectBuildError({{Rule("custom", "/a")}}, "custom HTTP methods");
   ExpectBuildError({{google::api::HttpRule()}}, "no HTTP method pattern");
   google::api::HttpRule response_body = Rule("get", "/a");
-  response_body.set_response_body("value");
-  ExpectBuildError({{response_body}}, "response_body");
+  response_body.set_response_body("nope");
+  ExpectBuildError({{response_body}}, "response_body names no field");
   google::api::HttpRule nested = Rule("get", "/a");
   google::api::HttpRule* extra = nested.add_additional_bindings();
   *extra = Rule("get", "/b");
   *extra->add_additional_bindings() = Rule("get", "/c");
   ExpectBuildError({{nested}}, "may not nest");
+}
+
+TEST_F(HandMadeTest, ResponseBodyNamesAResponseField) {
+  google::api::HttpRule rule = Rule("get", "/a");
+  rule.set_response_body("value");
+  auto table = BuildWith({{rule}});
+  ASSERT_TRUE(table.ok()) << table.status();
+  const Route* route = table->Match(HttpMethod::kGet, "/a").route;
+  ASSERT_NE(route, nullptr);
+  ASSERT_NE(route->response_body_field, nullptr);
+  EXPECT_EQ(route->response_body_field->name(), "value");
 }
 
 TEST_F(HandMadeTest, RejectsInconsistentSuccessStatus) {
