@@ -410,6 +410,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     llm.base_url = config.llm_base_url;
     llm.api_key = config.llm_api_key;
     llm.model = config.llm_model;
+    llm.max_in_flight = config.llm_max_in_flight;
     s->llm = NewOpenAiCompatibleClient(std::move(llm));
   }
   if (HasRole(config, "scoring") || HasRole(config, "metrics")) {
@@ -457,6 +458,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     scoring::ScoringWorkers::Options workers;
     workers.judges.sandbox = s->sandbox.get();
     workers.judges.llm = s->llm.get();
+    workers.judges.llm_batch = config.llm_batch_size;
     workers.workers = config.workers > 0
                           ? config.workers
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));

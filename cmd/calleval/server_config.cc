@@ -160,6 +160,22 @@ const std::map<std::string, Setter>& Setters() {
          c->llm_api_key = v;
          return absl::OkStatus();
        }},
+      {"llm-batch-size",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
+         int64_t n = 0;
+         if (absl::Status s = ParseInt("llm-batch-size", v, &n); !s.ok()) return s;
+         if (n < 1 || n > 32) return absl::InvalidArgumentError("--llm-batch-size: 1..32");
+         c->llm_batch_size = static_cast<int>(n);
+         return absl::OkStatus();
+       }},
+      {"llm-max-in-flight",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
+         int64_t n = 0;
+         if (absl::Status s = ParseInt("llm-max-in-flight", v, &n); !s.ok()) return s;
+         if (n < 1 || n > 256) return absl::InvalidArgumentError("--llm-max-in-flight: 1..256");
+         c->llm_max_in_flight = static_cast<int>(n);
+         return absl::OkStatus();
+       }},
       {"llm-model",
        [](const std::string& v, ServerConfig* c) {
          c->llm_model = v;

@@ -49,6 +49,11 @@ struct ServerConfig {
   std::string llm_base_url;
   std::string llm_api_key;
   std::string llm_model;
+  // Single-sample LLM questions of one call asked in one request (1: each on its own, for
+  // models that judge worse with several questions at once).
+  int llm_batch_size = 8;
+  // Provider requests this process has in flight at once; more wait their turn.
+  int llm_max_in_flight = 8;
   std::string sandbox_python = "/usr/bin/python3";
 };
 

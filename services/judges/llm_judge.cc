@@ -22,6 +22,14 @@ constexpr absl::string_view kSystemPrompt =
     "with a single JSON object and nothing else: {\"result\": <value>, \"explanation\": \"<one "
     "or two sentences that cite the turns your judgement rests on>\"}.";
 
+constexpr absl::string_view kBatchSystemPrompt =
+    "You are an impartial evaluator of conversations between an AI agent (\"AI Assistant\") and a "
+    "caller (\"User\"); lines marked Function Call and Function Call Result are the agent's tool "
+    "use. You judge several metrics of one conversation, each on its own, using only what the "
+    "transcript shows. Answer with a single JSON object and nothing else: {\"results\": "
+    "{\"<metric key>\": {\"result\": <value>, \"explanation\": \"<one or two sentences that "
+    "cite the turns your judgement rests on>\"}, ...}} with one entry for every metric key.";
+
 // Samples of more than one answer need some spread; a single answer should be the model's most
 // likely one.
 constexpr double kSampledTemperature = 0.7;
@@ -182,6 +190,18 @@ std::vector<ChatMessage> JudgePrompt(const LlmQuestion& question,
   return {{"system", std::string(kSystemPrompt)}, {"user", std::move(user)}};
 }
 
+std::vector<ChatMessage> BatchPrompt(const std::vector<const LlmQuestion*>& questions,
+                                     const std::vector<v1::Turn>& transcript) {
+  std::string user = "Metrics:\n";
+  for (size_t i = 0; i < questions.size(); ++i) {
+    const LlmQuestion& q = *questions[i];
+    absl::StrAppend(&user, "- key \"m", i + 1, "\": ", q.name, "\n  Instructions: ",
+                    q.instructions, "\n  \"result\" must be ", ResultSpec(q), ".\n");
+  }
+  absl::StrAppend(&user, "\nTranscript:\n", RenderTranscript(transcript));
+  return {{"system", std::string(kBatchSystemPrompt)}, {"user", std::move(user)}};
+}
+
 absl::StatusOr<ParsedAnswer> ParseAnswer(absl::string_view content, const LlmQuestion& q) {
   const nlohmann::json answer = ExtractObject(content);
   if (!answer.is_object()) {
@@ -279,6 +299,56 @@ LlmJudgement JudgeWithLlm(LlmClient& client, const LlmQuestion& question,
     return failed;
   }
   return Aggregate(question, answers);
+}
+
+std::vector<LlmJudgement> JudgeAllWithLlm(LlmClient& client,
+                                          const std::vector<LlmQuestion>& questions,
+                                          const std::vector<v1::Turn>& transcript,
+                                          int max_batch) {
+  std::vector<LlmJudgement> out(questions.size());
+  std::vector<bool> done(questions.size(), false);
+  std::vector<size_t> batchable;
+  for (size_t i = 0; i < questions.size(); ++i) {
+    if (max_batch > 1 && questions[i].samples <= 1) batchable.push_back(i);
+  }
+  // A batch of one is an ordinary question.
+  if (batchable.size() == 1) batchable.clear();
+  for (size_t start = 0; start < batchable.size(); start += max_batch) {
+    const size_t end = std::min(batchable.size(), start + static_cast<size_t>(max_batch));
+    std::vector<const LlmQuestion*> batch;
+    for (size_t k = start; k < end; ++k) batch.push_back(&questions[batchable[k]]);
+    if (batch.size() == 1) break;  // the remainder is asked on its own below
+    ChatRequest request;
+    request.messages = BatchPrompt(batch, transcript);
+    absl::StatusOr<ChatResponse> response = client.Complete(request);
+    if (!response.ok()) {
+      const std::string code = ErrorInfoOf(response.status()).code();
+      for (size_t k = start; k < end; ++k) {
+        out[batchable[k]].error = absl::StrCat(code.empty() ? "llm_error" : code, ": ",
+                                               response.status().message());
+        done[batchable[k]] = true;
+      }
+      continue;
+    }
+    const nlohmann::json answer = ExtractObject(response->content);
+    const nlohmann::json* results = nullptr;
+    if (answer.is_object()) {
+      auto it = answer.find("results");
+      if (it != answer.end() && it->is_object()) results = &*it;
+    }
+    for (size_t k = start; results != nullptr && k < end; ++k) {
+      auto entry = results->find(absl::StrCat("m", k - start + 1));
+      if (entry == results->end() || !entry->is_object()) continue;
+      absl::StatusOr<ParsedAnswer> parsed = ParseAnswer(entry->dump(), questions[batchable[k]]);
+      if (!parsed.ok()) continue;
+      out[batchable[k]] = Aggregate(questions[batchable[k]], {*std::move(parsed)});
+      done[batchable[k]] = true;
+    }
+  }
+  for (size_t i = 0; i < questions.size(); ++i) {
+    if (!done[i]) out[i] = JudgeWithLlm(client, questions[i], transcript);
+  }
+  return out;
 }
 
 }  // namespace calleval::judges

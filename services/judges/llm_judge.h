@@ -40,6 +40,22 @@ struct LlmJudgement {
 LlmJudgement JudgeWithLlm(LlmClient& client, const LlmQuestion& question,
                           const std::vector<v1::Turn>& transcript);
 
+// Judges several questions on one transcript in as few requests as the provider allows: the
+// single-sample questions go up to `max_batch` per request (one transcript read, one answer
+// {"results": {"m1": {"result", "explanation"}, ...}}); any question the batch answer leaves
+// out or answers unusably, and every question with samples > 1, is asked on its own with
+// JudgeWithLlm. A provider error on a batch request fails the questions of that batch (the
+// client already retried). max_batch <= 1 asks every question on its own. Results are in the
+// order of `questions`.
+std::vector<LlmJudgement> JudgeAllWithLlm(LlmClient& client,
+                                          const std::vector<LlmQuestion>& questions,
+                                          const std::vector<v1::Turn>& transcript,
+                                          int max_batch);
+
+// The chat messages of one batch of questions, keyed "m1", "m2", ... in order.
+std::vector<ChatMessage> BatchPrompt(const std::vector<const LlmQuestion*>& questions,
+                                     const std::vector<v1::Turn>& transcript);
+
 // The transcript as the judge reads it: one numbered line per turn, tool calls with their name
 // and arguments, tool results with their result. Bounded: past `max_chars` the middle of the
 // conversation is cut and the cut is said.

@@ -84,9 +84,13 @@ TriggerDecision DecideTrigger(const v1::Metric& metric, const calls::AnalysisJob
   return {true, ""};
 }
 
-// A custom_evaluation metric: its trigger, then the LLM judge on the transcript.
-v1::MetricResult JudgeLlmMetric(const v1::Metric& metric, const calls::AnalysisJob& job,
-                                const Judges& tools) {
+// A custom_evaluation metric before the judge: its trigger. Returns the result when the metric
+// is decided without the judge (no provider, no transcript, the trigger failed or did not fire),
+// else fills `question`.
+std::optional<v1::MetricResult> PrepareLlmMetric(const v1::Metric& metric,
+                                                 const calls::AnalysisJob& job,
+                                                 const Judges& tools,
+                                                 judges::LlmQuestion* question) {
   if (tools.llm == nullptr) return Failed(metric, "llm_unavailable");
   if (job.transcript.empty()) {
     return NotApplicable(metric, "the call has no transcript to judge");
@@ -103,13 +107,15 @@ v1::MetricResult JudgeLlmMetric(const v1::Metric& metric, const calls::AnalysisJ
   TriggerDecision trigger = DecideTrigger(metric, job, code_context, tools);
   if (!trigger.error.empty()) return Failed(metric, trigger.error);
   if (!trigger.fires) return NotApplicable(metric, "the evaluation trigger did not fire");
-  judges::LlmQuestion question;
-  question.name = metric.name();
-  question.instructions = metric.llm_instructions();
-  question.result_type = metric.result_type();
-  question.enum_values = ToVector(metric.enum_values());
-  question.samples = metric.has_judge_samples() ? metric.judge_samples() : 1;
-  judges::LlmJudgement judged = judges::JudgeWithLlm(*tools.llm, question, job.transcript);
+  question->name = metric.name();
+  question->instructions = metric.llm_instructions();
+  question->result_type = metric.result_type();
+  question->enum_values = ToVector(metric.enum_values());
+  question->samples = metric.has_judge_samples() ? metric.judge_samples() : 1;
+  return std::nullopt;
+}
+
+v1::MetricResult LlmMetricResult(const v1::Metric& metric, const judges::LlmJudgement& judged) {
   if (!judged.ok) return Failed(metric, judged.error);
   v1::MetricResult r = NewResult(metric, "completed");
   *r.mutable_value() = judged.value;
@@ -171,9 +177,11 @@ std::vector<v1::MetricResult> JudgeCustomMetrics(
     return it == job.custom_metrics.end() ? nullptr : &*it;
   };
 
-  // LLM metrics run before the others, so code judges can read them (SPEC §6).
-  std::vector<v1::MetricResult> llm_results;
+  // LLM metrics run before the others, so code judges can read them (SPEC §6); the questions
+  // of one call are put to the provider together.
   std::vector<size_t> later;
+  std::vector<size_t> asked;  // indexes into `results` of the metrics with a question
+  std::vector<judges::LlmQuestion> questions;
   for (size_t i = 0; i < planned.size(); ++i) {
     const v1::Metric* metric = definition(planned[i]);
     if (metric == nullptr) {
@@ -182,10 +190,30 @@ std::vector<v1::MetricResult> JudgeCustomMetrics(
       results[i].mutable_value()->set_null_value(google::protobuf::NULL_VALUE);
       results[i].set_error("the metric was deleted before the call was scored");
     } else if (metric->metrics_type() == "custom_evaluation") {
-      results[i] = JudgeLlmMetric(*metric, job, tools);
-      llm_results.push_back(results[i]);
+      judges::LlmQuestion question;
+      if (std::optional<v1::MetricResult> decided =
+              PrepareLlmMetric(*metric, job, tools, &question)) {
+        results[i] = *std::move(decided);
+      } else {
+        asked.push_back(i);
+        questions.push_back(std::move(question));
+      }
     } else {
       later.push_back(i);
+    }
+  }
+  if (!questions.empty()) {
+    const std::vector<judges::LlmJudgement> judged =
+        judges::JudgeAllWithLlm(*tools.llm, questions, job.transcript, tools.llm_batch);
+    for (size_t k = 0; k < asked.size(); ++k) {
+      results[asked[k]] = LlmMetricResult(*definition(planned[asked[k]]), judged[k]);
+    }
+  }
+  std::vector<v1::MetricResult> llm_results;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const v1::Metric* metric = definition(planned[i]);
+    if (metric != nullptr && metric->metrics_type() == "custom_evaluation") {
+      llm_results.push_back(results[i]);
     }
   }
 

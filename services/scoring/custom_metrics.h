@@ -19,6 +19,9 @@ namespace calleval::scoring {
 struct Judges {
   const judges::PythonSandbox* sandbox = nullptr;
   LlmClient* llm = nullptr;
+  // Up to this many single-sample LLM questions of one call go in one provider request
+  // (--llm-batch-size); 1 asks each on its own.
+  int llm_batch = 8;
 };
 
 // One result per planned custom metric of `job`, in plan order. `standard` holds every

@@ -35,46 +35,58 @@ ChannelMap ChannelMapOf(const google::protobuf::Struct& metadata) {
   return parsed.agent != parsed.user ? parsed : map;
 }
 
-// user_sentiment (11) and task_completion (12): the LLM judge on the transcript.
-v1::StandardMetricResult JudgeStandardWithLlm(const StandardMetricInfo& info,
-                                              const calls::AnalysisJob& job, LlmClient* llm) {
-  if (llm == nullptr) {
-    v1::StandardMetricResult r = NewStandardMetricResult(info.id, "failed");
-    r.set_error("llm_unavailable");
-    return r;
+// user_sentiment (11) and task_completion (12): the LLM judge on the transcript, both in one
+// provider request when batching is on.
+std::vector<v1::StandardMetricResult> JudgeStandardWithLlm(
+    const std::vector<const StandardMetricInfo*>& metrics, const calls::AnalysisJob& job,
+    const Judges& tools) {
+  std::vector<v1::StandardMetricResult> out;
+  if (tools.llm == nullptr || job.transcript.empty()) {
+    for (const StandardMetricInfo* info : metrics) {
+      const bool unavailable = tools.llm == nullptr;
+      v1::StandardMetricResult r =
+          NewStandardMetricResult(info->id, unavailable ? "failed" : "not_applicable");
+      r.set_error(unavailable ? "llm_unavailable" : "the call has no transcript to judge");
+      out.push_back(std::move(r));
+    }
+    return out;
   }
-  if (job.transcript.empty()) {
-    v1::StandardMetricResult r = NewStandardMetricResult(info.id, "not_applicable");
-    r.set_error("the call has no transcript to judge");
-    return r;
+  std::vector<judges::LlmQuestion> questions;
+  for (const StandardMetricInfo* info : metrics) {
+    judges::LlmQuestion question;
+    question.name = std::string(info->name);
+    if (info->key == "user_sentiment") {
+      question.instructions =
+          "What is the caller's (User's) overall sentiment over the whole conversation, "
+          "weighing how they sound at the end most: positive, neutral or negative?";
+      question.result_type = "enum";
+      question.enum_values = {"positive", "neutral", "negative"};
+    } else {
+      question.instructions =
+          "Did the agent accomplish what the caller asked for? true when every request of the "
+          "caller was answered, done, or correctly handed off; false when a request was left "
+          "unresolved, refused without reason, or answered wrongly.";
+      question.result_type = "boolean";
+    }
+    questions.push_back(std::move(question));
   }
-  judges::LlmQuestion question;
-  question.name = std::string(info.name);
-  if (info.key == "user_sentiment") {
-    question.instructions =
-        "What is the caller's (User's) overall sentiment over the whole conversation, "
-        "weighing how they sound at the end most: positive, neutral or negative?";
-    question.result_type = "enum";
-    question.enum_values = {"positive", "neutral", "negative"};
-  } else {
-    question.instructions =
-        "Did the agent accomplish what the caller asked for? true when every request of the "
-        "caller was answered, done, or correctly handed off; false when a request was left "
-        "unresolved, refused without reason, or answered wrongly.";
-    question.result_type = "boolean";
+  const std::vector<judges::LlmJudgement> judged =
+      judges::JudgeAllWithLlm(*tools.llm, questions, job.transcript, tools.llm_batch);
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    if (!judged[i].ok) {
+      v1::StandardMetricResult r = NewStandardMetricResult(metrics[i]->id, "failed");
+      r.set_error(judged[i].error);
+      out.push_back(std::move(r));
+      continue;
+    }
+    v1::StandardMetricResult r = NewStandardMetricResult(metrics[i]->id, "completed");
+    auto& fields = *r.mutable_result()->mutable_fields();
+    fields["value"] = judged[i].value;
+    fields["explanation"].set_string_value(judged[i].explanation);
+    if (judged[i].value.has_bool_value()) r.set_score(judged[i].value.bool_value() ? 1.0 : 0.0);
+    out.push_back(std::move(r));
   }
-  judges::LlmJudgement judged = judges::JudgeWithLlm(*llm, question, job.transcript);
-  if (!judged.ok) {
-    v1::StandardMetricResult r = NewStandardMetricResult(info.id, "failed");
-    r.set_error(judged.error);
-    return r;
-  }
-  v1::StandardMetricResult r = NewStandardMetricResult(info.id, "completed");
-  auto& fields = *r.mutable_result()->mutable_fields();
-  fields["value"] = judged.value;
-  fields["explanation"].set_string_value(judged.explanation);
-  if (judged.value.has_bool_value()) r.set_score(judged.value.bool_value() ? 1.0 : 0.0);
-  return r;
+  return out;
 }
 
 bool CancelledByShutdown(const JobOutcome& outcome) {
@@ -122,10 +134,14 @@ JobOutcome ScoreJob(const calls::AnalysisJob& job, const Judges& tools) {
     }
   }
   // The transcript-judged standard metrics, by the LLM provider.
+  std::vector<const StandardMetricInfo*> transcript_judged;
   for (const StandardMetricInfo& m : kStandardMetrics) {
-    if (!m.requires_audio && Planned(job, m.id)) {
-      out.results.push_back(JudgeStandardWithLlm(m, job, tools.llm));
-      all_standard.push_back(out.results.back());
+    if (!m.requires_audio && Planned(job, m.id)) transcript_judged.push_back(&m);
+  }
+  if (!transcript_judged.empty()) {
+    for (v1::StandardMetricResult& r : JudgeStandardWithLlm(transcript_judged, job, tools)) {
+      out.results.push_back(r);
+      all_standard.push_back(std::move(r));
     }
   }
   out.metric_results = JudgeCustomMetrics(job, all_standard, tools);

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "cmd/calleval/server.h"
@@ -33,6 +34,9 @@ class LlmMetricsTest : public ::testing::Test {
     config.llm_base_url = llm_->base_url();
     config.llm_api_key = llm_->api_key();
     config.llm_model = "gpt-test";
+    // One question per request, so the fake provider's answers can be scripted per metric;
+    // BatchedJudging below runs with the default batching.
+    config.llm_batch_size = 1;
     auto server = Server::Start(config);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
@@ -369,6 +373,74 @@ TEST_F(LlmMetricsTest, GenerateProposesValidNewDefinitions) {
   HttpResponse missing = client_->Post("/api/v1/metrics/generate", json{{"agent_id", 999999}});
   EXPECT_EQ(missing.status, 422) << missing.body;
   EXPECT_EQ(missing.json()["error"]["code"], "agent_not_found");
+}
+
+TEST(LlmBatchTest, OneRequestForTheCallsQuestionsAndSingleQuestionsForWhatItMissed) {
+  FakeOpenAiServer llm;
+  const std::string dir = testing::MakeTempDir("llm_batch");
+  ServerConfig config = testing::TestServerConfig(dir);
+  config.llm_base_url = llm.base_url();
+  config.llm_api_key = llm.api_key();
+  config.llm_model = "gpt-test";
+  auto server = Server::Start(config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  HttpClient client((*server)->http_base_url());
+  client.set_api_key((*server)->bootstrap()->key.api_key);
+  HttpResponse agent = client.Post("/api/v1/agents", json{{"name", "batched"},
+                                                          {"phone_number", "+14155550123"},
+                                                          {"language_id", 1},
+                                                          {"instructions", "Help."}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+  const int64_t agent_id = agent.json()["id"];
+  auto metric = [&](const std::string& name, const std::string& type,
+                    const std::string& question) {
+    HttpResponse r = client.Post("/api/v1/metrics", json{{"name", name},
+                                                         {"metrics_type", "custom_evaluation"},
+                                                         {"result_type", type},
+                                                         {"llm_instructions", question},
+                                                         {"agent_ids", {agent_id}}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.json().value("id", int64_t{0});
+  };
+  const int64_t b1 = metric("B1", "boolean", "Q-B1 greeted?");
+  const int64_t b2 = metric("B2", "rating", "Q-B2 how clear?");
+  const int64_t b3 = metric("B3", "numeric", "Q-B3 how many?");
+  // The batch answer covers m1 and m2 and gives m3 a wrong type: m3 is asked again alone.
+  llm.AnswerWhen("Q-B1", R"({"results": {"m1": {"result": true, "explanation": "hi"},
+                                        "m2": {"result": 5, "explanation": "clear"},
+                                        "m3": {"result": "many", "explanation": "?"}}})");
+  llm.AnswerWhen("Q-B3", R"({"result": 3, "explanation": "three"})");
+  llm.AnswerWhen("overall sentiment", R"({"results": {"m1": {"result": "neutral",
+                                        "explanation": "calm"}, "m2": {"result": false,
+                                        "explanation": "unresolved"}}})");
+  HttpResponse ingest = client.Post(
+      "/api/public/v1/calls",
+      json{{"call_identifier", "batched-1"},
+           {"agent_id", agent_id},
+           {"transcript",
+            {{{"role", "AI Assistant"}, {"content", "Hello"}},
+             {{"role", "User"}, {"content", "Hi, can I change my address?"}}}}});
+  ASSERT_EQ(ingest.status, 201) << ingest.body;
+  json call;
+  for (int i = 0; i < 400; ++i) {
+    call = client.Get("/api/public/v1/calls/batched-1").json();
+    if (call["analysis_status"] == "completed") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_EQ(call["analysis_status"], "completed") << call.dump();
+  std::map<int64_t, json> values;
+  for (const json& r : call["metric_results"]) values[r["metric_id"]] = r["value"];
+  EXPECT_EQ(values[b1], true) << call.dump();
+  EXPECT_EQ(values[b2], 5);
+  EXPECT_EQ(values[b3], 3);
+  for (const json& m : call["standard_metrics"]) {
+    if (m["standard_metric_key"] == "user_sentiment") EXPECT_EQ(m["result"]["value"], "neutral");
+    if (m["standard_metric_key"] == "task_completion") EXPECT_EQ(m["result"]["value"], false);
+  }
+  // One request for the two standard questions, one for the batch, one for B3 alone.
+  EXPECT_EQ(llm.chat_calls(), 3);
+  server->reset();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(LlmUnavailableTest, GenerateIs503AndLlmMetricsFailWithoutCharge) {
