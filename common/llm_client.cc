@@ -14,20 +14,15 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/errors.h"
+#include "common/provider_http.h"
 #include "nlohmann/json.hpp"
 
 namespace calleval {
 namespace {
 
-constexpr size_t kMaxQuotedError = 300;
-
 absl::Status BadResponse(absl::string_view why) {
   return MakeError(absl::StatusCode::kUnavailable, "llm_bad_response",
                    absl::StrCat("the LLM provider's answer is unusable: ", why));
-}
-
-bool Retryable(long http_status) {
-  return http_status == 408 || http_status == 409 || http_status == 429 || http_status >= 500;
 }
 
 // One HTTP exchange's outcome.
@@ -153,7 +148,7 @@ class OpenAiCompatibleClient : public LlmClient {
         const std::string message =
             absl::StrCat("HTTP ", exchange.http_status, " from the LLM provider: ",
                          ProviderErrorMessage(exchange.body));
-        if (!Retryable(exchange.http_status)) {
+        if (!IsRetryableHttpStatus(exchange.http_status)) {
           return MakeError(absl::StatusCode::kUnavailable, "llm_error", message);
         }
         last = MakeError(absl::StatusCode::kUnavailable, "llm_error", message);
@@ -271,51 +266,6 @@ absl::StatusOr<ChatResponse> ParseChatCompletion(absl::string_view body) {
     out.completion_tokens = usage->value("completion_tokens", int64_t{0});
   }
   return out;
-}
-
-std::string ProviderErrorMessage(absl::string_view body) {
-  std::string message;
-  nlohmann::json parsed = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
-  if (parsed.is_object()) {
-    auto error = parsed.find("error");
-    if (error != parsed.end() && error->is_object()) {
-      message = error->value("message", "");
-    } else if (error != parsed.end() && error->is_string()) {
-      message = error->get<std::string>();
-    }
-  }
-  if (message.empty()) message = std::string(absl::StripAsciiWhitespace(body));
-  if (message.empty()) return "(no message)";
-  if (message.size() > kMaxQuotedError) {
-    message.resize(kMaxQuotedError);
-    message += "...";
-  }
-  return message;
-}
-
-std::optional<absl::Duration> ParseRetryAfter(absl::string_view value, absl::Time now) {
-  value = absl::StripAsciiWhitespace(value);
-  if (value.empty()) return std::nullopt;
-  double seconds = 0;
-  if (absl::SimpleAtod(value, &seconds)) {
-    if (!(seconds >= 0) || !std::isfinite(seconds)) return std::nullopt;
-    return absl::Seconds(std::min(seconds, 86400.0));
-  }
-  absl::Time when;
-  std::string error;
-  if (absl::ParseTime("%a, %d %b %Y %H:%M:%S GMT", std::string(value), absl::UTCTimeZone(),
-                      &when, &error)) {
-    return std::max(absl::ZeroDuration(), when - now);
-  }
-  return std::nullopt;
-}
-
-absl::Duration BackoffDelay(int attempt, absl::Duration initial, absl::Duration max,
-                            double unit_random) {
-  absl::Duration ceiling = initial;
-  for (int i = 1; i < attempt && ceiling < max; ++i) ceiling *= 2;
-  ceiling = std::min(ceiling, max);
-  return ceiling * std::clamp(unit_random, 0.0, 1.0);
 }
 
 std::unique_ptr<LlmClient> NewOpenAiCompatibleClient(LlmConfig config) {

@@ -86,14 +86,5 @@ std::unique_ptr<LlmClient> NewOpenAiCompatibleClient(LlmConfig config);
 std::string ChatRequestJson(const ChatRequest& request, absl::string_view model);
 // Reads choices[0].message.content and usage from a chat completion.
 absl::StatusOr<ChatResponse> ParseChatCompletion(absl::string_view body);
-// The provider's error message from an error body ({"error": {"message": ...}}, or the body
-// itself, shortened), for messages like "HTTP 401 from the LLM provider: Invalid API key".
-std::string ProviderErrorMessage(absl::string_view body);
-// A Retry-After value: delta-seconds ("7", "1.5") or an HTTP date. nullopt when unusable.
-std::optional<absl::Duration> ParseRetryAfter(absl::string_view value, absl::Time now);
-// The delay before attempt `attempt + 1` (attempt counts from 1): initial * 2^(attempt-1),
-// capped at max, with full jitter (uniform in [0, that]) drawn from `unit_random` in [0, 1).
-absl::Duration BackoffDelay(int attempt, absl::Duration initial, absl::Duration max,
-                            double unit_random);
 
 }  // namespace calleval

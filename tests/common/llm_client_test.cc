@@ -14,6 +14,7 @@
 
 #include "absl/time/clock.h"
 #include "common/errors.h"
+#include "common/provider_http.h"
 #include "tests/support/fake_openai_server.h"
 
 namespace calleval {
@@ -296,6 +297,8 @@ TEST(ProviderErrorMessageTest, QuotesTheMessageOrTheBody) {
   EXPECT_EQ(ProviderErrorMessage(R"({"error": {"message": "Invalid model", "type": "x"}})"),
             "Invalid model");
   EXPECT_EQ(ProviderErrorMessage(R"({"error": "overloaded"})"), "overloaded");
+  EXPECT_EQ(ProviderErrorMessage(R"({"detail": "Not Found"})"), "Not Found");
+  EXPECT_EQ(ProviderErrorMessage(R"({"message": "busy"})"), "busy");
   EXPECT_EQ(ProviderErrorMessage("  Bad Gateway \n"), "Bad Gateway");
   EXPECT_EQ(ProviderErrorMessage(""), "(no message)");
   EXPECT_EQ(ProviderErrorMessage(std::string(1000, 'x')).size(), 303u);

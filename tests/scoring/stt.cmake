@@ -1,0 +1,15 @@
+# Speech-to-text (services/scoring/speech_to_text.h): merging, PocketSphinx on corpus audio, and
+# the OpenAI-compatible client against a local /v1/audio/transcriptions.
+if(TARGET calleval_speech_to_text)
+  # A faithful stand-in for POST /v1/audio/transcriptions on the loopback TestHttpServer.
+  add_library(calleval_fake_transcriptions ${CMAKE_SOURCE_DIR}/tests/support/openai_transcriptions_route.cc)
+  target_link_libraries(calleval_fake_transcriptions
+    PUBLIC calleval_test_support absl::strings
+    PRIVATE nlohmann_json::nlohmann_json)
+
+  calleval_test(speech_to_text_test SOURCES speech_to_text_test.cc
+    LIBS calleval_speech_to_text calleval_fake_transcriptions calleval_audio_decoder
+         calleval_word_error_rate nlohmann_json::nlohmann_json absl::strings)
+  target_compile_definitions(speech_to_text_test PRIVATE
+    CALLEVAL_CORPUS_DIR="${CMAKE_SOURCE_DIR}/../shared/corpus/calls")
+endif()
