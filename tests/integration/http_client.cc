@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <thread>
 
 namespace calleval::testing {
 namespace {
@@ -84,6 +86,17 @@ HttpResponse HttpClient::Send(const std::string& method, const std::string& path
   }
   curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &response.status);
   return response;
+}
+
+nlohmann::json HttpClient::WaitForAnalysis(const std::string& id_or_key) {
+  nlohmann::json call;
+  for (int i = 0; i < 800; ++i) {
+    call = Get("/api/public/v1/calls/" + id_or_key).json();
+    const std::string status = call.is_object() ? call.value("analysis_status", "") : "";
+    if (status == "completed" || status == "failed" || status == "skipped") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return call;
 }
 
 }  // namespace calleval::testing

@@ -52,6 +52,10 @@ class HttpClient {
 
   int connections_opened() const;
 
+  // Polls GET /api/public/v1/calls/{id_or_key} until analysis_status is final (completed,
+  // failed or skipped) or about 20 s have passed, and returns the last record read.
+  nlohmann::json WaitForAnalysis(const std::string& id_or_key);
+
  private:
   std::string base_url_;
   std::string api_key_;

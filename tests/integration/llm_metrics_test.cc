@@ -84,14 +84,7 @@ class LlmMetricsTest : public ::testing::Test {
                {{"role", "Function Call Result"}, {"data", {{"result", "booked 10:00"}}}},
                {{"role", "AI Assistant"}, {"content", "You are booked for 10 am Tuesday."}}}}});
     EXPECT_EQ(r.status, 201) << r.body;
-    json call;
-    for (int i = 0; i < 800; ++i) {
-      call = client_->Get("/api/public/v1/calls/" + id).json();
-      const std::string status = call.value("analysis_status", std::string());
-      if (status == "completed" || status == "failed") break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    return call;
+    return client_->WaitForAnalysis(id);
   }
 
   static const json* Result(const json& call, int64_t metric_id) {
@@ -421,12 +414,7 @@ TEST(LlmBatchTest, OneRequestForTheCallsQuestionsAndSingleQuestionsForWhatItMiss
             {{{"role", "AI Assistant"}, {"content", "Hello"}},
              {{"role", "User"}, {"content", "Hi, can I change my address?"}}}}});
   ASSERT_EQ(ingest.status, 201) << ingest.body;
-  json call;
-  for (int i = 0; i < 400; ++i) {
-    call = client.Get("/api/public/v1/calls/batched-1").json();
-    if (call["analysis_status"] == "completed") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
+  json call = client.WaitForAnalysis("batched-1");
   ASSERT_EQ(call["analysis_status"], "completed") << call.dump();
   std::map<int64_t, json> values;
   for (const json& r : call["metric_results"]) values[r["metric_id"]] = r["value"];
@@ -472,12 +460,7 @@ TEST(LlmUnavailableTest, GenerateIs503AndLlmMetricsFailWithoutCharge) {
                        {"agent_id", agent.json()["id"]},
                        {"transcript", {{{"role", "AI Assistant"}, {"content", "Hello"}}}}});
   ASSERT_EQ(ingest.status, 201) << ingest.body;
-  json call;
-  for (int i = 0; i < 400; ++i) {
-    call = client.Get("/api/public/v1/calls/no-llm-1").json();
-    if (call["analysis_status"] == "completed") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
+  json call = client.WaitForAnalysis("no-llm-1");
   ASSERT_EQ(call["analysis_status"], "completed") << call.dump();
   ASSERT_EQ(call["metric_results"].size(), 1u);
   EXPECT_EQ(call["metric_results"][0]["status"], "failed");

@@ -89,14 +89,7 @@ class MetricsApiTest : public ::testing::Test {
   }
 
   json WaitFinal(const std::string& key) {
-    json call;
-    for (int i = 0; i < 600; ++i) {
-      call = client_->Get("/api/public/v1/calls/" + key).json();
-      const std::string status = call.value("analysis_status", std::string());
-      if (status == "completed" || status == "failed" || status == "skipped") break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    return call;
+    return client_->WaitForAnalysis(key);
   }
 
   int64_t Balance() { return client_->Get("/api/v1/workspaces/current").json()["credit_balance"]; }
@@ -788,12 +781,7 @@ TEST(SandboxUnavailableTest, CodeMetricsFailClosed) {
       json{{"code", "metric['result'] = True"}, {"call_observation_id", ingest.json()["id"]}});
   EXPECT_EQ(test.status, 503) << test.body;
 
-  json call;
-  for (int i = 0; i < 400; ++i) {
-    call = client.Get("/api/public/v1/calls/no-sandbox-1").json();
-    if (call["analysis_status"] == "completed") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
+  json call = client.WaitForAnalysis("no-sandbox-1");
   ASSERT_EQ(call["analysis_status"], "completed") << call.dump();
   for (const json& r : call["metric_results"]) {
     if (r["metric_id"] == metric.json()["id"]) {

@@ -160,12 +160,7 @@ TEST(SplitRolesTest, ScoringProcessJudgesCustomMetricsOverGrpc) {
                                  {"agent_id", agent.json()["id"]},
                                  {"transcript", {{{"role", "User"}, {"content", "Hello?"}}}}});
   ASSERT_EQ(ingest.status, 201) << ingest.body;
-  json call;
-  for (int i = 0; i < 400; ++i) {
-    call = client.Get("/api/public/v1/calls/split-scored-1").json();
-    if (call["analysis_status"] == "completed") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  json call = client.WaitForAnalysis("split-scored-1");
   ASSERT_EQ(call["analysis_status"], "completed") << call.dump();
   ASSERT_EQ(call["metric_results"].size(), 1u) << call.dump();
   EXPECT_EQ(call["metric_results"][0]["value"], true);
