@@ -421,10 +421,10 @@ TEST(LlmBatchTest, OneRequestForTheCallsQuestionsAndSingleQuestionsForWhatItMiss
   EXPECT_EQ(values[b1], true) << call.dump();
   EXPECT_EQ(values[b2], 5);
   EXPECT_EQ(values[b3], 3);
-  for (const json& m : call["standard_metrics"]) {
-    if (m["standard_metric_key"] == "user_sentiment") EXPECT_EQ(m["result"]["value"], "neutral");
-    if (m["standard_metric_key"] == "task_completion") EXPECT_EQ(m["result"]["value"], false);
-  }
+  std::map<std::string, json> standard;
+  for (const json& m : call["standard_metrics"]) standard[m["standard_metric_key"]] = m["result"];
+  EXPECT_EQ(standard["user_sentiment"]["value"], "neutral") << call.dump();
+  EXPECT_EQ(standard["task_completion"]["value"], false);
   // One request for the two standard questions, one for the batch, one for B3 alone.
   EXPECT_EQ(llm.chat_calls(), 3);
   server->reset();

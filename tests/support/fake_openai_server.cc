@@ -59,7 +59,11 @@ void FakeOpenAiServer::AnswerWhen(std::string text_in_prompt, std::string conten
 void FakeOpenAiServer::AnswerInTurn(std::string text_in_prompt,
                                     std::vector<std::string> contents) {
   std::vector<Reply> replies;
-  for (std::string& content : contents) replies.push_back(Reply{200, std::move(content)});
+  for (std::string& content : contents) {
+    Reply reply;
+    reply.content = std::move(content);
+    replies.push_back(std::move(reply));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   rules_.push_back(Rule{std::move(text_in_prompt), std::move(replies), 0});
 }

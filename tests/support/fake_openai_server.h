@@ -46,7 +46,11 @@ class FakeOpenAiServer {
   TestHttpServer& http() { return http_; }
 
   void Enqueue(Reply reply);
-  void EnqueueContent(std::string content) { Enqueue(Reply{200, std::move(content)}); }
+  void EnqueueContent(std::string content) {
+    Reply reply;
+    reply.content = std::move(content);
+    Enqueue(std::move(reply));
+  }
   void EnqueueError(int status, std::string retry_after = "");
   void AnswerWhen(std::string text_in_prompt, std::string content);
   // Like AnswerWhen, but each matching request gets the next of `contents`, round and round
