@@ -185,6 +185,24 @@ CREATE TABLE metric_scenarios (
 -- in the order of planned_metric_ids (NULL on calls from before: every metric cost 1).
 ALTER TABLE calls ADD COLUMN planned_metric_costs TEXT;
 )sql"},
+      {5, R"sql(
+-- Speech-to-text, a stage of its own beside the audio pass: a voice call's recording is
+-- transcribed under its own lease (token, expiry, attempts) while the audio metrics are
+-- computed. `generated_transcript` is the recognizer's transcript (also copied into
+-- `transcript` when none was provided); `transcription_error` says why it failed.
+-- `audio_results` keeps every audio metric of the audio stage (planned or not) for the
+-- transcript stage, which a call in analysis_status 'computed' waits for.
+ALTER TABLE calls ADD COLUMN transcription_token TEXT;
+ALTER TABLE calls ADD COLUMN transcription_lease_until INTEGER;
+ALTER TABLE calls ADD COLUMN transcription_attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE calls ADD COLUMN transcription_error TEXT;
+ALTER TABLE calls ADD COLUMN generated_transcript BLOB;
+ALTER TABLE calls ADD COLUMN audio_results BLOB;
+CREATE INDEX calls_transcription_work ON calls (transcription_status, transcription_lease_until)
+  WHERE transcription_status IN ('pending', 'processing');
+CREATE INDEX calls_analysis_computed ON calls (analysis_status, analysis_lease_until)
+  WHERE analysis_status = 'computed';
+)sql"},
   };
   return *migrations;
 }

@@ -41,6 +41,7 @@
 #include "services/metrics/metrics_service.h"
 #include "services/metrics/metrics_store.h"
 #include "services/scoring/scoring_worker.h"
+#include "services/scoring/transcription_worker.h"
 
 namespace calleval {
 namespace {
@@ -177,6 +178,8 @@ struct Server::State {
   std::unique_ptr<calls::RecordingDownloader> downloader;
   std::unique_ptr<scoring::AnalysisQueue> analysis_queue;
   std::unique_ptr<scoring::ScoringWorkers> scoring_workers;
+  std::unique_ptr<scoring::TranscriptionQueue> transcription_queue;
+  std::unique_ptr<scoring::TranscriptionWorkers> transcription_workers;
   std::unique_ptr<accounts::AccountsService> accounts_service;
   std::unique_ptr<agents::AgentsService> agents_service;
   std::unique_ptr<calls::CallsService> calls_service;
@@ -450,11 +453,44 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     if (HasRole(config, "calls") || config.calls_addr.empty()) {
       s->analysis_queue = std::make_unique<scoring::StoreAnalysisQueue>(
           s->calls_store.get(), config.analysis_lease, /*max_attempts=*/3);
+      s->transcription_queue = std::make_unique<scoring::StoreTranscriptionQueue>(
+          s->calls_store.get(), config.transcription_lease, /*max_attempts=*/3);
     } else {
+      std::shared_ptr<grpc::Channel> calls =
+          grpc::CreateChannel(config.calls_addr, grpc::InsecureChannelCredentials());
       s->analysis_queue = std::make_unique<scoring::GrpcAnalysisQueue>(
-          grpc::CreateChannel(config.calls_addr, grpc::InsecureChannelCredentials()),
-          config.analysis_lease, /*max_attempts=*/3);
+          calls, config.analysis_lease, /*max_attempts=*/3);
+      s->transcription_queue = std::make_unique<scoring::GrpcTranscriptionQueue>(
+          calls, config.transcription_lease, /*max_attempts=*/3);
     }
+    // Speech-to-text runs on its own workers: a recording takes about a tenth of its length
+    // to transcribe, and the audio metrics of other calls must not wait behind it.
+    scoring::TranscriptionWorkers::Options transcribers;
+    transcribers.workers = config.stt_workers;
+    if (!config.stt_base_url.empty()) {
+      scoring::OpenAiTranscriberConfig stt;
+      stt.base_url = config.stt_base_url;
+      stt.api_key = config.stt_api_key;
+      stt.model = config.stt_model;
+      stt.language = config.stt_language;
+      transcribers.make_recognizer = [stt](const std::atomic<bool>* cancel)
+          -> absl::StatusOr<std::unique_ptr<scoring::SpeechRecognizer>> {
+        scoring::OpenAiTranscriberConfig with_cancel = stt;
+        with_cancel.cancel = cancel;
+        return std::make_unique<scoring::OpenAiTranscriber>(std::move(with_cancel));
+      };
+    } else {
+      transcribers.make_recognizer = [](const std::atomic<bool>* cancel)
+          -> absl::StatusOr<std::unique_ptr<scoring::SpeechRecognizer>> {
+        scoring::PocketsphinxOptions options;
+        options.cancel = cancel;
+        ASSIGN_OR_RETURN(std::unique_ptr<scoring::PocketsphinxRecognizer> recognizer,
+                         scoring::PocketsphinxRecognizer::Create(std::move(options)));
+        return std::unique_ptr<scoring::SpeechRecognizer>(std::move(recognizer));
+      };
+    }
+    s->transcription_workers = std::make_unique<scoring::TranscriptionWorkers>(
+        s->transcription_queue.get(), std::move(transcribers));
     scoring::ScoringWorkers::Options workers;
     workers.judges.sandbox = s->sandbox.get();
     workers.judges.llm = s->llm.get();
@@ -462,9 +498,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     workers.workers = config.workers > 0
                           ? config.workers
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    // A leased voice call may have a recording to transcribe (transcription starts once the
+    // analysis has, so a call skipped for credits is never transcribed).
+    scoring::TranscriptionWorkers* transcription = s->transcription_workers.get();
+    workers.on_leased = [transcription] { transcription->Notify(); };
     s->scoring_workers =
         std::make_unique<scoring::ScoringWorkers>(s->analysis_queue.get(), workers);
+    scoring::ScoringWorkers* scoring = s->scoring_workers.get();
+    // A transcription that ended may complete a `computed` call.
+    transcription->set_on_reported([scoring] { scoring->Notify(); });
     s->scoring_workers->Start();
+    s->transcription_workers->Start();
   }
   scoring::ScoringWorkers* scoring_workers = s->scoring_workers.get();
   if (HasRole(config, "calls")) {
@@ -567,6 +611,8 @@ void Server::Shutdown() {
   if (s.downloader) s.downloader->Stop();
   // Provider requests and their backoff waits end at once; the workers give such calls back.
   if (s.llm) s.llm->Shutdown();
+  // Transcriptions in progress are cancelled and their recordings given back.
+  if (s.transcription_workers) s.transcription_workers->Stop();
   if (s.scoring_workers) s.scoring_workers->Stop();
   s.pool.reset();  // runs what was queued
 }

@@ -181,6 +181,42 @@ const std::map<std::string, Setter>& Setters() {
          c->llm_model = v;
          return absl::OkStatus();
        }},
+      {"stt-base-url",
+       [](const std::string& v, ServerConfig* c) {
+         c->stt_base_url = v;
+         return absl::OkStatus();
+       }},
+      {"stt-api-key",
+       [](const std::string& v, ServerConfig* c) {
+         c->stt_api_key = v;
+         return absl::OkStatus();
+       }},
+      {"stt-model",
+       [](const std::string& v, ServerConfig* c) {
+         c->stt_model = v;
+         return absl::OkStatus();
+       }},
+      {"stt-language",
+       [](const std::string& v, ServerConfig* c) {
+         c->stt_language = v;
+         return absl::OkStatus();
+       }},
+      {"stt-workers",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
+         int64_t n = 0;
+         if (absl::Status s = ParseInt("stt-workers", v, &n); !s.ok()) return s;
+         if (n < 0 || n > 64) return absl::InvalidArgumentError("--stt-workers: 0..64");
+         c->stt_workers = static_cast<int>(n);
+         return absl::OkStatus();
+       }},
+      {"transcription-lease-seconds",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
+         int64_t n = 0;
+         if (absl::Status s = ParseInt("transcription-lease-seconds", v, &n); !s.ok()) return s;
+         if (n < 1) return absl::InvalidArgumentError("--transcription-lease-seconds: at least 1");
+         c->transcription_lease = absl::Seconds(n);
+         return absl::OkStatus();
+       }},
       {"sandbox-bwrap",
        [](const std::string& v, ServerConfig* c) {
          c->sandbox_bwrap = v;

@@ -55,6 +55,19 @@ struct ServerConfig {
   // Provider requests this process has in flight at once; more wait their turn.
   int llm_max_in_flight = 8;
   std::string sandbox_python = "/usr/bin/python3";
+  // Speech-to-text (SPEC §7): any OpenAI-compatible /audio/transcriptions endpoint, e.g.
+  // https://api.openai.com/v1 with model whisper-1. Empty: the embedded recognizer
+  // (PocketSphinx with Debian's US-English model).
+  std::string stt_base_url;
+  std::string stt_api_key;
+  std::string stt_model = "whisper-1";
+  std::string stt_language;  // ISO-639-1 hint for the endpoint ("en"); empty: detected
+  // Recordings transcribed at once by this process; each embedded recognizer holds its model
+  // (about 60 MB) and one core while it runs.
+  int stt_workers = 1;
+  // How long a transcription worker holds a recording before another may take it over (an
+  // hour of audio takes about 6 minutes with the embedded recognizer).
+  absl::Duration transcription_lease = absl::Minutes(30);
 };
 
 // Parses `serve` flags (argv after the subcommand) over the environment's CALLEVAL_* values.

@@ -1,6 +1,7 @@
 // callevalctl: administration of an installation's data dir (SPEC §10). Works while the
 // server runs: SQLite's WAL mode lets both write, each waiting briefly for the other.
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,8 @@
 #include "nlohmann/json.hpp"
 #include "services/accounts/accounts_store.h"
 #include "services/scoring/analysis.h"
+#include "services/scoring/transcription_accuracy.h"
+#include "services/scoring/transcription_worker.h"
 
 namespace {
 
@@ -29,6 +32,7 @@ constexpr char kUsage[] =
     "  key create --workspace ID [--grant ID,...]\n"
     "  credits add --workspace ID --amount N\n"
     "  analyze FILE [--transcript T.json] [--channel-map agent=0,user=1]\n"
+    "          [--stt pocketsphinx|none]   (transcription_accuracy: with --transcript)\n"
     "DIR defaults to $CALLEVAL_DATA_DIR, else ./data\n";
 
 int Fail(const std::string& message) {
@@ -74,10 +78,27 @@ bool Int64Flag(const std::map<std::string, std::string>& flags, const std::strin
 // `analyze FILE ...`: the audio pass of the scoring service on one recording, offline; prints
 // {"duration_seconds", "standard_metrics"} with the elements a call record carries.
 int Analyze(const std::vector<std::string>& args) {
-  if (args.empty() || args[0].rfind("--", 0) == 0) return Usage("analyze needs a FILE");
+  // FILE is the first argument that is not a flag or a flag's value.
+  std::vector<std::string> flag_args;
+  std::string file;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].rfind("--", 0) == 0) {
+      flag_args.push_back(args[i]);
+      if (args[i].find('=') == std::string::npos && i + 1 < args.size()) {
+        flag_args.push_back(args[++i]);
+      }
+    } else if (file.empty()) {
+      file = args[i];
+    } else {
+      return Usage("unexpected argument " + args[i]);
+    }
+  }
+  if (file.empty()) return Usage("analyze needs a FILE");
   std::map<std::string, std::string> flags;
   std::string error;
-  if (!ParseFlags({args.begin() + 1, args.end()}, &flags, &error)) return Usage(error);
+  if (!ParseFlags(flag_args, &flags, &error)) return Usage(error);
+  const std::string stt = flags.count("stt") ? flags["stt"] : "pocketsphinx";
+  if (stt != "pocketsphinx" && stt != "none") return Usage("--stt is pocketsphinx or none");
   calleval::scoring::AnalysisOptions options;
   if (flags.count("channel-map")) {
     auto map = calleval::scoring::ParseChannelMap(flags["channel-map"]);
@@ -96,8 +117,27 @@ int Analyze(const std::vector<std::string>& args) {
     transcript.assign(request.transcript().begin(), request.transcript().end());
   }
   auto result = calleval::scoring::AnalyzeRecording(
-      args[0], flags.count("transcript") ? &transcript : nullptr, options);
+      file, flags.count("transcript") ? &transcript : nullptr, options);
   if (!result.ok()) return Fail(std::string(result.status().message()));
+  // transcription_accuracy: the provided transcript against the embedded recognizer's.
+  calleval::v1::StandardMetricResult accuracy;
+  if (!flags.count("transcript")) {
+    accuracy = calleval::scoring::TranscriptionAccuracyNotApplicable(
+        calleval::scoring::kNoProvidedTranscript);
+  } else if (stt == "none") {
+    accuracy = calleval::scoring::TranscriptionAccuracyNotApplicable(
+        "speech-to-text is off (--stt none)");
+  } else {
+    auto recognizer = calleval::scoring::PocketsphinxRecognizer::Create();
+    if (!recognizer.ok()) return Fail(std::string(recognizer.status().message()));
+    auto generated = calleval::scoring::TranscribeRecording(
+        file, options.channel_map, /*has_provided_transcript=*/true, **recognizer);
+    if (!generated.ok()) return Fail(std::string(generated.status().message()));
+    accuracy = calleval::scoring::TranscriptionAccuracy(transcript, *generated);
+  }
+  result->standard_metrics.push_back(std::move(accuracy));
+  std::stable_sort(result->standard_metrics.begin(), result->standard_metrics.end(),
+                   [](const auto& a, const auto& b) { return a.metric_id() < b.metric_id(); });
   calleval::v1::RecordingAnalysis analysis;
   analysis.set_duration_seconds(result->duration_seconds);
   for (auto& m : result->standard_metrics) *analysis.add_standard_metrics() = std::move(m);

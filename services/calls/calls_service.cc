@@ -111,6 +111,12 @@ grpc::ServerUnaryReactor* CallsService::RecordAnalysis(grpc::CallbackServerConte
   return RunUnary(context, pool_, [this, request]() {
     std::optional<double> duration;
     if (request->has_duration_seconds()) duration = request->duration_seconds();
+    if (request->audio_stage_only()) {
+      return store_->RecordAudioStage(
+          request->call_id(), request->token(), duration,
+          {request->results().begin(), request->results().end()},
+          {request->audio_results().begin(), request->audio_results().end()});
+    }
     return store_->RecordAnalysis(
         request->call_id(), request->token(), duration,
         {request->results().begin(), request->results().end()},
@@ -135,6 +141,45 @@ grpc::ServerUnaryReactor* CallsService::ReleaseAnalysis(grpc::CallbackServerCont
   });
 }
 
+grpc::ServerUnaryReactor* CallsService::LeaseTranscription(
+    grpc::CallbackServerContext* context, const v1::LeaseTranscriptionRequest* request,
+    v1::LeaseTranscriptionResponse* response) {
+  return RunUnary(context, pool_, [this, request, response]() -> absl::Status {
+    ASSIGN_OR_RETURN(
+        std::optional<TranscriptionJob> job,
+        store_->LeaseTranscription(absl::Seconds(std::max(1, request->lease_seconds())),
+                                   std::max(1, request->max_attempts())));
+    if (job) *response->mutable_job() = ToProto(*job);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* CallsService::RecordTranscription(
+    grpc::CallbackServerContext* context, const v1::RecordTranscriptionRequest* request,
+    google::protobuf::Empty* response) {
+  return RunUnary(context, pool_, [this, request]() {
+    return store_->RecordTranscription(
+        request->call_id(), request->token(),
+        {request->transcript().begin(), request->transcript().end()});
+  });
+}
+
+grpc::ServerUnaryReactor* CallsService::FailTranscription(
+    grpc::CallbackServerContext* context, const v1::FailTranscriptionRequest* request,
+    google::protobuf::Empty* response) {
+  return RunUnary(context, pool_, [this, request]() {
+    return store_->FailTranscription(request->call_id(), request->token(), request->message());
+  });
+}
+
+grpc::ServerUnaryReactor* CallsService::ReleaseTranscription(
+    grpc::CallbackServerContext* context, const v1::ReleaseTranscriptionRequest* request,
+    google::protobuf::Empty* response) {
+  return RunUnary(context, pool_, [this, request]() {
+    return store_->ReleaseTranscription(request->call_id(), request->token());
+  });
+}
+
 v1::AnalysisJob ToProto(const AnalysisJob& job) {
   v1::AnalysisJob out;
   out.set_call_id(job.call_id);
@@ -149,6 +194,11 @@ v1::AnalysisJob ToProto(const AnalysisJob& job) {
   for (const auto& metric : job.custom_metrics) *out.add_custom_metrics() = metric;
   *out.mutable_call() = job.call;
   *out.mutable_agent() = job.agent;
+  out.set_transcription_status(job.transcription_status);
+  out.set_transcription_error(job.transcription_error);
+  for (const auto& turn : job.generated_transcript) *out.add_generated_transcript() = turn;
+  out.set_audio_stage_done(job.audio_stage_done);
+  for (const auto& r : job.audio_results) *out.add_audio_results() = r;
   return out;
 }
 
@@ -166,6 +216,34 @@ AnalysisJob FromProto(const v1::AnalysisJob& job) {
   out.custom_metrics.assign(job.custom_metrics().begin(), job.custom_metrics().end());
   out.call = job.call();
   out.agent = job.agent();
+  out.transcription_status = job.transcription_status();
+  out.transcription_error = job.transcription_error();
+  out.generated_transcript.assign(job.generated_transcript().begin(),
+                                  job.generated_transcript().end());
+  out.audio_stage_done = job.audio_stage_done();
+  out.audio_results.assign(job.audio_results().begin(), job.audio_results().end());
+  return out;
+}
+
+v1::TranscriptionJob ToProto(const TranscriptionJob& job) {
+  v1::TranscriptionJob out;
+  out.set_call_id(job.call_id);
+  out.set_token(job.token);
+  out.set_attempts(job.attempts);
+  out.set_recording_path(job.recording_path);
+  *out.mutable_metadata() = job.metadata;
+  out.set_has_provided_transcript(job.has_provided_transcript);
+  return out;
+}
+
+TranscriptionJob FromProto(const v1::TranscriptionJob& job) {
+  TranscriptionJob out;
+  out.call_id = job.call_id();
+  out.token = job.token();
+  out.attempts = job.attempts();
+  out.recording_path = job.recording_path();
+  out.metadata = job.metadata();
+  out.has_provided_transcript = job.has_provided_transcript();
   return out;
 }
 

@@ -49,6 +49,19 @@ class CallsService final : public v1::Calls::CallbackService {
   grpc::ServerUnaryReactor* ReleaseAnalysis(grpc::CallbackServerContext* context,
                                             const v1::ReleaseAnalysisRequest* request,
                                             google::protobuf::Empty* response) override;
+  // The transcription queue, likewise.
+  grpc::ServerUnaryReactor* LeaseTranscription(grpc::CallbackServerContext* context,
+                                               const v1::LeaseTranscriptionRequest* request,
+                                               v1::LeaseTranscriptionResponse* response) override;
+  grpc::ServerUnaryReactor* RecordTranscription(grpc::CallbackServerContext* context,
+                                                const v1::RecordTranscriptionRequest* request,
+                                                google::protobuf::Empty* response) override;
+  grpc::ServerUnaryReactor* FailTranscription(grpc::CallbackServerContext* context,
+                                              const v1::FailTranscriptionRequest* request,
+                                              google::protobuf::Empty* response) override;
+  grpc::ServerUnaryReactor* ReleaseTranscription(grpc::CallbackServerContext* context,
+                                                 const v1::ReleaseTranscriptionRequest* request,
+                                                 google::protobuf::Empty* response) override;
 
   // The handlers, independent of the transport: `authorization` is the caller's
   // Authorization header. The gRPC methods above run them (writes on the pool, short reads
@@ -80,5 +93,7 @@ class CallsService final : public v1::Calls::CallbackService {
 // The analysis job on the wire and back.
 v1::AnalysisJob ToProto(const AnalysisJob& job);
 AnalysisJob FromProto(const v1::AnalysisJob& job);
+v1::TranscriptionJob ToProto(const TranscriptionJob& job);
+TranscriptionJob FromProto(const v1::TranscriptionJob& job);
 
 }  // namespace calleval::calls

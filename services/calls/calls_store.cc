@@ -183,7 +183,8 @@ struct LeasedCall {
 absl::StatusOr<LeasedCall> CheckLease(db::Connection& c, int64_t call_id, absl::string_view token) {
   ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT workspace_id, planned_metric_ids, "
                                         "analysis_token, planned_metric_costs FROM calls WHERE "
-                                        "id = ? AND analysis_status = 'processing'"));
+                                        "id = ? AND analysis_status IN ('processing', "
+                                        "'computed')"));
   stmt.Bind(1, call_id);
   ASSIGN_OR_RETURN(bool row, stmt.Step());
   if (!row || stmt.IsNull(2) || stmt.Text(2) != token) {
@@ -193,6 +194,31 @@ absl::StatusOr<LeasedCall> CheckLease(db::Connection& c, int64_t call_id, absl::
   LeasedCall leased{stmt.Int64(0), SplitIds(stmt.Text(1)), {}};
   leased.costs = PlannedCosts(leased.planned, stmt.OptionalText(3).value_or(""));
   return leased;
+}
+
+// A call whose analysis ended failed or skipped is not transcribed (or no longer): a pending
+// or running transcription ends failed with `why`, and a running one's report is refused.
+absl::Status EndTranscription(db::Connection& c, int64_t call_id, absl::string_view why) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("UPDATE calls SET transcription_status = 'failed', "
+                                        "transcription_error = ?, transcription_token = NULL, "
+                                        "transcription_lease_until = NULL WHERE id = ? AND "
+                                        "transcription_status IN ('pending', 'processing')"));
+  stmt.Bind(1, why).Bind(2, call_id);
+  return stmt.Run();
+}
+
+// The call holding transcription lease `token` (else kFailedPrecondition).
+absl::Status CheckTranscriptionLease(db::Connection& c, int64_t call_id,
+                                     absl::string_view token) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT transcription_token FROM calls WHERE id = ? AND "
+                                        "transcription_status = 'processing'"));
+  stmt.Bind(1, call_id);
+  ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row || stmt.IsNull(0) || stmt.Text(0) != token) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the transcription lease of call ", call_id, " is no longer held"));
+  }
+  return absl::OkStatus();
 }
 
 // An unknown status or type in a filter is a client mistake, not an empty result.
@@ -280,6 +306,14 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
       planned.push_back(m.id);
     }
   }
+  // A voice call is transcribed when the transcript is what it lacks, or when
+  // transcription_accuracy compares the provided one with the recording; otherwise there is
+  // nothing to transcribe and its transcript (the provided one) is complete at ingest.
+  constexpr int64_t kTranscriptionAccuracyId = 7;
+  const bool transcribe =
+      has_recording && (request.transcript_size() == 0 ||
+                        absl::c_find(planned, kTranscriptionAccuracyId) != planned.end());
+  const char* const transcription_status = transcribe ? "pending" : "completed";
   std::vector<int64_t> planned_costs;
   planned_costs.reserve(planned.size());
   for (int64_t id : planned) {
@@ -330,7 +364,7 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
             .Bind(3, request.call_identifier())
             .Bind(4, observation_type)
             .Bind(5, request.has_call_direction() ? request.call_direction() : "inbound")
-            .Bind(6, request.transcript_size() > 0 && !has_recording ? "completed" : "pending");
+            .Bind(6, transcription_status);
         if (has_recording) {
           insert.Bind(7, request.recording_url()).Bind(8, "pending");
         } else {
@@ -375,8 +409,7 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
   call.set_observation_type(observation_type);
   call.set_call_direction(request.has_call_direction() ? request.call_direction() : "inbound");
   call.set_analysis_status("pending");
-  call.set_transcription_status(request.transcript_size() > 0 && !has_recording ? "completed"
-                                                                                : "pending");
+  call.set_transcription_status(transcription_status);
   if (has_recording) call.set_recording_url(request.recording_url());
   if (duration) call.set_duration_seconds(*duration);
   call.set_call_timestamp(call_timestamp);
@@ -643,8 +676,10 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseNext(absl::Duration 
                                    "(analysis_status = 'pending' AND "
                                    "(recording_state IS NULL OR recording_state = 'stored')) OR "
                                    "(analysis_status = 'processing' AND analysis_lease_until <= ?) "
-                                   "ORDER BY id LIMIT 1"));
-          next.Bind(1, now);
+                                   "OR (analysis_status = 'computed' AND transcription_status IN "
+                                   "('completed', 'failed') AND (analysis_lease_until IS NULL OR "
+                                   "analysis_lease_until <= ?)) ORDER BY id LIMIT 1"));
+          next.Bind(1, now).Bind(2, now);
           ASSIGN_OR_RETURN(bool found, next.Step());
           if (!found) return std::nullopt;
           const int64_t id = next.Int64(0);
@@ -663,7 +698,8 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseNext(absl::Duration 
                                                  "= NULL, updated_at = ? WHERE id = ?"));
             end.Bind(1, status).Bind(2, reason).Bind(3, message).Bind(4, NowTimestamp());
             end.Bind(5, id);
-            return end.Run();
+            RETURN_IF_ERROR(end.Run());
+            return EndTranscription(c, id, absl::StrCat("the call's analysis ended ", status));
           };
           if (attempts >= max_attempts) {
             RETURN_IF_ERROR(RefundExcept(c, workspace_id, id, planned, {}));
@@ -698,7 +734,9 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseNext(absl::Duration 
           job.attempts = attempts + 1;
           job.planned_metric_ids = planned;
           ASSIGN_OR_RETURN(auto lease_stmt,
-                           c.Prepare("UPDATE calls SET analysis_status = 'processing', "
+                           c.Prepare("UPDATE calls SET analysis_status = CASE WHEN "
+                                     "analysis_status = 'computed' THEN 'computed' ELSE "
+                                     "'processing' END, "
                                      "analysis_token = ?, analysis_lease_until = ?, "
                                      "analysis_attempts = analysis_attempts + 1, updated_at = ? "
                                      "WHERE id = ?"));
@@ -714,8 +752,10 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseNext(absl::Duration 
           job.call.clear_standard_metrics();
           job.call.clear_metric_results();
           job.metadata = job.call.metadata();
-          ASSIGN_OR_RETURN(auto details, c.Prepare("SELECT recording_state, silence_threshold_ms "
-                                                   "FROM calls WHERE id = ?"));
+          ASSIGN_OR_RETURN(auto details,
+                           c.Prepare("SELECT recording_state, silence_threshold_ms, "
+                                     "transcription_error, generated_transcript, "
+                                     "audio_results FROM calls WHERE id = ?"));
           details.Bind(1, id);
           ASSIGN_OR_RETURN(bool row, details.Step());
           if (!row) return InternalError("leased call vanished");
@@ -723,6 +763,19 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseNext(absl::Duration 
             job.recording_path = RecordingPath(id);
           }
           if (!details.IsNull(1)) job.silence_threshold_ms = static_cast<int>(details.Int64(1));
+          job.transcription_status = job.call.transcription_status();
+          job.transcription_error = details.OptionalText(2).value_or("");
+          if (!details.IsNull(3)) {
+            v1::StoredTranscript generated;
+            generated.ParseFromString(details.Text(3));
+            job.generated_transcript.assign(generated.turns().begin(), generated.turns().end());
+          }
+          job.audio_stage_done = job.call.analysis_status() == "computed";
+          if (job.audio_stage_done && !details.IsNull(4)) {
+            v1::StoredStandardMetrics audio;
+            audio.ParseFromString(details.Text(4));
+            job.audio_results.assign(audio.items().begin(), audio.items().end());
+          }
           return std::optional<AnalysisJob>(std::move(job));
         }
       });
@@ -804,7 +857,8 @@ absl::Status CallsStore::FailAnalysis(int64_t call_id, absl::string_view token,
                                "failure_message = ?, analysis_token = NULL, "
                                "analysis_lease_until = NULL, updated_at = ? WHERE id = ?"));
     update.Bind(1, reason).Bind(2, message).Bind(3, NowTimestamp()).Bind(4, call_id);
-    return update.Run();
+    RETURN_IF_ERROR(update.Run());
+    return EndTranscription(c, call_id, absl::StrCat("the call's analysis failed: ", reason));
   });
 }
 
@@ -814,6 +868,141 @@ absl::Status CallsStore::ReleaseAnalysis(int64_t call_id, absl::string_view toke
     ASSIGN_OR_RETURN(auto update,
                      c.Prepare("UPDATE calls SET analysis_token = NULL, analysis_lease_until = 0, "
                                "analysis_attempts = MAX(0, analysis_attempts - 1) WHERE id = ?"));
+    update.Bind(1, call_id);
+    return update.Run();
+  });
+}
+
+absl::Status CallsStore::RecordAudioStage(
+    int64_t call_id, absl::string_view token, std::optional<double> duration_seconds,
+    const std::vector<v1::StandardMetricResult>& planned_results,
+    const std::vector<v1::StandardMetricResult>& audio_results) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(LeasedCall leased, CheckLease(c, call_id, token));
+    // What the record shows meanwhile: the planned standard metrics in plan order, those of the
+    // transcript stage still pending.
+    v1::StoredStandardMetrics shown;
+    int64_t credits = 0;
+    for (size_t i = 0; i < leased.planned.size(); ++i) {
+      const int64_t metric = leased.planned[i];
+      if (FindStandardMetric(metric) == nullptr) continue;
+      auto it = absl::c_find_if(planned_results, [&](const v1::StandardMetricResult& r) {
+        return r.metric_id() == metric;
+      });
+      v1::StandardMetricResult* out = shown.add_items();
+      *out = it != planned_results.end() ? *it : NewStandardMetricResult(metric, "pending");
+      out->set_credits_used(out->status() == "completed" ? leased.costs[i] : 0);
+      credits += out->credits_used();
+    }
+    v1::StoredStandardMetrics audio;
+    for (const auto& r : audio_results) *audio.add_items() = r;
+    ASSIGN_OR_RETURN(
+        auto update,
+        c.Prepare("UPDATE calls SET analysis_status = 'computed', standard_metrics = ?, "
+                  "audio_results = ?, credits_used = ?, duration_seconds = "
+                  "COALESCE(duration_seconds, ?), analysis_token = NULL, analysis_lease_until = "
+                  "NULL, analysis_attempts = 0, updated_at = ? WHERE id = ?"));
+    update.BindBlob(1, shown.SerializeAsString()).BindBlob(2, audio.SerializeAsString());
+    update.Bind(3, credits);
+    if (duration_seconds) {
+      update.Bind(4, static_cast<int64_t>(std::llround(*duration_seconds)));
+    } else {
+      update.BindNull(4);
+    }
+    update.Bind(5, NowTimestamp()).Bind(6, call_id);
+    return update.Run();
+  });
+}
+
+absl::StatusOr<std::optional<TranscriptionJob>> CallsStore::LeaseTranscription(
+    absl::Duration lease, int max_attempts) {
+  const int64_t now = NowUnixSeconds();
+  return db::WriteResult<std::optional<TranscriptionJob>>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<TranscriptionJob>> {
+        while (true) {
+          ASSIGN_OR_RETURN(
+              auto next,
+              c.Prepare("SELECT id, transcription_attempts, transcript_source IS NOT NULL, "
+                        "metadata FROM calls WHERE (transcription_status = 'pending' AND "
+                        "recording_state = 'stored' AND analysis_status IN ('processing', "
+                        "'computed', 'completed')) OR (transcription_status = 'processing' AND "
+                        "transcription_lease_until <= ?) ORDER BY id LIMIT 1"));
+          next.Bind(1, now);
+          ASSIGN_OR_RETURN(bool found, next.Step());
+          if (!found) return std::nullopt;
+          const int64_t id = next.Int64(0);
+          const int attempts = static_cast<int>(next.Int64(1));
+          if (attempts >= max_attempts) {
+            ASSIGN_OR_RETURN(auto end,
+                             c.Prepare("UPDATE calls SET transcription_status = 'failed', "
+                                       "transcription_error = ?, transcription_token = NULL, "
+                                       "transcription_lease_until = NULL, updated_at = ? "
+                                       "WHERE id = ?"));
+            end.Bind(1, absl::StrCat("the transcription did not finish after ", attempts,
+                                     " attempts"));
+            end.Bind(2, NowTimestamp()).Bind(3, id);
+            RETURN_IF_ERROR(end.Run());
+            continue;
+          }
+          TranscriptionJob job;
+          job.call_id = id;
+          job.token = HexEncode(RandomBytes(16));
+          job.attempts = attempts + 1;
+          job.recording_path = RecordingPath(id);
+          job.has_provided_transcript = next.Int64(2) != 0;
+          if (!next.IsNull(3)) job.metadata.ParseFromString(next.Text(3));
+          ASSIGN_OR_RETURN(auto lease_stmt,
+                           c.Prepare("UPDATE calls SET transcription_status = 'processing', "
+                                     "transcription_token = ?, transcription_lease_until = ?, "
+                                     "transcription_attempts = transcription_attempts + 1, "
+                                     "updated_at = ? WHERE id = ?"));
+          lease_stmt.Bind(1, job.token).Bind(2, now + absl::ToInt64Seconds(lease));
+          lease_stmt.Bind(3, NowTimestamp()).Bind(4, id);
+          RETURN_IF_ERROR(lease_stmt.Run());
+          return std::optional<TranscriptionJob>(std::move(job));
+        }
+      });
+}
+
+absl::Status CallsStore::RecordTranscription(int64_t call_id, absl::string_view token,
+                                             const std::vector<v1::Turn>& transcript) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    RETURN_IF_ERROR(CheckTranscriptionLease(c, call_id, token));
+    v1::StoredTranscript generated;
+    for (const auto& turn : transcript) *generated.add_turns() = turn;
+    const std::string blob = generated.SerializeAsString();
+    ASSIGN_OR_RETURN(
+        auto update,
+        c.Prepare("UPDATE calls SET transcription_status = 'completed', generated_transcript = ?, "
+                  "transcript = CASE WHEN transcript_source IS NULL THEN ? ELSE transcript END, "
+                  "transcript_source = COALESCE(transcript_source, 'generated'), "
+                  "transcription_error = NULL, transcription_token = NULL, "
+                  "transcription_lease_until = NULL, updated_at = ? WHERE id = ?"));
+    update.BindBlob(1, blob).BindBlob(2, blob).Bind(3, NowTimestamp()).Bind(4, call_id);
+    return update.Run();
+  });
+}
+
+absl::Status CallsStore::FailTranscription(int64_t call_id, absl::string_view token,
+                                           absl::string_view message) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    RETURN_IF_ERROR(CheckTranscriptionLease(c, call_id, token));
+    ASSIGN_OR_RETURN(auto update,
+                     c.Prepare("UPDATE calls SET transcription_status = 'failed', "
+                               "transcription_error = ?, transcription_token = NULL, "
+                               "transcription_lease_until = NULL, updated_at = ? WHERE id = ?"));
+    update.Bind(1, message).Bind(2, NowTimestamp()).Bind(3, call_id);
+    return update.Run();
+  });
+}
+
+absl::Status CallsStore::ReleaseTranscription(int64_t call_id, absl::string_view token) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    RETURN_IF_ERROR(CheckTranscriptionLease(c, call_id, token));
+    ASSIGN_OR_RETURN(auto update,
+                     c.Prepare("UPDATE calls SET transcription_token = NULL, "
+                               "transcription_lease_until = 0, transcription_attempts = "
+                               "MAX(0, transcription_attempts - 1) WHERE id = ?"));
     update.Bind(1, call_id);
     return update.Run();
   });

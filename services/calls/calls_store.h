@@ -69,6 +69,25 @@ struct AnalysisJob {
   // code judge sees (SPEC §6).
   v1::Call call;
   v1::JobAgent agent;
+  // Speech-to-text as of the lease (pending, processing, completed, failed), why it failed, and
+  // the generated transcript once completed.
+  std::string transcription_status;
+  std::string transcription_error;
+  std::vector<v1::Turn> generated_transcript;
+  // The audio stage was recorded by an earlier lease (the call is `computed`): this lease is
+  // the transcript stage, and audio_results holds every audio metric (planned or not).
+  bool audio_stage_done = false;
+  std::vector<v1::StandardMetricResult> audio_results;
+};
+
+// A voice call's recording leased to one transcription worker.
+struct TranscriptionJob {
+  int64_t call_id = 0;
+  std::string token;  // must come back with the report
+  int attempts = 0;   // including this one
+  std::string recording_path;
+  google::protobuf::Struct metadata;  // channel_map
+  bool has_provided_transcript = false;
 };
 
 // Credits per metric (SPEC §9): every standard metric costs 1; custom metrics carry their own
@@ -135,6 +154,30 @@ class CallsStore {
                             absl::string_view message);
   // Gives a lease back untried (the worker is stopping).
   absl::Status ReleaseAnalysis(int64_t call_id, absl::string_view token);
+  // Records the audio stage of a voice call whose transcription is still running: the call
+  // becomes `computed` with `planned_results` (the planned audio metrics; the planned metrics
+  // that need the transcript show `pending`), keeps `audio_results` (every audio metric) for
+  // the transcript stage, and is handed out again by LeaseAnalysis once its transcription has
+  // completed or failed. The lease ends; the attempts count starts again for the next stage.
+  absl::Status RecordAudioStage(int64_t call_id, absl::string_view token,
+                                std::optional<double> duration_seconds,
+                                const std::vector<v1::StandardMetricResult>& planned_results,
+                                const std::vector<v1::StandardMetricResult>& audio_results);
+
+  // The transcription queue: voice calls whose recording is stored and whose analysis has
+  // started (so a call skipped for credits is never transcribed), oldest first, or one whose
+  // transcription lease expired. A call leased `max_attempts` times without a report ends with
+  // transcription_status failed (the call itself goes on).
+  absl::StatusOr<std::optional<TranscriptionJob>> LeaseTranscription(absl::Duration lease,
+                                                                     int max_attempts);
+  // Stores the generated transcript (transcription_status completed); a call without a
+  // provided transcript shows it as its transcript with transcript_source "generated".
+  absl::Status RecordTranscription(int64_t call_id, absl::string_view token,
+                                   const std::vector<v1::Turn>& transcript);
+  // transcription_status failed, with `message` kept for the metrics that needed it.
+  absl::Status FailTranscription(int64_t call_id, absl::string_view token,
+                                 absl::string_view message);
+  absl::Status ReleaseTranscription(int64_t call_id, absl::string_view token);
 
   // The stored recording of a call (no workspace check: the caller verified a signed link).
   absl::StatusOr<RecordingFile> GetRecordingFile(int64_t call_id);

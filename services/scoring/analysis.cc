@@ -26,17 +26,22 @@ v1::StandardMetricResult NotApplicable(v1::StandardMetricResult result, absl::st
   return result;
 }
 
-// transcription_accuracy compares a provided transcript with one generated from the audio;
-// until speech-to-text exists there is nothing to compare with.
-v1::StandardMetricResult TranscriptionAccuracyUnavailable() {
-  v1::StandardMetricResult r = NewStandardMetricResult(7, "not_applicable");
-  r.set_error(
-      "speech-to-text is not available yet, so there is no generated transcript to "
-      "compare the provided one with");
-  return r;
-}
-
 }  // namespace
+
+ChannelMap ChannelMapOf(const google::protobuf::Struct& metadata) {
+  ChannelMap map;
+  auto it = metadata.fields().find("channel_map");
+  if (it == metadata.fields().end() || !it->second.has_struct_value()) return map;
+  const auto& fields = it->second.struct_value().fields();
+  auto channel = [&](const char* key, int fallback) {
+    auto f = fields.find(key);
+    if (f == fields.end() || !f->second.has_number_value()) return fallback;
+    double v = f->second.number_value();
+    return v == 0 || v == 1 ? static_cast<int>(v) : fallback;
+  };
+  ChannelMap parsed{channel("agent", 0), channel("user", 1)};
+  return parsed.agent != parsed.user ? parsed : map;
+}
 
 absl::StatusOr<ChannelMap> ParseChannelMap(const std::string& text) {
   ChannelMap map;
@@ -105,15 +110,13 @@ absl::StatusOr<AnalysisResult> AnalyzeRecording(const std::string& path,
       StopTimeAfterInterruption(t),
       SilenceDetection(t, options.silence_threshold_ms),
       WordsPerMinute(t, transcript),
-      TranscriptionAccuracyUnavailable(),
       agent_voice.Clarity(t.agent),
       agent_voice.VoiceChange(t.agent),
       TalkRatio(t),
   };
   for (auto& m : metrics) {
-    // Silence needs no roles, and transcription accuracy has its own reason.
-    if (!roles_known && m.standard_metric_key() != "silence_detection" &&
-        m.standard_metric_key() != "transcription_accuracy") {
+    // Silence needs no roles.
+    if (!roles_known && m.standard_metric_key() != "silence_detection") {
       m = NotApplicable(std::move(m),
                         "mono recording without a transcript: the parties cannot be told apart");
     }

@@ -25,11 +25,17 @@ struct AnalysisResult {
   std::vector<v1::StandardMetricResult> standard_metrics;
 };
 
+// The 9 audio metrics of SPEC §3 that need only the recording (and, for words, the transcript):
+// every audio-based standard metric except transcription_accuracy, which needs speech-to-text
+// (transcription_accuracy.h).
 // `transcript` (may be null) supplies the words for words_per_minute and, for mono recordings,
 // the turn boundaries. An undecodable file: kInvalidArgument with code "unsupported_audio".
 absl::StatusOr<AnalysisResult> AnalyzeRecording(const std::string& path,
                                                 const std::vector<v1::Turn>* transcript,
                                                 const AnalysisOptions& options);
+
+// metadata.channel_map = {"agent": 0|1, "user": 0|1} (SPEC §3); anything else: the default.
+ChannelMap ChannelMapOf(const google::protobuf::Struct& metadata);
 
 // Parses "agent=0,user=1" (either order); the two channels must differ.
 absl::StatusOr<ChannelMap> ParseChannelMap(const std::string& text);

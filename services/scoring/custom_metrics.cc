@@ -165,7 +165,7 @@ CodeVerdict JudgeCode(const judges::PythonSandbox* sandbox, absl::string_view co
 
 std::vector<v1::MetricResult> JudgeCustomMetrics(
     const calls::AnalysisJob& job, const std::vector<v1::StandardMetricResult>& standard,
-    const Judges& tools) {
+    const Judges& tools, absl::string_view no_transcript_reason) {
   std::vector<int64_t> planned;
   for (int64_t id : job.planned_metric_ids) {
     if (FindStandardMetric(id) == nullptr) planned.push_back(id);
@@ -189,6 +189,8 @@ std::vector<v1::MetricResult> JudgeCustomMetrics(
       results[i].set_status("failed");
       results[i].mutable_value()->set_null_value(google::protobuf::NULL_VALUE);
       results[i].set_error("the metric was deleted before the call was scored");
+    } else if (metric->metrics_type() == "custom_evaluation" && !no_transcript_reason.empty()) {
+      results[i] = Failed(*metric, std::string(no_transcript_reason));
     } else if (metric->metrics_type() == "custom_evaluation") {
       judges::LlmQuestion question;
       if (std::optional<v1::MetricResult> decided =
@@ -242,7 +244,9 @@ std::vector<v1::MetricResult> JudgeCustomMetrics(
     if (metric.metrics_type() == "specific_text_/_phrase_check" ||
         metric.metrics_type() == "permitted_options_check") {
       if (job.transcript.empty()) {
-        results[i] = NotApplicable(metric, "the call has no transcript to check");
+        results[i] = no_transcript_reason.empty()
+                         ? NotApplicable(metric, "the call has no transcript to check")
+                         : Failed(metric, std::string(no_transcript_reason));
         continue;
       }
       judges::Verdict verdict;

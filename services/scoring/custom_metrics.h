@@ -26,9 +26,11 @@ struct Judges {
 
 // One result per planned custom metric of `job`, in plan order. `standard` holds every
 // standard result the analysis produced (planned or not: a code judge sees them all).
+// `no_transcript_reason`, when set, says why a voice call has no transcript (its transcription
+// failed): the metrics that judge the transcript end failed with it; code metrics still run.
 std::vector<v1::MetricResult> JudgeCustomMetrics(
     const calls::AnalysisJob& job, const std::vector<v1::StandardMetricResult>& standard,
-    const Judges& tools);
+    const Judges& tools, absl::string_view no_transcript_reason = {});
 
 // The result of one code snippet run as a metric of `result_type`: completed with the value,
 // or failed with the reason (an exception, a limit, a wrong or missing result). The Metrics

@@ -15,38 +15,76 @@
 #include "services/scoring/analysis.h"
 #include "services/judges/llm_judge.h"
 #include "services/scoring/custom_metrics.h"
+#include "services/scoring/transcription_accuracy.h"
 
 namespace calleval::scoring {
 namespace {
 
-// metadata.channel_map = {"agent": 0|1, "user": 0|1} (SPEC §3); anything else: the default.
-ChannelMap ChannelMapOf(const google::protobuf::Struct& metadata) {
-  ChannelMap map;
-  auto it = metadata.fields().find("channel_map");
-  if (it == metadata.fields().end() || !it->second.has_struct_value()) return map;
-  const auto& fields = it->second.struct_value().fields();
-  auto channel = [&](const char* key, int fallback) {
-    auto f = fields.find(key);
-    if (f == fields.end() || !f->second.has_number_value()) return fallback;
-    double v = f->second.number_value();
-    return v == 0 || v == 1 ? static_cast<int>(v) : fallback;
-  };
-  ChannelMap parsed{channel("agent", 0), channel("user", 1)};
-  return parsed.agent != parsed.user ? parsed : map;
+constexpr int64_t kTranscriptionAccuracyId = 7;
+
+bool HasProvidedTranscript(const calls::AnalysisJob& job) {
+  return job.call.transcript_source() == "provided";
+}
+
+bool TranscriptionEnded(const calls::AnalysisJob& job) {
+  return job.transcription_status == "completed" || job.transcription_status == "failed";
+}
+
+// Whether a voice call's planned metrics beyond the audio ones need its transcription, which
+// has not ended: transcription_accuracy compares the provided transcript with it, and without a
+// provided transcript the transcript-judged metrics judge the generated one. (Without an LLM
+// provider the LLM-judged standard metrics fail at once and need nothing.)
+bool WaitsForTranscription(const calls::AnalysisJob& job, const Judges& tools) {
+  if (job.observation_type != "voice" || TranscriptionEnded(job)) return false;
+  const bool provided = HasProvidedTranscript(job);
+  for (int64_t id : job.planned_metric_ids) {
+    const StandardMetricInfo* info = FindStandardMetric(id);
+    if (id == kTranscriptionAccuracyId) {
+      if (provided) return true;
+    } else if (info == nullptr) {
+      if (!provided) return true;  // a custom metric
+    } else if (!info->requires_audio && !provided && tools.llm != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Why a voice call has no transcript to judge: its transcription failed (else empty).
+std::string NoTranscriptReason(const calls::AnalysisJob& job) {
+  if (job.observation_type != "voice" || !job.transcript.empty() ||
+      job.transcription_status != "failed") {
+    return "";
+  }
+  return absl::StrCat("no transcript: the transcription failed: ", job.transcription_error);
+}
+
+v1::StandardMetricResult TranscriptionAccuracyOf(const calls::AnalysisJob& job) {
+  if (!HasProvidedTranscript(job)) return TranscriptionAccuracyNotApplicable(kNoProvidedTranscript);
+  if (job.transcription_status != "completed") {
+    v1::StandardMetricResult r = NewStandardMetricResult(kTranscriptionAccuracyId, "failed");
+    r.set_error(job.transcription_status == "failed"
+                    ? absl::StrCat("the transcription failed: ", job.transcription_error)
+                    : std::string("the recording was not transcribed"));
+    return r;
+  }
+  return TranscriptionAccuracy(job.transcript, job.generated_transcript);
 }
 
 // user_sentiment (11) and task_completion (12): the LLM judge on the transcript, both in one
 // provider request when batching is on.
 std::vector<v1::StandardMetricResult> JudgeStandardWithLlm(
     const std::vector<const StandardMetricInfo*>& metrics, const calls::AnalysisJob& job,
-    const Judges& tools) {
+    const Judges& tools, const std::string& no_transcript_reason) {
   std::vector<v1::StandardMetricResult> out;
   if (tools.llm == nullptr || job.transcript.empty()) {
     for (const StandardMetricInfo* info : metrics) {
-      const bool unavailable = tools.llm == nullptr;
+      const bool failed = tools.llm == nullptr || !no_transcript_reason.empty();
       v1::StandardMetricResult r =
-          NewStandardMetricResult(info->id, unavailable ? "failed" : "not_applicable");
-      r.set_error(unavailable ? "llm_unavailable" : "the call has no transcript to judge");
+          NewStandardMetricResult(info->id, failed ? "failed" : "not_applicable");
+      r.set_error(tools.llm == nullptr            ? std::string("llm_unavailable")
+                  : !no_transcript_reason.empty() ? no_transcript_reason
+                                                  : "the call has no transcript to judge");
       out.push_back(std::move(r));
     }
     return out;
@@ -114,8 +152,11 @@ bool Planned(const calls::AnalysisJob& job, int64_t id) {
 
 JobOutcome ScoreJob(const calls::AnalysisJob& job, const Judges& tools) {
   JobOutcome out;
+  const bool voice = job.observation_type == "voice";
   std::vector<v1::StandardMetricResult> all_standard;
-  if (job.observation_type == "voice") {
+  if (voice && job.audio_stage_done) {
+    all_standard = job.audio_results;
+  } else if (voice) {
     AnalysisOptions options;
     options.channel_map = ChannelMapOf(job.metadata);
     options.silence_threshold_ms = job.silence_threshold_ms;
@@ -129,22 +170,34 @@ JobOutcome ScoreJob(const calls::AnalysisJob& job, const Judges& tools) {
     }
     out.duration_s = analysis->duration_seconds;
     all_standard = std::move(analysis->standard_metrics);
-    for (const auto& m : all_standard) {
-      if (Planned(job, m.metric_id())) out.results.push_back(m);
-    }
   }
+  for (const auto& m : all_standard) {
+    if (Planned(job, m.metric_id())) out.results.push_back(m);
+  }
+  if (WaitsForTranscription(job, tools)) {
+    out.audio_stage_only = true;
+    out.audio_results = std::move(all_standard);
+    return out;
+  }
+  if (voice && Planned(job, kTranscriptionAccuracyId)) {
+    v1::StandardMetricResult accuracy = TranscriptionAccuracyOf(job);
+    out.results.push_back(accuracy);
+    all_standard.push_back(std::move(accuracy));
+  }
+  const std::string no_transcript_reason = NoTranscriptReason(job);
   // The transcript-judged standard metrics, by the LLM provider.
   std::vector<const StandardMetricInfo*> transcript_judged;
   for (const StandardMetricInfo& m : kStandardMetrics) {
     if (!m.requires_audio && Planned(job, m.id)) transcript_judged.push_back(&m);
   }
   if (!transcript_judged.empty()) {
-    for (v1::StandardMetricResult& r : JudgeStandardWithLlm(transcript_judged, job, tools)) {
+    for (v1::StandardMetricResult& r :
+         JudgeStandardWithLlm(transcript_judged, job, tools, no_transcript_reason)) {
       out.results.push_back(r);
       all_standard.push_back(std::move(r));
     }
   }
-  out.metric_results = JudgeCustomMetrics(job, all_standard, tools);
+  out.metric_results = JudgeCustomMetrics(job, all_standard, tools, no_transcript_reason);
   return out;
 }
 
@@ -185,6 +238,23 @@ absl::Status GrpcAnalysisQueue::Record(const calls::AnalysisJob& job,
   if (duration_s) request.set_duration_seconds(*duration_s);
   for (const auto& r : results) *request.add_results() = r;
   for (const auto& r : metric_results) *request.add_metric_results() = r;
+  google::protobuf::Empty empty;
+  return FromGrpcStatus(stub_->RecordAnalysis(&context, request, &empty));
+}
+
+absl::Status GrpcAnalysisQueue::RecordAudioStage(
+    const calls::AnalysisJob& job, std::optional<double> duration_s,
+    const std::vector<v1::StandardMetricResult>& planned_results,
+    const std::vector<v1::StandardMetricResult>& audio_results) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::RecordAnalysisRequest request;
+  request.set_call_id(job.call_id);
+  request.set_token(job.token);
+  if (duration_s) request.set_duration_seconds(*duration_s);
+  for (const auto& r : planned_results) *request.add_results() = r;
+  request.set_audio_stage_only(true);
+  for (const auto& r : audio_results) *request.add_audio_results() = r;
   google::protobuf::Empty empty;
   return FromGrpcStatus(stub_->RecordAnalysis(&context, request, &empty));
 }
@@ -241,16 +311,23 @@ void ScoringWorkers::Loop() {
       std::cerr << "scoring: lease failed: " << job.status() << "\n";
     } else if (job->has_value()) {
       const calls::AnalysisJob& leased = **job;
+      if (options_.on_leased) options_.on_leased();
       JobOutcome outcome = ScoreJob(leased, options_.judges);
       // A stop that cancelled provider requests mid-job gives the call back unscored rather
       // than recording "cancelled" failures: another worker, or this one after a restart,
       // scores it in full.
-      absl::Status reported =
-          CancelledByShutdown(outcome)
-              ? queue_->Release(leased)
-          : outcome.status.ok()
-              ? queue_->Record(leased, outcome.duration_s, outcome.results, outcome.metric_results)
-              : queue_->Fail(leased, outcome.failure_reason, outcome.status.message());
+      absl::Status reported;
+      if (CancelledByShutdown(outcome)) {
+        reported = queue_->Release(leased);
+      } else if (!outcome.status.ok()) {
+        reported = queue_->Fail(leased, outcome.failure_reason, outcome.status.message());
+      } else if (outcome.audio_stage_only) {
+        reported = queue_->RecordAudioStage(leased, outcome.duration_s, outcome.results,
+                                            outcome.audio_results);
+      } else {
+        reported =
+            queue_->Record(leased, outcome.duration_s, outcome.results, outcome.metric_results);
+      }
       if (!reported.ok()) {
         std::cerr << "scoring: call " << leased.call_id << ": " << reported << "\n";
       }

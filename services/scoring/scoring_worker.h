@@ -8,6 +8,7 @@
 #include <grpcpp/channel.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -30,6 +31,12 @@ class AnalysisQueue {
   virtual absl::Status Record(const calls::AnalysisJob& job, std::optional<double> duration_s,
                               const std::vector<v1::StandardMetricResult>& results,
                               const std::vector<v1::MetricResult>& metric_results) = 0;
+  // The audio stage of a voice call that waits for its transcription (CallsStore::
+  // RecordAudioStage).
+  virtual absl::Status RecordAudioStage(
+      const calls::AnalysisJob& job, std::optional<double> duration_s,
+      const std::vector<v1::StandardMetricResult>& planned_results,
+      const std::vector<v1::StandardMetricResult>& audio_results) = 0;
   virtual absl::Status Fail(const calls::AnalysisJob& job, absl::string_view reason,
                             absl::string_view message) = 0;
   virtual absl::Status Release(const calls::AnalysisJob& job) = 0;
@@ -46,6 +53,13 @@ class StoreAnalysisQueue : public AnalysisQueue {
                       const std::vector<v1::StandardMetricResult>& results,
                       const std::vector<v1::MetricResult>& metric_results) override {
     return store_->RecordAnalysis(job.call_id, job.token, duration_s, results, metric_results);
+  }
+  absl::Status RecordAudioStage(
+      const calls::AnalysisJob& job, std::optional<double> duration_s,
+      const std::vector<v1::StandardMetricResult>& planned_results,
+      const std::vector<v1::StandardMetricResult>& audio_results) override {
+    return store_->RecordAudioStage(job.call_id, job.token, duration_s, planned_results,
+                                    audio_results);
   }
   absl::Status Fail(const calls::AnalysisJob& job, absl::string_view reason,
                     absl::string_view message) override {
@@ -69,6 +83,10 @@ class GrpcAnalysisQueue : public AnalysisQueue {
   absl::Status Record(const calls::AnalysisJob& job, std::optional<double> duration_s,
                       const std::vector<v1::StandardMetricResult>& results,
                       const std::vector<v1::MetricResult>& metric_results) override;
+  absl::Status RecordAudioStage(
+      const calls::AnalysisJob& job, std::optional<double> duration_s,
+      const std::vector<v1::StandardMetricResult>& planned_results,
+      const std::vector<v1::StandardMetricResult>& audio_results) override;
   absl::Status Fail(const calls::AnalysisJob& job, absl::string_view reason,
                     absl::string_view message) override;
   absl::Status Release(const calls::AnalysisJob& job) override;
@@ -79,15 +97,24 @@ class GrpcAnalysisQueue : public AnalysisQueue {
   int max_attempts_;
 };
 
-// The metrics of one leased call: the audio pass for voice calls, the transcript-judged
-// standard metrics by the LLM provider (failed llm_unavailable without one, SPEC §7),
-// then the custom metrics (custom_metrics.h). Only the job's planned metrics are returned.
+// The metrics of one leased call: the audio pass for voice calls, transcription_accuracy, the
+// transcript-judged standard metrics by the LLM provider (failed llm_unavailable without one,
+// SPEC §7), then the custom metrics (custom_metrics.h). Only the job's planned metrics are
+// returned.
+//
+// A voice call is scored in two stages when its transcription is still running and a planned
+// metric needs it (transcription_accuracy; without a provided transcript, the LLM and custom
+// metrics, which judge the generated one): the audio stage reports the audio metrics
+// (`audio_stage_only`) and the call becomes `computed`; the transcript stage, leased once the
+// transcription has ended, reuses them (job.audio_results) and scores the rest.
 struct JobOutcome {
   absl::Status status;  // not OK: the call fails with `failure_reason`
   std::string failure_reason;
   std::optional<double> duration_s;
   std::vector<v1::StandardMetricResult> results;
   std::vector<v1::MetricResult> metric_results;
+  bool audio_stage_only = false;
+  std::vector<v1::StandardMetricResult> audio_results;  // every audio metric, planned or not
 };
 JobOutcome ScoreJob(const calls::AnalysisJob& job, const Judges& tools);
 
@@ -97,6 +124,9 @@ class ScoringWorkers {
     int workers = 1;
     absl::Duration poll_interval = absl::Seconds(1);
     Judges judges;  // the code sandbox and the LLM provider, each may be null
+    // Runs after each lease (wakes the transcription workers: a voice call's transcription
+    // starts once its analysis has).
+    std::function<void()> on_leased;
   };
   ScoringWorkers(AnalysisQueue* queue, Options options) : queue_(queue), options_(options) {}
   ~ScoringWorkers() { Stop(); }

@@ -281,6 +281,10 @@ absl::StatusOr<ChannelTranscript> PocketsphinxRecognizer::Transcribe(
     cmn_live_set(feat->cmn_struct, decoder_->initial_cmn.data());
   }
   for (const auto& [begin, end] : utterances) {
+    if (options_.cancel != nullptr && options_.cancel->load()) {
+      return MakeError(absl::StatusCode::kCancelled, "stt_cancelled",
+                       "speech-to-text failed: cancelled (the service is stopping)");
+    }
     // A new stream restarts the frame count (segment frames are counted from the stream's
     // start, not the utterance's) and the front end's state, so each utterance is decoded
     // the same whatever came before it.

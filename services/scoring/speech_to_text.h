@@ -83,6 +83,9 @@ struct PocketsphinxOptions {
   double padding_seconds = 0.25;
   // Further PocketSphinx arguments, applied after the defaults: {"-beam", "1e-60"}, ...
   std::vector<std::pair<std::string, std::string>> extra_arguments;
+  // When set and it becomes true, Transcribe() stops before the next utterance (at most
+  // max_utterance_seconds of audio later) with kCancelled, code stt_cancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Holds one PocketSphinx decoder: loading the model takes about a second, so a recognizer is

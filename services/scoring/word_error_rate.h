@@ -1,7 +1,8 @@
 #pragma once
 
 // Word error rate for the transcription_accuracy standard metric (SPEC §3 row 7): the
-// provided transcript is the reference, the one generated from the audio the hypothesis.
+// transcript generated from the audio is the reference, the provided one the hypothesis
+// (transcription_accuracy.h).
 //
 // The counts reproduce NIST sclite (SCTK 2.4, transcript mode, default options) exactly, not
 // only the total: sclite's weights (correct 0, substitution 4, insertion 3, deletion 3) and its

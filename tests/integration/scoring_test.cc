@@ -129,7 +129,22 @@ TEST_F(ScoringTest, CorpusCallScoredEndToEndAndChargedOnce) {
   EXPECT_NEAR(Metric(call, "talk_ratio")->at("result")["ai_ratio"].get<double>(),
               truth_metric("talk_ratio")["result"]["ai_ratio"].get<double>(), 0.01);
   EXPECT_EQ(Metric(call, "voice_change_detection")->at("result")["changed"], false);
-  EXPECT_EQ(Metric(call, "transcription_accuracy")->at("status"), "not_applicable");
+  // The provided transcript against the embedded recognizer's, with consistent counts.
+  EXPECT_EQ(call["transcription_status"], "completed");
+  EXPECT_EQ(call["transcript_source"], "provided");
+  EXPECT_EQ(call["transcript"], transcript);
+  const json& accuracy = *Metric(call, "transcription_accuracy");
+  ASSERT_EQ(accuracy["status"], "completed") << accuracy.dump();
+  const json& counts = accuracy["result"];
+  const int64_t errors = counts["substitutions"].get<int64_t>() +
+                         counts["deletions"].get<int64_t>() + counts["insertions"].get<int64_t>();
+  ASSERT_GT(counts["reference_words"].get<int64_t>(), 0);
+  const double wer = static_cast<double>(errors) / counts["reference_words"].get<double>();
+  EXPECT_NEAR(counts["wer"].get<double>(), wer, 1e-4);
+  EXPECT_NEAR(counts["accuracy"].get<double>(), std::max(0.0, 1 - wer), 1e-4);
+  EXPECT_EQ(accuracy["score"], counts["accuracy"]);
+  // PocketSphinx hears part of it: not nothing, not everything of a clean synthetic call.
+  EXPECT_GT(counts["accuracy"].get<double>(), 0.2);
   EXPECT_EQ(Metric(call, "user_sentiment")->at("status"), "failed");
   EXPECT_EQ(Metric(call, "user_sentiment")->at("error"), "llm_unavailable");
 

@@ -111,6 +111,7 @@ TEST(SplitRolesTest, ScoringProcessJudgesCustomMetricsOverGrpc) {
   backend_config.data_dir = dir;
   backend_config.grpc_addr = "127.0.0.1:0";
   backend_config.roles = {"accounts", "agents", "calls", "metrics"};
+  backend_config.allow_private_hosts = {"127.0.0.1"};
   auto backend = Server::Start(backend_config);
   ASSERT_TRUE(backend.ok()) << backend.status();
   const std::string grpc_addr = absl::StrCat("127.0.0.1:", (*backend)->grpc_port());
@@ -166,6 +167,27 @@ TEST(SplitRolesTest, ScoringProcessJudgesCustomMetricsOverGrpc) {
   EXPECT_EQ(call["metric_results"][0]["value"], true);
   EXPECT_EQ(call["metric_results"][0]["explanation"], "split scored");
   EXPECT_EQ(call["metric_results"][0]["credits_used"], 1);
+
+  // A voice call without a transcript: the scoring process records the audio stage, transcribes
+  // the recording and judges the code metric on the generated transcript, all over gRPC.
+  const std::string wav = CALLEVAL_SOURCE_DIR "/../shared/corpus/calls/pub12_very_short.wav";
+  if (std::filesystem::exists(wav)) {
+    TestHttpServer files;
+    files.ServeFile("/short.wav", wav, "audio/wav");
+    auto voice = client.Post("/api/public/v1/calls",
+                             json{{"call_identifier", "split-voice-1"},
+                                  {"agent_id", agent.json()["id"]},
+                                  {"recording_url", files.url("/short.wav")}});
+    ASSERT_EQ(voice.status, 201) << voice.body;
+    call = client.WaitForAnalysis("split-voice-1");
+    ASSERT_EQ(call["analysis_status"], "completed") << call.dump();
+    EXPECT_EQ(call["transcription_status"], "completed");
+    EXPECT_EQ(call["transcript_source"], "generated");
+    EXPECT_FALSE(call["transcript"].empty());
+    ASSERT_EQ(call["metric_results"].size(), 1u) << call.dump();
+    EXPECT_EQ(call["metric_results"][0]["status"], "completed") << call.dump();
+    EXPECT_EQ(call["metric_results"][0]["explanation"], "split scored");
+  }
 
   edge->reset();
   scoring->reset();

@@ -317,6 +317,175 @@ TEST_F(AnalysisQueueTest, VoiceCallWaitsForItsRecordingAndFailsWithRefund) {
       store_->FailAnalysis((*job)->call_id, (*job)->token, "unsupported_audio", "not audio").ok());
   EXPECT_EQ(Balance(), 20);
   EXPECT_EQ(store_->Get(workspace_, "q5")->failure_reason(), "unsupported_audio");
+  // A call whose analysis failed is not transcribed.
+  EXPECT_EQ(store_->Get(workspace_, "q5")->transcription_status(), "failed");
+  EXPECT_FALSE(store_->LeaseTranscription(absl::Minutes(1), 3)->has_value());
+}
+
+class TranscriptionQueueTest : public AnalysisQueueTest {
+ protected:
+  // A voice call whose recording is stored, without a transcript.
+  int64_t StoredVoiceCall(const std::string& identifier) {
+    auto call = store_->Ingest(workspace_, Request(identifier, true));
+    EXPECT_TRUE(call.ok()) << call.status();
+    EXPECT_EQ(call->transcription_status(), "pending");
+    auto download = store_->ClaimRecordingJob(absl::Minutes(1));
+    EXPECT_TRUE(store_->CompleteRecording(call->id(), "audio/wav", 10).ok());
+    return call->id();
+  }
+  static std::vector<v1::Turn> Turns() {
+    v1::Turn agent, user;
+    agent.set_role("AI Assistant");
+    agent.set_content("thank you for calling");
+    agent.set_start_time(0.4);
+    agent.set_end_time(1.3);
+    user.set_role("User");
+    user.set_content("i need help");
+    user.set_start_time(2.7);
+    user.set_end_time(3.4);
+    return {agent, user};
+  }
+};
+
+TEST_F(TranscriptionQueueTest, AudioStageThenTranscriptThenTranscriptStage) {
+  Fund(20);
+  const int64_t id = StoredVoiceCall("t1");
+  // Transcription starts once the analysis has (credits reserved).
+  EXPECT_FALSE(store_->LeaseTranscription(absl::Minutes(1), 3)->has_value());
+  auto audio = store_->LeaseAnalysis(absl::Minutes(1), 3);
+  ASSERT_TRUE(audio.ok() && audio->has_value());
+  EXPECT_EQ((*audio)->transcription_status, "pending");
+  EXPECT_FALSE((*audio)->audio_stage_done);
+  auto transcription = store_->LeaseTranscription(absl::Minutes(1), 3);
+  ASSERT_TRUE(transcription.ok() && transcription->has_value());
+  EXPECT_EQ((*transcription)->call_id, id);
+  EXPECT_FALSE((*transcription)->has_provided_transcript);
+  EXPECT_EQ((*transcription)->recording_path, dir_ + "/" + std::to_string(id));
+  EXPECT_EQ(store_->Get(workspace_, "t1")->transcription_status(), "processing");
+
+  // The audio stage: computed, the transcript-judged metric still pending.
+  ASSERT_TRUE(store_
+                  ->RecordAudioStage(id, (*audio)->token, 42.2, {Result(1, "completed")},
+                                     {Result(1, "completed"), Result(2, "completed")})
+                  .ok());
+  v1::Call computed = *store_->Get(workspace_, "t1");
+  EXPECT_EQ(computed.analysis_status(), "computed");
+  EXPECT_EQ(computed.duration_seconds(), 42);
+  ASSERT_EQ(computed.standard_metrics_size(), 11);
+  EXPECT_EQ(computed.standard_metrics(0).status(), "completed");
+  EXPECT_EQ(computed.standard_metrics(0).credits_used(), 1);
+  EXPECT_EQ(computed.standard_metrics(10).metric_id(), 11);
+  EXPECT_EQ(computed.standard_metrics(10).status(), "pending");
+  EXPECT_EQ(computed.credits_used(), 1);
+  // The stage's token is spent; the call waits for its transcription.
+  EXPECT_EQ(store_->RecordAnalysis(id, (*audio)->token, std::nullopt, {}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(store_->LeaseAnalysis(absl::Minutes(1), 3)->has_value());
+
+  ASSERT_TRUE(store_->RecordTranscription(id, (*transcription)->token, Turns()).ok());
+  v1::Call transcribed = *store_->Get(workspace_, "t1");
+  EXPECT_EQ(transcribed.transcription_status(), "completed");
+  EXPECT_EQ(transcribed.transcript_source(), "generated");
+  ASSERT_EQ(transcribed.transcript_size(), 2);
+  EXPECT_EQ(transcribed.transcript(1).content(), "i need help");
+  EXPECT_EQ(store_->RecordTranscription(id, (*transcription)->token, Turns()).code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // The transcript stage: the audio results and the generated transcript come with it.
+  auto rest = store_->LeaseAnalysis(absl::Minutes(1), 3);
+  ASSERT_TRUE(rest.ok() && rest->has_value());
+  EXPECT_TRUE((*rest)->audio_stage_done);
+  EXPECT_EQ((*rest)->attempts, 1);  // counted per stage
+  EXPECT_EQ((*rest)->audio_results.size(), 2u);
+  EXPECT_EQ((*rest)->transcription_status, "completed");
+  EXPECT_EQ((*rest)->generated_transcript.size(), 2u);
+  EXPECT_EQ((*rest)->transcript.size(), 2u);
+  EXPECT_EQ(store_->Get(workspace_, "t1")->analysis_status(), "computed");  // only forward
+  std::vector<v1::StandardMetricResult> results = {Result(1, "completed")};
+  for (int64_t m = 2; m <= 11; ++m) results.push_back(Result(m, "completed"));
+  ASSERT_TRUE(store_->RecordAnalysis(id, (*rest)->token, std::nullopt, results).ok());
+  v1::Call done = *store_->Get(workspace_, "t1");
+  EXPECT_EQ(done.analysis_status(), "completed");
+  EXPECT_EQ(done.duration_seconds(), 42);
+  EXPECT_EQ(done.credits_used(), 11);
+  EXPECT_EQ(Balance(), 9);
+}
+
+TEST_F(TranscriptionQueueTest, ProvidedTranscriptStaysAndTheGeneratedOneIsKeptAside) {
+  Fund(20);
+  auto request = Request("t2", true);
+  v1::Turn provided;
+  provided.set_role("User");
+  provided.set_content("what i said");
+  *request.add_transcript() = provided;
+  auto call = store_->Ingest(workspace_, request);
+  ASSERT_TRUE(call.ok());
+  // transcription_accuracy (7) is planned: the recording is transcribed to compare.
+  EXPECT_EQ(call->transcription_status(), "pending");
+  auto download = store_->ClaimRecordingJob(absl::Minutes(1));
+  ASSERT_TRUE(store_->CompleteRecording(call->id(), "audio/wav", 10).ok());
+  ASSERT_TRUE(store_->LeaseAnalysis(absl::Minutes(1), 3)->has_value());
+  auto transcription = store_->LeaseTranscription(absl::Minutes(1), 3);
+  ASSERT_TRUE(transcription.ok() && transcription->has_value());
+  EXPECT_TRUE((*transcription)->has_provided_transcript);
+  ASSERT_TRUE(store_->RecordTranscription(call->id(), (*transcription)->token, Turns()).ok());
+  v1::Call read = *store_->Get(workspace_, "t2");
+  EXPECT_EQ(read.transcript_source(), "provided");
+  ASSERT_EQ(read.transcript_size(), 1);
+  EXPECT_EQ(read.transcript(0).content(), "what i said");
+
+  // Without transcription_accuracy planned there is nothing to transcribe.
+  request.set_call_identifier("t3");
+  request.add_metric_ids(1);
+  auto untranscribed = store_->Ingest(workspace_, request);
+  ASSERT_TRUE(untranscribed.ok());
+  EXPECT_EQ(untranscribed->transcription_status(), "completed");
+}
+
+TEST_F(TranscriptionQueueTest, ExpiredLeaseIsTakenOverAndAttemptsRunOut) {
+  Fund(20);
+  const int64_t id = StoredVoiceCall("t4");
+  ASSERT_TRUE(store_->LeaseAnalysis(absl::Minutes(1), 3)->has_value());
+  auto first = store_->LeaseTranscription(absl::ZeroDuration(), 2);  // expires at once
+  ASSERT_TRUE(first.ok() && first->has_value());
+  auto second = store_->LeaseTranscription(absl::ZeroDuration(), 2);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->attempts, 2);
+  EXPECT_EQ(store_->RecordTranscription(id, (*first)->token, Turns()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Released untried: the attempt does not count, and it is handed out again.
+  ASSERT_TRUE(store_->ReleaseTranscription(id, (*second)->token).ok());
+  auto third = store_->LeaseTranscription(absl::ZeroDuration(), 2);
+  ASSERT_TRUE(third.ok() && third->has_value());
+  EXPECT_EQ((*third)->attempts, 2);
+  // Two attempts without a report: failed, with the reason kept for the metrics.
+  EXPECT_FALSE(store_->LeaseTranscription(absl::Minutes(1), 2)->has_value());
+  EXPECT_EQ(store_->Get(workspace_, "t4")->transcription_status(), "failed");
+}
+
+TEST_F(TranscriptionQueueTest, FailedTranscriptionReleasesTheComputedCall) {
+  Fund(20);
+  const int64_t id = StoredVoiceCall("t5");
+  auto audio = store_->LeaseAnalysis(absl::Minutes(1), 3);
+  ASSERT_TRUE(audio.ok() && audio->has_value());
+  ASSERT_TRUE(
+      store_->RecordAudioStage(id, (*audio)->token, 3.0, {}, {Result(5, "completed")}).ok());
+  auto transcription = store_->LeaseTranscription(absl::Minutes(1), 3);
+  ASSERT_TRUE(transcription.ok() && transcription->has_value());
+  ASSERT_TRUE(store_->FailTranscription(id, (*transcription)->token, "provider said no").ok());
+  auto rest = store_->LeaseAnalysis(absl::Minutes(1), 3);
+  ASSERT_TRUE(rest.ok() && rest->has_value());
+  EXPECT_EQ((*rest)->transcription_status, "failed");
+  EXPECT_EQ((*rest)->transcription_error, "provider said no");
+  EXPECT_TRUE((*rest)->transcript.empty());
+}
+
+TEST_F(TranscriptionQueueTest, SkippedCallIsNeverTranscribed) {
+  StoredVoiceCall("t6");  // balance 0
+  EXPECT_FALSE(store_->LeaseAnalysis(absl::Minutes(1), 3)->has_value());
+  EXPECT_EQ(store_->Get(workspace_, "t6")->analysis_status(), "skipped");
+  EXPECT_EQ(store_->Get(workspace_, "t6")->transcription_status(), "failed");
+  EXPECT_FALSE(store_->LeaseTranscription(absl::Minutes(1), 3)->has_value());
 }
 
 }  // namespace

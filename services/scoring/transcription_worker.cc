@@ -1,0 +1,167 @@
+#include "services/scoring/transcription_worker.h"
+
+#include <grpcpp/client_context.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "services/calls/calls_service.h"
+#include "services/scoring/analysis.h"
+
+namespace calleval::scoring {
+
+absl::StatusOr<std::vector<v1::Turn>> TranscribeRecording(const std::string& path,
+                                                          const ChannelMap& channel_map,
+                                                          bool has_provided_transcript,
+                                                          SpeechRecognizer& recognizer) {
+  ASSIGN_OR_RETURN(SpeechAudio audio, DecodeChannelsForSpeech(path));
+  if (audio.channels.size() == 1) {
+    if (!has_provided_transcript) {
+      return MakeError(absl::StatusCode::kFailedPrecondition, "mono_recording",
+                       "mono recording without a provided transcript: speech-to-text cannot "
+                       "tell the agent from the caller; send a stereo recording (agent and "
+                       "caller on separate channels) or a transcript");
+    }
+    ASSIGN_OR_RETURN(ChannelTranscript words, recognizer.Transcribe(audio.channels[0]));
+    return MergeChannels(words, ChannelTranscript{});
+  }
+  ASSIGN_OR_RETURN(ChannelTranscript agent,
+                   recognizer.Transcribe(audio.channels[channel_map.agent]));
+  ASSIGN_OR_RETURN(ChannelTranscript user, recognizer.Transcribe(audio.channels[channel_map.user]));
+  return MergeChannels(agent, user);
+}
+
+namespace {
+
+// Every queue call is short; a calls role that does not answer in time is retried later.
+void SetDeadline(grpc::ClientContext* context) {
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+}
+
+}  // namespace
+
+GrpcTranscriptionQueue::GrpcTranscriptionQueue(std::shared_ptr<grpc::Channel> calls,
+                                               absl::Duration lease, int max_attempts)
+    : stub_(v1::Calls::NewStub(std::move(calls))), lease_(lease), max_attempts_(max_attempts) {}
+
+absl::StatusOr<std::optional<calls::TranscriptionJob>> GrpcTranscriptionQueue::Lease() {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::LeaseTranscriptionRequest request;
+  request.set_lease_seconds(static_cast<int32_t>(absl::ToInt64Seconds(lease_)));
+  request.set_max_attempts(max_attempts_);
+  v1::LeaseTranscriptionResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->LeaseTranscription(&context, request, &response)));
+  if (!response.has_job()) return std::nullopt;
+  return std::optional<calls::TranscriptionJob>(calls::FromProto(response.job()));
+}
+
+absl::Status GrpcTranscriptionQueue::Record(const calls::TranscriptionJob& job,
+                                            const std::vector<v1::Turn>& transcript) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::RecordTranscriptionRequest request;
+  request.set_call_id(job.call_id);
+  request.set_token(job.token);
+  for (const auto& turn : transcript) *request.add_transcript() = turn;
+  google::protobuf::Empty empty;
+  return FromGrpcStatus(stub_->RecordTranscription(&context, request, &empty));
+}
+
+absl::Status GrpcTranscriptionQueue::Fail(const calls::TranscriptionJob& job,
+                                          absl::string_view message) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::FailTranscriptionRequest request;
+  request.set_call_id(job.call_id);
+  request.set_token(job.token);
+  request.set_message(std::string(message));
+  google::protobuf::Empty empty;
+  return FromGrpcStatus(stub_->FailTranscription(&context, request, &empty));
+}
+
+absl::Status GrpcTranscriptionQueue::Release(const calls::TranscriptionJob& job) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::ReleaseTranscriptionRequest request;
+  request.set_call_id(job.call_id);
+  request.set_token(job.token);
+  google::protobuf::Empty empty;
+  return FromGrpcStatus(stub_->ReleaseTranscription(&context, request, &empty));
+}
+
+void TranscriptionWorkers::Start() {
+  for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { Loop(); });
+}
+
+void TranscriptionWorkers::Notify() {
+  absl::MutexLock lock(&mu_);
+  ++wakeups_;
+}
+
+void TranscriptionWorkers::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  cancel_ = true;
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+void TranscriptionWorkers::Run(const calls::TranscriptionJob& job,
+                               std::unique_ptr<SpeechRecognizer>* recognizer) {
+  absl::Status reported;
+  if (*recognizer == nullptr) {
+    // Made on the first job, not at start: a process that never sees a voice call never loads
+    // a model. A factory that fails (model files missing) fails this job and is tried again on
+    // the next.
+    absl::StatusOr<std::unique_ptr<SpeechRecognizer>> made = options_.make_recognizer(&cancel_);
+    if (!made.ok()) {
+      reported = queue_->Fail(job, made.status().message());
+      if (!reported.ok()) std::cerr << "transcription: call " << job.call_id << ": " << reported << "\n";
+      if (options_.on_reported) options_.on_reported();
+      return;
+    }
+    *recognizer = *std::move(made);
+  }
+  absl::StatusOr<std::vector<v1::Turn>> transcript = TranscribeRecording(
+      job.recording_path, ChannelMapOf(job.metadata), job.has_provided_transcript, **recognizer);
+  if (!transcript.ok() && transcript.status().code() == absl::StatusCode::kCancelled) {
+    // Stopping: give the recording back untranscribed; the next start takes it up again.
+    reported = queue_->Release(job);
+  } else if (!transcript.ok()) {
+    reported = queue_->Fail(job, transcript.status().message());
+  } else {
+    reported = queue_->Record(job, *transcript);
+  }
+  if (!reported.ok()) std::cerr << "transcription: call " << job.call_id << ": " << reported << "\n";
+  if (options_.on_reported) options_.on_reported();
+}
+
+void TranscriptionWorkers::Loop() {
+  std::unique_ptr<SpeechRecognizer> recognizer;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
+    auto job = queue_->Lease();
+    if (!job.ok()) {
+      std::cerr << "transcription: lease failed: " << job.status() << "\n";
+    } else if (job->has_value()) {
+      Run(**job, &recognizer);
+      continue;
+    }
+    absl::MutexLock lock(&mu_);
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || wakeups_ > 0; };
+    mu_.AwaitWithTimeout(absl::Condition(&woken), options_.poll_interval);
+    if (wakeups_ > 0) --wakeups_;
+  }
+}
+
+}  // namespace calleval::scoring

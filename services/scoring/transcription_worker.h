@@ -1,0 +1,135 @@
+#pragma once
+
+// Transcription workers: lease a voice call's recording from the transcription queue, turn
+// each channel into words with a speech recognizer (speech_to_text.h), merge them into a timed,
+// role-labelled transcript and report it with the lease token. This runs beside the audio pass
+// rather than in it: transcribing takes about a tenth of the call's length with the embedded
+// recognizer, while the audio metrics take a fraction of a second, so they are never held up.
+// The analysis queue hands a `computed` call out again once its transcription has ended.
+
+#include <grpcpp/channel.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "calleval/v1/calls.grpc.pb.h"
+#include "services/calls/calls_store.h"
+#include "services/scoring/speech_to_text.h"
+#include "services/scoring/timeline.h"
+
+namespace calleval::scoring {
+
+// The transcript of a recording: each channel transcribed on its own (stereo: the agent's and
+// the caller's per `channel_map`) and merged. A mono recording cannot say who spoke, so it is
+// transcribed only when the call has a provided transcript to compare with (its turns are all
+// labelled "AI Assistant" and used for transcription_accuracy only); without one the answer is
+// kFailedPrecondition (code mono_recording) and nothing is decoded twice.
+absl::StatusOr<std::vector<v1::Turn>> TranscribeRecording(const std::string& path,
+                                                          const ChannelMap& channel_map,
+                                                          bool has_provided_transcript,
+                                                          SpeechRecognizer& recognizer);
+
+// Where transcription jobs come from and results go. In one process: the calls store itself.
+class TranscriptionQueue {
+ public:
+  virtual ~TranscriptionQueue() = default;
+  virtual absl::StatusOr<std::optional<calls::TranscriptionJob>> Lease() = 0;
+  virtual absl::Status Record(const calls::TranscriptionJob& job,
+                              const std::vector<v1::Turn>& transcript) = 0;
+  virtual absl::Status Fail(const calls::TranscriptionJob& job, absl::string_view message) = 0;
+  virtual absl::Status Release(const calls::TranscriptionJob& job) = 0;
+};
+
+class StoreTranscriptionQueue : public TranscriptionQueue {
+ public:
+  StoreTranscriptionQueue(calls::CallsStore* store, absl::Duration lease, int max_attempts)
+      : store_(store), lease_(lease), max_attempts_(max_attempts) {}
+  absl::StatusOr<std::optional<calls::TranscriptionJob>> Lease() override {
+    return store_->LeaseTranscription(lease_, max_attempts_);
+  }
+  absl::Status Record(const calls::TranscriptionJob& job,
+                      const std::vector<v1::Turn>& transcript) override {
+    return store_->RecordTranscription(job.call_id, job.token, transcript);
+  }
+  absl::Status Fail(const calls::TranscriptionJob& job, absl::string_view message) override {
+    return store_->FailTranscription(job.call_id, job.token, message);
+  }
+  absl::Status Release(const calls::TranscriptionJob& job) override {
+    return store_->ReleaseTranscription(job.call_id, job.token);
+  }
+
+ private:
+  calls::CallsStore* store_;
+  absl::Duration lease_;
+  int max_attempts_;
+};
+
+// The queue of a calls role in another process, over gRPC.
+class GrpcTranscriptionQueue : public TranscriptionQueue {
+ public:
+  GrpcTranscriptionQueue(std::shared_ptr<grpc::Channel> calls, absl::Duration lease,
+                         int max_attempts);
+  absl::StatusOr<std::optional<calls::TranscriptionJob>> Lease() override;
+  absl::Status Record(const calls::TranscriptionJob& job,
+                      const std::vector<v1::Turn>& transcript) override;
+  absl::Status Fail(const calls::TranscriptionJob& job, absl::string_view message) override;
+  absl::Status Release(const calls::TranscriptionJob& job) override;
+
+ private:
+  std::unique_ptr<v1::Calls::Stub> stub_;
+  absl::Duration lease_;
+  int max_attempts_;
+};
+
+// Makes a worker's recognizer (PocketSphinx loads its model once per worker). `cancel`
+// becomes true when the workers stop, and should end a transcription in progress.
+using RecognizerFactory = std::function<absl::StatusOr<std::unique_ptr<SpeechRecognizer>>(
+    const std::atomic<bool>* cancel)>;
+
+class TranscriptionWorkers {
+ public:
+  struct Options {
+    int workers = 1;
+    absl::Duration poll_interval = absl::Seconds(1);
+    RecognizerFactory make_recognizer;
+    // Runs after each reported transcription (wakes the scoring workers for the transcript
+    // stage).
+    std::function<void()> on_reported;
+  };
+  TranscriptionWorkers(TranscriptionQueue* queue, Options options)
+      : queue_(queue), options_(std::move(options)) {}
+  ~TranscriptionWorkers() { Stop(); }
+
+  // Before Start().
+  void set_on_reported(std::function<void()> on_reported) {
+    options_.on_reported = std::move(on_reported);
+  }
+  void Start();
+  // Wakes a worker now (a call was leased for analysis) instead of at the next poll.
+  void Notify();
+  // Stops leasing, cancels transcriptions in progress (their leases are given back), joins.
+  void Stop();
+
+ private:
+  void Loop();
+  // One leased job: transcribe and report.
+  void Run(const calls::TranscriptionJob& job, std::unique_ptr<SpeechRecognizer>* recognizer);
+
+  TranscriptionQueue* queue_;
+  Options options_;
+  std::atomic<bool> cancel_{false};
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int wakeups_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace calleval::scoring
