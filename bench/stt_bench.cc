@@ -9,6 +9,10 @@
 // the truth file's channel map); mono calls compare the one channel with the whole transcript.
 // The pooled WER is total errors over total reference words. Decoding the file is timed apart
 // from recognition.
+//
+// --pipeline runs what the service runs instead (TranscribeRecording: the file decoded in
+// blocks, each channel recognized in 5-minute pieces, the words merged into turns) and compares
+// each party's turns with its transcript turns; its times include decoding.
 
 #include <algorithm>
 #include <cctype>
@@ -28,6 +32,7 @@
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "services/scoring/speech_to_text.h"
+#include "services/scoring/transcription_worker.h"
 #include "services/scoring/word_error_rate.h"
 
 namespace {
@@ -69,6 +74,7 @@ int main(int argc, char** argv) {
   std::string corpus = CALLEVAL_CORPUS_DIR;
   PocketsphinxOptions options;
   std::vector<std::string> filters;
+  bool pipeline = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
@@ -81,6 +87,8 @@ int main(int argc, char** argv) {
       ++i;
     } else if (arg == "--padding" && has_value && ParseDouble(argv[i + 1], &options.padding_seconds)) {
       ++i;
+    } else if (arg == "--pipeline") {
+      pipeline = true;
     } else if (arg == "--ps" && has_value) {
       // --ps -name=value: a PocketSphinx argument.
       const std::string setting = argv[++i];
@@ -143,6 +151,49 @@ int main(int argc, char** argv) {
     int agent_channel = 0;
     const nlohmann::json& map = truth["audio"]["channel_map"];
     if (map.is_object()) agent_channel = map.value("agent", 0);
+
+    if (pipeline) {
+      const std::string audio_file = (dir / truth.value("audio_file", "")).string();
+      calleval::scoring::ChannelMap channel_map{agent_channel, 1 - agent_channel};
+      const auto start = std::chrono::steady_clock::now();
+      auto turns = calleval::scoring::TranscribeRecording(audio_file, channel_map,
+                                                          /*has_provided_transcript=*/true,
+                                                          **recognizer);
+      const double stt_s = Seconds(std::chrono::steady_clock::now() - start);
+      if (!turns.ok()) {
+        std::fprintf(stderr, "%s: %s\n", id.c_str(), turns.status().ToString().c_str());
+        return 1;
+      }
+      const bool mono = truth["audio"].value("channels", 2) == 1;
+      const double duration = truth.value("duration_seconds", 0.0);
+      const double channel_seconds = duration * (mono ? 1 : 2);
+      Errors call_errors;
+      for (const char* role : {"AI Assistant", "User"}) {
+        std::vector<std::string> reference, hypothesis;
+        for (const auto& turn : transcript) {
+          if (mono || turn.value("role", "") == role) reference.push_back(turn.value("content", ""));
+        }
+        for (const auto& turn : *turns) {
+          if (mono || turn.role() == role) hypothesis.push_back(turn.content());
+        }
+        const Errors e = CountErrors(absl::StrJoin(reference, " "), absl::StrJoin(hypothesis, " "));
+        call_errors.errors += e.errors;
+        call_errors.reference_words += e.reference_words;
+        if (mono) break;
+      }
+      std::printf("%-34s %3s %8.1f %8s %8.2f %6.3f %6lld %6lld %7.3f\n", id.c_str(),
+                  mono ? "1" : "2", channel_seconds, "-", stt_s, stt_s / channel_seconds,
+                  static_cast<long long>(call_errors.reference_words),
+                  static_cast<long long>(call_errors.errors), call_errors.wer());
+      std::fflush(stdout);
+      total_audio += channel_seconds;
+      total_stt += stt_s;
+      pooled.errors += call_errors.errors;
+      pooled.reference_words += call_errors.reference_words;
+      call_wers.push_back(call_errors.wer());
+      call_rtfs.push_back(stt_s / channel_seconds);
+      continue;
+    }
 
     const auto decode_start = std::chrono::steady_clock::now();
     auto audio = calleval::scoring::DecodeChannelsForSpeech(

@@ -33,6 +33,10 @@ inline constexpr StandardMetricInfo kStandardMetrics[] = {
     {12, "task_completion", "Task Completion", "boolean", false},
 };
 
+// transcription_accuracy is the one audio metric that needs speech-to-text, so the pipeline
+// names it.
+inline constexpr int64_t kTranscriptionAccuracyMetricId = 7;
+
 // The standard metric with this id, or nullptr.
 inline const StandardMetricInfo* FindStandardMetric(int64_t id) {
   for (const auto& m : kStandardMetrics) {

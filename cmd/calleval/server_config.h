@@ -63,7 +63,7 @@ struct ServerConfig {
   std::string stt_model = "whisper-1";
   std::string stt_language;  // ISO-639-1 hint for the endpoint ("en"); empty: detected
   // Recordings transcribed at once by this process; each embedded recognizer holds its model
-  // (about 60 MB) and one core while it runs.
+  // (about 140 MB) and one core while it runs.
   int stt_workers = 1;
   // How long a transcription worker holds a recording before another may take it over (an
   // hour of audio takes about 6 minutes with the embedded recognizer).

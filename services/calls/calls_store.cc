@@ -309,10 +309,9 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
   // A voice call is transcribed when the transcript is what it lacks, or when
   // transcription_accuracy compares the provided one with the recording; otherwise there is
   // nothing to transcribe and its transcript (the provided one) is complete at ingest.
-  constexpr int64_t kTranscriptionAccuracyId = 7;
   const bool transcribe =
       has_recording && (request.transcript_size() == 0 ||
-                        absl::c_find(planned, kTranscriptionAccuracyId) != planned.end());
+                        absl::c_find(planned, kTranscriptionAccuracyMetricId) != planned.end());
   const char* const transcription_status = transcribe ? "pending" : "completed";
   std::vector<int64_t> planned_costs;
   planned_costs.reserve(planned.size());

@@ -20,8 +20,6 @@
 namespace calleval::scoring {
 namespace {
 
-constexpr int64_t kTranscriptionAccuracyId = 7;
-
 bool HasProvidedTranscript(const calls::AnalysisJob& job) {
   return job.call.transcript_source() == "provided";
 }
@@ -39,7 +37,7 @@ bool WaitsForTranscription(const calls::AnalysisJob& job, const Judges& tools) {
   const bool provided = HasProvidedTranscript(job);
   for (int64_t id : job.planned_metric_ids) {
     const StandardMetricInfo* info = FindStandardMetric(id);
-    if (id == kTranscriptionAccuracyId) {
+    if (id == kTranscriptionAccuracyMetricId) {
       if (provided) return true;
     } else if (info == nullptr) {
       if (!provided) return true;  // a custom metric
@@ -62,7 +60,7 @@ std::string NoTranscriptReason(const calls::AnalysisJob& job) {
 v1::StandardMetricResult TranscriptionAccuracyOf(const calls::AnalysisJob& job) {
   if (!HasProvidedTranscript(job)) return TranscriptionAccuracyNotApplicable(kNoProvidedTranscript);
   if (job.transcription_status != "completed") {
-    v1::StandardMetricResult r = NewStandardMetricResult(kTranscriptionAccuracyId, "failed");
+    v1::StandardMetricResult r = NewStandardMetricResult(kTranscriptionAccuracyMetricId, "failed");
     r.set_error(job.transcription_status == "failed"
                     ? absl::StrCat("the transcription failed: ", job.transcription_error)
                     : std::string("the recording was not transcribed"));
@@ -179,7 +177,7 @@ JobOutcome ScoreJob(const calls::AnalysisJob& job, const Judges& tools) {
     out.audio_results = std::move(all_standard);
     return out;
   }
-  if (voice && Planned(job, kTranscriptionAccuracyId)) {
+  if (voice && Planned(job, kTranscriptionAccuracyMetricId)) {
     v1::StandardMetricResult accuracy = TranscriptionAccuracyOf(job);
     out.results.push_back(accuracy);
     all_standard.push_back(std::move(accuracy));

@@ -91,7 +91,7 @@ struct PocketsphinxOptions {
 // Holds one PocketSphinx decoder: loading the model takes about a second, so a recognizer is
 // created once and reused. ps_decoder_t is not thread-safe, so Transcribe() calls on one
 // recognizer are serialized by a mutex; for parallel transcription make one recognizer per
-// worker thread (about 60 MB each).
+// worker thread (about 140 MB each, most of it the language model and dictionary).
 class PocketsphinxRecognizer : public SpeechRecognizer {
  public:
   // Loads the model; kFailedPrecondition when its files are missing or unreadable.

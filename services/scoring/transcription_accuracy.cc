@@ -10,8 +10,6 @@
 namespace calleval::scoring {
 namespace {
 
-constexpr int64_t kTranscriptionAccuracyId = 7;
-
 double Round4(double value) { return std::round(value * 1e4) / 1e4; }
 
 }  // namespace
@@ -39,7 +37,7 @@ std::string SpokenText(const std::vector<v1::Turn>& transcript) {
 }
 
 v1::StandardMetricResult TranscriptionAccuracyNotApplicable(absl::string_view why) {
-  v1::StandardMetricResult r = NewStandardMetricResult(kTranscriptionAccuracyId, "not_applicable");
+  v1::StandardMetricResult r = NewStandardMetricResult(kTranscriptionAccuracyMetricId, "not_applicable");
   auto& fields = *r.mutable_result()->mutable_fields();
   fields["accuracy"].set_null_value(google::protobuf::NULL_VALUE);
   fields["wer"].set_null_value(google::protobuf::NULL_VALUE);
@@ -55,13 +53,13 @@ v1::StandardMetricResult TranscriptionAccuracy(const std::vector<v1::Turn>& prov
   const std::vector<std::string> reference = NormalizeWords(SpokenText(generated));
   const std::vector<std::string> hypothesis = NormalizeWords(SpokenText(provided));
   if (!WithinWerAlignmentLimit(reference.size(), hypothesis.size())) {
-    v1::StandardMetricResult r = NewStandardMetricResult(kTranscriptionAccuracyId, "failed");
+    v1::StandardMetricResult r = NewStandardMetricResult(kTranscriptionAccuracyMetricId, "failed");
     r.set_error(absl::StrCat("the transcripts are too long to align (", reference.size(), " by ",
                              hypothesis.size(), " words)"));
     return r;
   }
   const WordErrorCounts counts = CountWordErrors(reference, hypothesis);
-  v1::StandardMetricResult r = NewStandardMetricResult(kTranscriptionAccuracyId, "completed");
+  v1::StandardMetricResult r = NewStandardMetricResult(kTranscriptionAccuracyMetricId, "completed");
   auto& fields = *r.mutable_result()->mutable_fields();
   const double accuracy = Round4(counts.accuracy());
   fields["accuracy"].set_number_value(accuracy);

@@ -11,27 +11,88 @@
 #include "common/status_macros.h"
 #include "services/calls/calls_service.h"
 #include "services/scoring/analysis.h"
+#include "services/scoring/audio_decoder.h"
 
 namespace calleval::scoring {
+
+namespace {
+
+// One channel on its way to the recognizer: samples are buffered until a piece is there, cut
+// at a quiet point, transcribed and dropped, so memory stays flat with the call's length.
+class ChannelPieces {
+ public:
+  ChannelPieces(SpeechRecognizer* recognizer, double piece_seconds)
+      : recognizer_(recognizer), piece_seconds_(piece_seconds) {}
+
+  absl::Status Add(absl::Span<const float> samples) {
+    AppendPcm16(samples, &buffer_);
+    // ChunkBoundaries looks for the quietest point up to 30 s before the nominal cut.
+    while (buffer_.size() > static_cast<size_t>(piece_seconds_ * kSpeechSampleRate)) {
+      const std::vector<size_t> cuts = ChunkBoundaries(buffer_, piece_seconds_);
+      if (cuts.empty()) break;
+      RETURN_IF_ERROR(TranscribeFront(cuts.front()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<ChannelTranscript> Finish() {
+    if (!buffer_.empty()) RETURN_IF_ERROR(TranscribeFront(buffer_.size()));
+    return std::move(words_);
+  }
+
+ private:
+  absl::Status TranscribeFront(size_t count) {
+    std::vector<int16_t> piece(buffer_.begin(), buffer_.begin() + count);
+    buffer_.erase(buffer_.begin(), buffer_.begin() + count);
+    ASSIGN_OR_RETURN(ChannelTranscript part, recognizer_->Transcribe(piece));
+    const double offset = static_cast<double>(consumed_) / kSpeechSampleRate;
+    for (RecognizedWord& word : part.words) {
+      word.start_seconds += offset;
+      word.end_seconds += offset;
+      words_.words.push_back(std::move(word));
+    }
+    consumed_ += count;
+    return absl::OkStatus();
+  }
+
+  SpeechRecognizer* recognizer_;
+  const double piece_seconds_;
+  std::vector<int16_t> buffer_;
+  size_t consumed_ = 0;
+  ChannelTranscript words_;
+};
+
+}  // namespace
 
 absl::StatusOr<std::vector<v1::Turn>> TranscribeRecording(const std::string& path,
                                                           const ChannelMap& channel_map,
                                                           bool has_provided_transcript,
-                                                          SpeechRecognizer& recognizer) {
-  ASSIGN_OR_RETURN(SpeechAudio audio, DecodeChannelsForSpeech(path));
-  if (audio.channels.size() == 1) {
-    if (!has_provided_transcript) {
-      return MakeError(absl::StatusCode::kFailedPrecondition, "mono_recording",
-                       "mono recording without a provided transcript: speech-to-text cannot "
-                       "tell the agent from the caller; send a stereo recording (agent and "
-                       "caller on separate channels) or a transcript");
+                                                          SpeechRecognizer& recognizer,
+                                                          double piece_seconds) {
+  ASSIGN_OR_RETURN(std::unique_ptr<AudioDecoder> decoder,
+                   AudioDecoder::Open(path, kSpeechSampleRate));
+  const int channels = decoder->channels();
+  if (channels == 1 && !has_provided_transcript) {
+    return MakeError(absl::StatusCode::kFailedPrecondition, "mono_recording",
+                     "mono recording without a provided transcript: speech-to-text cannot "
+                     "tell the agent from the caller; send a stereo recording (agent and "
+                     "caller on separate channels) or a transcript");
+  }
+  std::vector<ChannelPieces> pieces(channels, ChannelPieces(&recognizer, piece_seconds));
+  std::array<std::vector<float>, 2> block;
+  while (true) {
+    ASSIGN_OR_RETURN(size_t frames, decoder->Read(&block));
+    if (frames == 0) break;
+    for (int c = 0; c < channels; ++c) {
+      RETURN_IF_ERROR(pieces[c].Add(absl::MakeConstSpan(block[c].data(), frames)));
     }
-    ASSIGN_OR_RETURN(ChannelTranscript words, recognizer.Transcribe(audio.channels[0]));
+  }
+  if (channels == 1) {
+    ASSIGN_OR_RETURN(ChannelTranscript words, pieces[0].Finish());
     return MergeChannels(words, ChannelTranscript{});
   }
-  ASSIGN_OR_RETURN(ChannelTranscript agent,
-                   recognizer.Transcribe(audio.channels[channel_map.agent]));
-  ASSIGN_OR_RETURN(ChannelTranscript user, recognizer.Transcribe(audio.channels[channel_map.user]));
+  ASSIGN_OR_RETURN(ChannelTranscript agent, pieces[channel_map.agent].Finish());
+  ASSIGN_OR_RETURN(ChannelTranscript user, pieces[channel_map.user].Finish());
   return MergeChannels(agent, user);
 }
 

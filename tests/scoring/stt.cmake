@@ -13,3 +13,9 @@ if(TARGET calleval_speech_to_text)
   target_compile_definitions(speech_to_text_test PRIVATE
     CALLEVAL_CORPUS_DIR="${CMAKE_SOURCE_DIR}/../shared/corpus/calls")
 endif()
+
+if(TARGET calleval_scoring_worker)
+  # Recordings to transcripts in bounded pieces, with a recognizer that hears tone bursts.
+  calleval_test(transcription_worker_test SOURCES transcription_worker_test.cc
+    LIBS calleval_scoring_worker)
+endif()
