@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/errors.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -345,6 +346,20 @@ TEST_F(PocketsphinxTest, TranscribesAMonoCall) {
   const ErrorCount e = CountErrors(absl::StrJoin(all, " "), JoinWords(*words));
   RecordProperty("wer", absl::StrCat(e.wer()));
   EXPECT_LT(e.wer(), kMaxMonoWer) << JoinWords(*words);
+}
+
+TEST_F(PocketsphinxTest, CancelStopsBeforeTheNextUtterance) {
+  std::atomic<bool> cancel{true};
+  PocketsphinxOptions options;
+  options.cancel = &cancel;
+  auto created = PocketsphinxRecognizer::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  CorpusCall call = LoadCall("pub14_mono_wav");
+  auto words = (*created)->Transcribe(call.audio.channels[0]);
+  EXPECT_EQ(words.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(ErrorInfoOf(words.status()).code(), "stt_cancelled");
+  cancel = false;
+  EXPECT_TRUE((*created)->Transcribe(call.audio.channels[0]).ok());
 }
 
 TEST_F(PocketsphinxTest, ConcurrentCallsAreSerialized) {

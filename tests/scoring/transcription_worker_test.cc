@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "common/errors.h"
 
@@ -127,6 +129,141 @@ TEST_F(TranscribeRecordingTest, UndecodableFileIsAnError) {
   std::ofstream(path) << "not audio at all";
   BurstRecognizer recognizer;
   EXPECT_FALSE(TranscribeRecording(path, ChannelMap{}, true, recognizer).ok());
+}
+
+// --- The workers -----------------------------------------------------------------------------
+
+// A queue holding one job, recording what the worker reported.
+class OneJobQueue : public TranscriptionQueue {
+ public:
+  explicit OneJobQueue(std::string recording_path) {
+    job_.call_id = 42;
+    job_.token = "token";
+    job_.recording_path = std::move(recording_path);
+  }
+  absl::StatusOr<std::optional<calls::TranscriptionJob>> Lease() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (leased_) return std::nullopt;
+    leased_ = true;
+    return std::optional<calls::TranscriptionJob>(job_);
+  }
+  absl::Status Record(const calls::TranscriptionJob&, const std::vector<v1::Turn>& t) override {
+    return Report("record", t.size());
+  }
+  absl::Status Fail(const calls::TranscriptionJob&, absl::string_view message) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    failure_ = std::string(message);
+    reports_.push_back("fail");
+    return absl::OkStatus();
+  }
+  absl::Status Release(const calls::TranscriptionJob&) override { return Report("release", 0); }
+
+  std::vector<std::string> reports() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reports_;
+  }
+  std::string failure() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failure_;
+  }
+  size_t turns() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return turns_;
+  }
+
+ private:
+  absl::Status Report(const char* what, size_t turns) {
+    std::lock_guard<std::mutex> lock(mu_);
+    reports_.push_back(what);
+    turns_ = turns;
+    return absl::OkStatus();
+  }
+  calls::TranscriptionJob job_;
+  std::mutex mu_;
+  bool leased_ = false;
+  std::vector<std::string> reports_;
+  std::string failure_;
+  size_t turns_ = 0;
+};
+
+// Transcribes nothing until the workers stop, then reports cancellation, as both engines do.
+class UntilCancelledRecognizer : public SpeechRecognizer {
+ public:
+  explicit UntilCancelledRecognizer(const std::atomic<bool>* cancel) : cancel_(cancel) {}
+  absl::StatusOr<ChannelTranscript> Transcribe(const std::vector<int16_t>&) override {
+    started = true;
+    while (!cancel_->load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return MakeError(absl::StatusCode::kCancelled, "stt_cancelled", "cancelled");
+  }
+  static inline std::atomic<bool> started{false};
+
+ private:
+  const std::atomic<bool>* cancel_;
+};
+
+template <typename Predicate>
+bool WaitFor(Predicate done) {
+  for (int i = 0; i < 1000 && !done(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return done();
+}
+
+TEST_F(TranscribeRecordingTest, WorkersRecordTheTranscriptAndWakeTheScoring) {
+  const std::string path = dir_ + "/stereo.wav";
+  WriteWav(path, 2, 3, {{0, 0.5, 1.0}, {1, 1.5, 2.0}});
+  OneJobQueue queue(path);
+  std::atomic<int> reported{0};
+  TranscriptionWorkers::Options options;
+  options.poll_interval = absl::Milliseconds(10);
+  options.make_recognizer = [](const std::atomic<bool>*) {
+    return absl::StatusOr<std::unique_ptr<SpeechRecognizer>>(
+        std::make_unique<BurstRecognizer>());
+  };
+  options.on_reported = [&] { ++reported; };
+  TranscriptionWorkers workers(&queue, options);
+  workers.Start();
+  ASSERT_TRUE(WaitFor([&] { return reported.load() == 1; }));
+  workers.Stop();
+  EXPECT_EQ(queue.reports(), std::vector<std::string>{"record"});
+  EXPECT_EQ(queue.turns(), 2u);
+}
+
+TEST_F(TranscribeRecordingTest, ARecognizerThatCannotStartFailsTheJob) {
+  const std::string path = dir_ + "/stereo.wav";
+  WriteWav(path, 2, 1, {});
+  OneJobQueue queue(path);
+  TranscriptionWorkers::Options options;
+  options.poll_interval = absl::Milliseconds(10);
+  options.make_recognizer = [](const std::atomic<bool>*) {
+    return absl::StatusOr<std::unique_ptr<SpeechRecognizer>>(
+        absl::FailedPreconditionError("speech-to-text model not found"));
+  };
+  TranscriptionWorkers workers(&queue, options);
+  workers.Start();
+  ASSERT_TRUE(WaitFor([&] { return !queue.reports().empty(); }));
+  workers.Stop();
+  EXPECT_EQ(queue.reports(), std::vector<std::string>{"fail"});
+  EXPECT_EQ(queue.failure(), "speech-to-text model not found");
+}
+
+TEST_F(TranscribeRecordingTest, StopCancelsATranscriptionAndGivesTheRecordingBack) {
+  const std::string path = dir_ + "/stereo.wav";
+  WriteWav(path, 2, 2, {{0, 0.5, 1.0}});
+  OneJobQueue queue(path);
+  TranscriptionWorkers::Options options;
+  options.poll_interval = absl::Milliseconds(10);
+  options.make_recognizer = [](const std::atomic<bool>* cancel) {
+    return absl::StatusOr<std::unique_ptr<SpeechRecognizer>>(
+        std::make_unique<UntilCancelledRecognizer>(cancel));
+  };
+  TranscriptionWorkers workers(&queue, options);
+  workers.Start();
+  ASSERT_TRUE(WaitFor([&] { return UntilCancelledRecognizer::started.load(); }));
+  const auto stop_start = std::chrono::steady_clock::now();
+  workers.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_start, std::chrono::seconds(2));
+  EXPECT_EQ(queue.reports(), std::vector<std::string>{"release"});
 }
 
 }  // namespace
