@@ -81,4 +81,81 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+namespace {
+
+constexpr size_t kNonceBytes = 12;
+constexpr size_t kTagBytes = 16;
+
+struct CipherContext {
+  CipherContext() : ctx(EVP_CIPHER_CTX_new()) {}
+  ~CipherContext() { EVP_CIPHER_CTX_free(ctx); }
+  EVP_CIPHER_CTX* ctx;
+};
+
+const unsigned char* Bytes(absl::string_view s) {
+  return reinterpret_cast<const unsigned char*>(s.data());
+}
+
+}  // namespace
+
+std::string Seal(absl::string_view key, absl::string_view plaintext,
+                 absl::string_view associated) {
+  if (key.size() != 32) {
+    std::cerr << "fatal: Seal needs a 32-byte key\n";
+    std::abort();
+  }
+  const std::string nonce = RandomBytes(kNonceBytes);
+  std::string out = nonce;
+  out.resize(kNonceBytes + plaintext.size() + kTagBytes);
+  unsigned char* cipher = reinterpret_cast<unsigned char*>(out.data()) + kNonceBytes;
+  CipherContext c;
+  int len = 0, total = 0;
+  bool ok = c.ctx != nullptr &&
+            EVP_EncryptInit_ex(c.ctx, EVP_aes_256_gcm(), nullptr, Bytes(key), Bytes(nonce)) == 1 &&
+            (associated.empty() ||
+             EVP_EncryptUpdate(c.ctx, nullptr, &len, Bytes(associated),
+                               static_cast<int>(associated.size())) == 1) &&
+            EVP_EncryptUpdate(c.ctx, cipher, &len, Bytes(plaintext),
+                              static_cast<int>(plaintext.size())) == 1;
+  total = len;
+  ok = ok && EVP_EncryptFinal_ex(c.ctx, cipher + total, &len) == 1;
+  total += len;
+  ok = ok && EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_GET_TAG, kTagBytes, cipher + total) == 1;
+  if (!ok) {
+    std::cerr << "fatal: OpenSSL AES-256-GCM encryption failed\n";
+    std::abort();
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> Unseal(absl::string_view key, absl::string_view sealed,
+                                   absl::string_view associated) {
+  if (key.size() != 32 || sealed.size() < kNonceBytes + kTagBytes) {
+    return absl::DataLossError("sealed value is malformed");
+  }
+  const absl::string_view nonce = sealed.substr(0, kNonceBytes);
+  const absl::string_view cipher =
+      sealed.substr(kNonceBytes, sealed.size() - kNonceBytes - kTagBytes);
+  std::string tag(sealed.substr(sealed.size() - kTagBytes));
+  std::string out(cipher.size(), '\0');
+  CipherContext c;
+  int len = 0;
+  bool ok = c.ctx != nullptr &&
+            EVP_DecryptInit_ex(c.ctx, EVP_aes_256_gcm(), nullptr, Bytes(key), Bytes(nonce)) == 1 &&
+            (associated.empty() ||
+             EVP_DecryptUpdate(c.ctx, nullptr, &len, Bytes(associated),
+                               static_cast<int>(associated.size())) == 1) &&
+            EVP_DecryptUpdate(c.ctx, reinterpret_cast<unsigned char*>(out.data()), &len,
+                              Bytes(cipher), static_cast<int>(cipher.size())) == 1 &&
+            EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_SET_TAG, kTagBytes, tag.data()) == 1;
+  int final_len = 0;
+  ok = ok && EVP_DecryptFinal_ex(c.ctx, reinterpret_cast<unsigned char*>(out.data()) + len,
+                                 &final_len) == 1;
+  if (!ok) {
+    return absl::DataLossError(
+        "sealed value does not open: altered, or sealed under another key");
+  }
+  return out;
+}
+
 }  // namespace calleval

@@ -203,6 +203,12 @@ CREATE INDEX calls_transcription_work ON calls (transcription_status, transcript
 CREATE INDEX calls_analysis_computed ON calls (analysis_status, analysis_lease_until)
   WHERE analysis_status = 'computed';
 )sql"},
+      {6, R"sql(
+-- An agent's web channel: `web_channel` holds its fields as JSON ({"fields": {...},
+-- "credentials_set": [...]}); the credentials themselves are sealed (AES-256-GCM) with a key
+-- kept outside the database, bound to the agent's row.
+ALTER TABLE agents ADD COLUMN web_channel_credentials BLOB;
+)sql"},
   };
   return *migrations;
 }

@@ -354,7 +354,22 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   } else {
     s->authenticator = accounts::NewStoreAuthenticator(s->accounts_store.get());
   }
-  s->agents_store = std::make_unique<agents::AgentsStore>(s->database.get());
+  // Web channel credentials are sealed with a key kept outside the database, so a copy of
+  // calleval.db alone does not give them away.
+  const std::string credentials_key_path = config.credentials_key_file.empty()
+                                               ? (data_dir / "credentials-key").string()
+                                               : config.credentials_key_file;
+  ASSIGN_OR_RETURN(std::string credentials_key, LoadOrCreateSecret(credentials_key_path, 32));
+  if (credentials_key.size() != 32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        credentials_key_path, " must hold exactly 32 bytes (it holds ", credentials_key.size(),
+        ")"));
+  }
+  agents::AgentsStore::Options agents_options;
+  agents_options.url_guard.allowed_hosts = config.allow_private_hosts;
+  agents_options.credentials_key = std::move(credentials_key);
+  s->agents_store =
+      std::make_unique<agents::AgentsStore>(s->database.get(), std::move(agents_options));
 
   // The edge binds first: presigned links name its port, which is only known once bound when
   // --http-addr asks for port 0. Until the invoker is in place it answers 503.

@@ -30,6 +30,10 @@ struct ServerConfig {
   int http_threads = 2;
   int64_t max_body_bytes = 16 << 20;
   absl::Duration presign_validity = absl::Hours(1);
+  // 32 bytes sealing agents' web channel credentials; default <data-dir>/credentials-key
+  // (created on first start, mode 0600). Point it at a mounted secret to keep it off the disk
+  // that holds the database.
+  std::string credentials_key_file;
   // Hosts exempt from the public-address rule of SPEC §8, exactly as written in URLs.
   std::vector<std::string> allow_private_hosts;
   // Where roles not run by this process are reached (default: grpc_addr).

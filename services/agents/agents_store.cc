@@ -19,6 +19,8 @@
 #include "common/errors.h"
 #include "common/sent_fields.h"
 #include "common/status_macros.h"
+#include "common/crypto.h"
+#include "services/agents/web_channel.h"
 
 namespace calleval::agents {
 namespace {
@@ -37,7 +39,8 @@ constexpr absl::string_view kOutbound = "outbound";
 constexpr absl::string_view kAgentColumns =
     "id, workspace_id, name, phone_number, telephony_carrier, agent_source, assistant_id, "
     "call_directions, language_id, instructions, opening_message, max_call_duration_seconds, "
-    "disabled_metric_ids, silence_threshold_ms, model, voice, created_at, updated_at";
+    "disabled_metric_ids, silence_threshold_ms, model, voice, created_at, updated_at, "
+    "web_channel, web_channel_credentials";
 
 // An agent as stored, in plain C++ values. Request values are merged into it before
 // validation, so fields may hold not-yet-validated input until Validate() has run.
@@ -62,6 +65,11 @@ struct AgentRecord {
   std::optional<std::string> voice;
   std::string created_at;
   std::string updated_at;
+  // The web channel (null for phone-only agents). Its credentials are plaintext only between
+  // unsealing for a PATCH and sealing for the write; `credentials_set` names the stored ones.
+  std::optional<WebChannel> web_channel;
+  std::vector<std::string> credentials_set;
+  std::string sealed_credentials;  // as stored
 };
 
 bool IsExternal(absl::string_view source) {
@@ -183,6 +191,29 @@ void ApplyOpening(const v1::AgentFields& f, const SentKeys& sent, AgentRecord& r
   if (record.opening_text && record.opening_text->empty()) record.opening_text.reset();
 }
 
+// Merges web_channel (key by key; null removes the channel) and the `transport` shorthand
+// (seed: kept for backward compatibility; null removes the channel too) into `record`.
+void ApplyWebChannel(const v1::AgentFields& f, const SentKeys& sent, AgentRecord& record,
+                     Issues& issues) {
+  if (sent.Null("web_channel") || sent.Null("transport")) record.web_channel.reset();
+  if (sent.Set("web_channel", f.has_web_channel())) {
+    if (!record.web_channel) record.web_channel = WebChannel();
+    std::vector<FieldIssue> found;
+    MergeWebChannel(f.web_channel(), &*record.web_channel, &found);
+    for (auto& i : found) issues.Add(*i.field, i.issue);
+  }
+  if (sent.Set("transport", f.has_transport())) {
+    auto sent_transport = f.web_channel().fields().find("transport");
+    if (f.has_web_channel() && sent_transport != f.web_channel().fields().end() &&
+        sent_transport->second.string_value() != f.transport()) {
+      issues.Add("transport", "conflicts with web_channel.transport; send only web_channel");
+      return;
+    }
+    if (!record.web_channel) record.web_channel = WebChannel();
+    record.web_channel->fields["transport"] = f.transport();
+  }
+}
+
 // Merges a request into `record`: keys sent with a value replace, keys sent as null clear
 // (nullable fields) or restore the default, other keys keep the stored value. Required fields
 // sent as null become missing and are reported by Validate(). Returns whether the agent's
@@ -233,6 +264,7 @@ bool ApplyFields(const v1::AgentFields& f, AgentRecord& record, Issues& issues) 
             record.silence_threshold_ms);
   string_field("model", f.has_model(), f.model(), record.model);
   string_field("voice", f.has_voice(), f.voice(), record.voice);
+  ApplyWebChannel(f, sent, record, issues);
   // Free-text settings sent empty mean "none".
   if (record.model && record.model->empty()) record.model.reset();
   if (record.voice && record.voice->empty()) record.voice.reset();
@@ -325,8 +357,9 @@ absl::StatusOr<bool> LanguageExists(db::Connection& c, int64_t id) {
 // Checks the merged agent against every rule and normalizes it (E.164 phone, carrier,
 // duplicate-free lists, fields ignored for its source). Problems are added to `issues`; with
 // `source_known` false the rules that depend on agent_source are skipped.
-absl::Status Validate(db::Connection& c, const AgentsStore& store, bool source_known,
-                      AgentRecord& r, Issues& issues) {
+absl::Status Validate(db::Connection& c, const AgentsStore& store,
+                      const UrlGuardOptions& url_guard, bool source_known, AgentRecord& r,
+                      Issues& issues) {
   if (!r.name) {
     issues.Add("name", "is required");
   } else if (IsBlank(*r.name)) {
@@ -335,10 +368,10 @@ absl::Status Validate(db::Connection& c, const AgentsStore& store, bool source_k
     CheckLength("name", r.name, kMaxNameLength, issues);
   }
 
-  // Without a web channel (not offered yet) the phone is the only way to reach an agent.
+  // The phone is required unless the agent can be reached over its web channel (SPEC §5).
   r.telephony_carrier.reset();
   if (!r.phone_number) {
-    issues.Add("phone_number", "is required");
+    if (!r.web_channel) issues.Add("phone_number", "is required unless web_channel is given");
   } else if (auto normalized = NormalizePhone(*r.phone_number, issues)) {
     r.phone_number = std::move(normalized->first);
     r.telephony_carrier = store.CarrierFor(normalized->second);
@@ -411,6 +444,11 @@ absl::Status Validate(db::Connection& c, const AgentsStore& store, bool source_k
   }
   CheckLength("model", r.model, kMaxNameLength, issues);
   CheckLength("voice", r.voice, kMaxNameLength, issues);
+  if (r.web_channel) {
+    std::vector<FieldIssue> found;
+    ValidateWebChannel(&*r.web_channel, url_guard, &found);
+    for (auto& i : found) issues.Add(*i.field, i.issue);
+  }
   return absl::OkStatus();
 }
 
@@ -459,6 +497,18 @@ absl::StatusOr<AgentRecord> RecordFromRow(const db::Statement& s) {
   r.voice = s.OptionalText(15);
   r.created_at = s.Text(16);
   r.updated_at = s.Text(17);
+  if (std::optional<std::string> stored = s.OptionalText(18)) {
+    // {"fields": {...}, "credentials_set": [...]}
+    nlohmann::json j = nlohmann::json::parse(*stored, nullptr, false);
+    if (j.is_object() && j.contains("fields") && j["fields"].is_object()) {
+      r.web_channel = WebChannel();
+      r.web_channel->fields = j["fields"];
+      for (const auto& name : j.value("credentials_set", nlohmann::json::array())) {
+        if (name.is_string()) r.credentials_set.push_back(name.get<std::string>());
+      }
+    }
+  }
+  if (!s.IsNull(19)) r.sealed_credentials = s.Text(19);
   return r;
 }
 
@@ -479,6 +529,13 @@ v1::Agent ToProto(const AgentRecord& r) {
   if (r.opening_text) om->set_text(*r.opening_text);
   om->set_delay_ms(static_cast<int32_t>(r.opening_delay_ms));
   // Phone-only agents: transport and web_channel stay unset (null).
+  if (r.web_channel) {
+    WebChannel shown;
+    shown.fields = r.web_channel->fields;
+    for (const std::string& name : r.credentials_set) shown.credentials[name] = true;
+    *a.mutable_web_channel() = WebChannelResponse(shown);
+    a.set_transport(r.web_channel->fields.value("transport", ""));
+  }
   a.set_max_call_duration_seconds(static_cast<int32_t>(r.max_call_duration_seconds));
   for (int64_t id : r.disabled_metric_ids) a.add_disabled_metric_ids(id);
   if (r.silence_threshold_ms)
@@ -517,6 +574,56 @@ void BindWritable(db::Statement& s, const AgentRecord& r) {
       .Bind(13, r.model)
       .Bind(14, r.voice)
       .Bind(15, r.updated_at);
+  if (r.web_channel) {
+    nlohmann::json stored = {{"fields", r.web_channel->fields},
+                             {"credentials_set", r.credentials_set}};
+    s.Bind(16, stored.dump());
+  } else {
+    s.BindNull(16);
+  }
+}
+
+// What a sealed credentials blob is bound to: the agent's row.
+std::string CredentialsContext(int64_t agent_id) { return absl::StrCat("agent ", agent_id); }
+
+// Which credentials the record holds, for the stored `credentials_set`.
+void NoteCredentials(AgentRecord& record) {
+  record.credentials_set.clear();
+  if (!record.web_channel) return;
+  for (const auto& [name, value] : record.web_channel->credentials.items()) {
+    record.credentials_set.push_back(name);
+  }
+}
+
+// Opens the stored credentials into record.web_channel for a merge.
+absl::Status UnsealCredentials(const std::string& key, AgentRecord& record) {
+  if (!record.web_channel || record.sealed_credentials.empty()) return absl::OkStatus();
+  if (key.empty()) {
+    return InternalError("the agent's web channel credentials cannot be read: no credentials key");
+  }
+  ASSIGN_OR_RETURN(std::string plain, Unseal(key, record.sealed_credentials,
+                                             CredentialsContext(record.id)));
+  nlohmann::json credentials = nlohmann::json::parse(plain, nullptr, false);
+  if (credentials.is_object()) record.web_channel->credentials = std::move(credentials);
+  return absl::OkStatus();
+}
+
+// Seals the record's credentials onto its row (NULL when it has none).
+absl::Status WriteCredentials(db::Connection& c, const std::string& key,
+                              const AgentRecord& record) {
+  ASSIGN_OR_RETURN(auto stmt,
+                   c.Prepare("UPDATE agents SET web_channel_credentials = ? WHERE id = ?"));
+  if (record.credentials_set.empty()) {
+    stmt.BindNull(1);
+  } else {
+    if (key.size() != 32) {
+      return InternalError("web channel credentials cannot be stored: no credentials key");
+    }
+    stmt.BindBlob(1, Seal(key, record.web_channel->credentials.dump(),
+                          CredentialsContext(record.id)));
+  }
+  stmt.Bind(2, record.id);
+  return stmt.Run();
 }
 
 }  // namespace
@@ -527,6 +634,16 @@ std::map<int, std::string> DefaultCarriers() {
 
 AgentsStore::AgentsStore(db::Database* db, Options options)
     : db_(db), options_(std::move(options)) {}
+
+absl::StatusOr<std::optional<WebChannel>> AgentsStore::GetWebChannel(int64_t workspace_id,
+                                                                     int64_t agent_id) {
+  return db::ReadResult<std::optional<WebChannel>>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<WebChannel>> {
+        ASSIGN_OR_RETURN(AgentRecord record, ReadAgent(c, workspace_id, agent_id));
+        RETURN_IF_ERROR(UnsealCredentials(options_.credentials_key, record));
+        return record.web_channel;
+      });
+}
 
 const std::string& AgentsStore::CarrierFor(int country_code) const {
   auto it = options_.carriers.find(country_code);
@@ -539,20 +656,22 @@ absl::StatusOr<v1::Agent> AgentsStore::Create(int64_t workspace_id, const v1::Ag
     record.workspace_id = workspace_id;
     Issues issues;
     const bool source_known = ApplyFields(fields, record, issues);
-    RETURN_IF_ERROR(Validate(c, *this, source_known, record, issues));
+    RETURN_IF_ERROR(Validate(c, *this, options_.url_guard, source_known, record, issues));
     if (!issues.empty()) return std::move(issues).ToStatus();
     record.created_at = record.updated_at = NowTimestamp();
+    NoteCredentials(record);
     ASSIGN_OR_RETURN(auto insert,
                      c.Prepare("INSERT INTO agents (name, phone_number, telephony_carrier, "
                                "agent_source, assistant_id, call_directions, language_id, "
                                "instructions, opening_message, max_call_duration_seconds, "
                                "disabled_metric_ids, silence_threshold_ms, model, voice, "
-                               "updated_at, workspace_id, created_at) VALUES (?, ?, ?, ?, ?, ?, "
-                               "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                               "updated_at, web_channel, workspace_id, created_at) VALUES (?, ?, "
+                               "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
     BindWritable(insert, record);
-    insert.Bind(16, workspace_id).Bind(17, record.created_at);
+    insert.Bind(17, workspace_id).Bind(18, record.created_at);
     RETURN_IF_ERROR(insert.Run());
     record.id = c.LastInsertRowId();
+    RETURN_IF_ERROR(WriteCredentials(c, options_.credentials_key, record));
     return ToProto(record);
   });
 }
@@ -568,21 +687,25 @@ absl::StatusOr<v1::Agent> AgentsStore::Update(int64_t workspace_id, int64_t id,
                                               const v1::AgentFields& patch) {
   return db::WriteResult<v1::Agent>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Agent> {
     ASSIGN_OR_RETURN(AgentRecord record, ReadAgent(c, workspace_id, id));
+    RETURN_IF_ERROR(UnsealCredentials(options_.credentials_key, record));
     Issues issues;
     const bool source_known = ApplyFields(patch, record, issues);
-    RETURN_IF_ERROR(Validate(c, *this, source_known, record, issues));
+    RETURN_IF_ERROR(Validate(c, *this, options_.url_guard, source_known, record, issues));
     if (!issues.empty()) return std::move(issues).ToStatus();
     record.updated_at = NowTimestamp();
+    NoteCredentials(record);
     ASSIGN_OR_RETURN(auto update,
                      c.Prepare("UPDATE agents SET name = ?, phone_number = ?, "
                                "telephony_carrier = ?, agent_source = ?, assistant_id = ?, "
                                "call_directions = ?, language_id = ?, instructions = ?, "
                                "opening_message = ?, max_call_duration_seconds = ?, "
                                "disabled_metric_ids = ?, silence_threshold_ms = ?, model = ?, "
-                               "voice = ?, updated_at = ? WHERE id = ? AND workspace_id = ?"));
+                               "voice = ?, updated_at = ?, web_channel = ? WHERE id = ? AND "
+                               "workspace_id = ?"));
     BindWritable(update, record);
-    update.Bind(16, id).Bind(17, workspace_id);
+    update.Bind(17, id).Bind(18, workspace_id);
     RETURN_IF_ERROR(update.Run());
+    RETURN_IF_ERROR(WriteCredentials(c, options_.credentials_key, record));
     return ToProto(record);
   });
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@
 #include "absl/status/statusor.h"
 #include "calleval/v1/agents.pb.h"
 #include "common/sqlite.h"
+#include "common/url_guard.h"
+#include "services/agents/web_channel.h"
 
 namespace calleval::agents {
 
@@ -41,6 +44,11 @@ class AgentsStore {
     // `default_carrier`.
     std::map<int, std::string> carriers = DefaultCarriers();
     std::string default_carrier = "telnyx";
+    // Web channel URLs must be public (SPEC §8); the operator's allow-list applies.
+    UrlGuardOptions url_guard;
+    // 32 bytes, kept outside the database (<data-dir>/credentials-key by default): web channel
+    // credentials are sealed with it (AES-256-GCM). Empty: agents cannot hold credentials.
+    std::string credentials_key;
   };
 
   explicit AgentsStore(db::Database* db) : AgentsStore(db, Options()) {}
@@ -74,6 +82,10 @@ class AgentsStore {
 
   // The carrier for a country calling code.
   const std::string& CarrierFor(int country_code) const;
+
+  // The agent's web channel with its credentials in the clear, for the runner that dials it;
+  // nullopt for a phone-only agent.
+  absl::StatusOr<std::optional<WebChannel>> GetWebChannel(int64_t workspace_id, int64_t agent_id);
 
  private:
   db::Database* db_;

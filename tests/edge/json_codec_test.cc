@@ -798,7 +798,8 @@ TEST(PrintJsonTest, RequestsNeverPrintBookkeeping) {
        R"("integration_type":null,"agent_kind":null,"assistant_id":null,"call_directions":[],)"
        R"("language_id":null,"instructions":null,"opening_message":{"mode":null,"text":null,)"
        R"("delay_ms":5},"first_message":null,"max_call_duration_seconds":null,)"
-       R"("disabled_metric_ids":[],"silence_threshold_ms":null,"model":null,"voice":null})"},
+       R"("disabled_metric_ids":[],"silence_threshold_ms":null,"model":null,"voice":null,)"
+       R"("web_channel":null,"transport":null})"},
   });
   CheckPrints<v1::ListCallsRequest>({
       {"page: 1 tag: \"x\"",

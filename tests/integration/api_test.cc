@@ -230,6 +230,60 @@ TEST_F(ApiTest, AgentValidation) {
       client_->Post("/api/v1/agents", json{{"name", "x"}, {"phone_number", "+14155550123"}}), 422);
 }
 
+TEST_F(ApiTest, AgentWebChannelOverHttp) {
+  HttpResponse created = client_->Post(
+      "/api/v1/agents", json{{"name", "Web only"},
+                             {"language_id", 1},
+                             {"instructions", "Answer questions."},
+                             {"web_channel",
+                              {{"transport", "websocket"},
+                               {"websocket_url", "wss://agent.example.com/media"},
+                               {"auth_token", "tok-secret"}}}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  EXPECT_THAT(created.body, ::testing::Not(HasSubstr("tok-secret")));
+  json agent = created.json();
+  EXPECT_TRUE(agent["phone_number"].is_null());
+  EXPECT_TRUE(agent["telephony_carrier"].is_null());
+  EXPECT_EQ(agent["transport"], "websocket");
+  EXPECT_EQ(agent["web_channel"], (json{{"transport", "websocket"},
+                                        {"websocket_url", "wss://agent.example.com/media"},
+                                        {"protocol", "twilio_media_streams"},
+                                        {"auth_token_set", true}}));
+  const std::string path = absl::StrCat("/api/v1/agents/", agent["id"].get<int64_t>());
+  EXPECT_EQ(client_->Get(path).json()["web_channel"], agent["web_channel"]);
+
+  // PATCH merges key by key; a key sent as null goes; web_channel null removes the channel.
+  HttpResponse patched =
+      client_->Patch(path, json{{"web_channel", {{"protocol", "pcm16"}, {"auth_token", nullptr}}}});
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(patched.json()["web_channel"]["protocol"], "pcm16");
+  EXPECT_EQ(patched.json()["web_channel"]["websocket_url"], "wss://agent.example.com/media");
+  EXPECT_EQ(patched.json()["web_channel"]["auth_token_set"], false);
+  patched = client_->Patch(path, json{{"phone_number", "+14155550123"}, {"web_channel", nullptr}});
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_TRUE(patched.json()["web_channel"].is_null());
+  EXPECT_TRUE(patched.json()["transport"].is_null());
+
+  // The seed's rejections, each naming its field.
+  const json base = {{"name", "w"}, {"language_id", 1}, {"instructions", "x"}};
+  auto rejected = [&](json extra, const std::string& field) {
+    json body = base;
+    if (extra.is_object()) body.update(extra);
+    HttpResponse r = client_->Post("/api/v1/agents", body);
+    ExpectError(r, 422);
+    EXPECT_EQ(r.json()["error"]["details"][0]["field"], field) << r.body;
+  };
+  rejected({{"web_channel", {{"transport", "websocket"}, {"websocket_url", "ws://localhost/x"}}}},
+           "web_channel.websocket_url");
+  rejected({{"web_channel", {{"transport", "websocket"}, {"websocket_url", "wss://10.0.0.8/x"}}}},
+           "web_channel.websocket_url");
+  rejected({{"web_channel", {{"transport", "websocket"}}}}, "web_channel.websocket_url");
+  rejected({{"transport", "websocket"}}, "web_channel.websocket_url");
+  rejected({{"web_channel", {{"transport", "livekit"}, {"room_management", "client"}}}},
+           "web_channel.bot_runner_url");
+  rejected({}, "phone_number");
+}
+
 TEST_F(ApiTest, IngestTranscriptCallAndRead) {
   int64_t agent = CreateAgent(*client_);
   HttpResponse r = client_->Post("/api/public/v1/calls", TranscriptCall("crm-1", agent));

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "common/errors.h"
 #include "common/schema.h"
+#include "common/status_macros.h"
 #include "common/sqlite.h"
 #include "common/thread_pool.h"
 #include "services/accounts/accounts_store.h"
@@ -100,6 +101,22 @@ class Request {
   Request& Voice(std::string v) {
     return Set("voice", [&] { f_.set_voice(v); });
   }
+  // web_channel keys; nullopt sends the key as null.
+  Request& Web(std::vector<std::pair<std::string, std::optional<std::string>>> keys) {
+    return Set("web_channel", [&] {
+      auto& fields = *f_.mutable_web_channel()->mutable_fields();
+      for (auto& [k, v] : keys) {
+        if (v) {
+          fields[k].set_string_value(*v);
+        } else {
+          fields[k].set_null_value(google::protobuf::NULL_VALUE);
+        }
+      }
+    });
+  }
+  Request& Transport(std::string v) {
+    return Set("transport", [&] { f_.set_transport(v); });
+  }
   Request& Null(std::string key) {
     f_.add_null_fields(key);
     return *this;
@@ -149,7 +166,9 @@ class AgentsStoreTest : public ::testing::Test {
     auto other = accounts.CreateWorkspace("two", 0);
     ASSERT_TRUE(other.ok()) << other.status();
     other_ws_ = other->id;
-    store_ = std::make_unique<AgentsStore>(db_.get());
+    AgentsStore::Options store_options;
+    store_options.credentials_key = std::string(32, 'c');
+    store_ = std::make_unique<AgentsStore>(db_.get(), store_options);
   }
 
   void TearDown() override {
@@ -292,8 +311,8 @@ TEST_F(AgentsStoreTest, PhoneNumberIsRequired) {
   Request missing = std::move(Request().Name("a").Language(1).Instructions("x"));
   absl::Status status = store_->Create(ws_, missing).status();
   ExpectInvalid(status, {"phone_number"});
-  EXPECT_EQ(status.message(), "phone_number is required");
-  EXPECT_EQ(ErrorInfoOf(status).details(0).issue(), "is required");
+  EXPECT_EQ(status.message(), "phone_number is required unless web_channel is given");
+  EXPECT_EQ(ErrorInfoOf(status).details(0).issue(), "is required unless web_channel is given");
 
   ExpectInvalid(store_->Create(ws_, Request(missing).Null("phone_number")).status(),
                 {"phone_number"});
@@ -657,7 +676,7 @@ TEST_F(AgentsStoreTest, UpdateRejectsNullOnRequiredFieldsAndKeepsTheAgent) {
   v1::Agent agent = MustCreate(Internal());
   absl::Status status = store_->Update(ws_, agent.id(), Request().Null("phone_number")).status();
   ExpectInvalid(status, {"phone_number"});
-  EXPECT_EQ(status.message(), "phone_number is required");
+  EXPECT_EQ(status.message(), "phone_number is required unless web_channel is given");
   ExpectInvalid(store_->Update(ws_, agent.id(), Request().Null("name")).status(), {"name"});
   ExpectInvalid(store_->Update(ws_, agent.id(), Request().Null("instructions")).status(),
                 {"instructions"});
@@ -940,6 +959,160 @@ TEST_F(AgentsServiceTest, ClientIdTargetsGrantedWorkspacesOnly) {
             grpc::StatusCode::NOT_FOUND);
   get.set_client_id(other_ws_);
   EXPECT_TRUE(stub_->GetAgent(Context(granted_key_).get(), get, &got).ok());
+}
+
+}  // namespace
+}  // namespace calleval::agents
+
+namespace calleval::agents {
+namespace {
+
+// --- Web channel -------------------------------------------------------------------------
+
+Request WebOnly() {
+  return std::move(Request().Name("Web bot").Language(1).Instructions("Be kind.").Web(
+      {{"transport", "websocket"},
+       {"websocket_url", "wss://agent.example.com/media"},
+       {"auth_token", "tok-123"}}));
+}
+
+const google::protobuf::Value* Key(const v1::Agent& agent, const std::string& key) {
+  auto it = agent.web_channel().fields().find(key);
+  return it == agent.web_channel().fields().end() ? nullptr : &it->second;
+}
+
+TEST_F(AgentsStoreTest, WebsocketChannelWithAWriteOnlyCredential) {
+  v1::Agent agent = MustCreate(WebOnly());
+  EXPECT_FALSE(agent.has_phone_number());  // the web channel reaches it
+  EXPECT_EQ(agent.transport(), "websocket");
+  ASSERT_NE(Key(agent, "websocket_url"), nullptr);
+  EXPECT_EQ(Key(agent, "websocket_url")->string_value(), "wss://agent.example.com/media");
+  EXPECT_EQ(Key(agent, "protocol")->string_value(), "twilio_media_streams");
+  EXPECT_TRUE(Key(agent, "auth_token_set")->bool_value());
+  EXPECT_EQ(Key(agent, "auth_token"), nullptr);
+  EXPECT_EQ(agent.web_channel().fields().size(), 4);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*store_->Get(ws_, agent.id()),
+                                                                 agent));
+
+  // The runner gets the credential back; the database only holds it sealed.
+  auto channel = store_->GetWebChannel(ws_, agent.id());
+  ASSERT_TRUE(channel.ok() && channel->has_value()) << channel.status();
+  EXPECT_EQ((**channel).credentials["auth_token"], "tok-123");
+  auto raw = db::ReadResult<std::string>(*db_, [&](db::Connection& c) -> absl::StatusOr<std::string> {
+    ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT web_channel || ' ' || "
+                                          "hex(web_channel_credentials) FROM agents WHERE id = ?"));
+    stmt.Bind(1, agent.id());
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return absl::NotFoundError("agent");
+    return stmt.Text(0);
+  });
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  EXPECT_EQ(raw->find("tok-123"), std::string::npos);
+  EXPECT_EQ(raw->find("746F6B2D313233"), std::string::npos);  // hex of tok-123
+
+  // Another key cannot open it.
+  AgentsStore::Options other;
+  other.credentials_key = std::string(32, 'x');
+  AgentsStore wrong_key(db_.get(), other);
+  EXPECT_EQ(wrong_key.GetWebChannel(ws_, agent.id()).status().code(),
+            absl::StatusCode::kDataLoss);
+  // A phone-only agent has none.
+  EXPECT_FALSE(store_->GetWebChannel(ws_, MustCreate(Internal()).id())->has_value());
+}
+
+TEST_F(AgentsStoreTest, WebChannelRejectionsOfTheSeed) {
+  auto invalid = [&](Request request, std::vector<std::string> fields) {
+    ExpectInvalid(store_->Create(ws_, request).status(), fields);
+  };
+  Request base = std::move(Request().Name("w").Language(1).Instructions("x"));
+  invalid(Request(base).Web({{"transport", "websocket"}}), {"web_channel.websocket_url"});
+  invalid(Request(base).Transport("websocket"), {"web_channel.websocket_url"});
+  invalid(Request(base).Web({{"transport", "websocket"}, {"websocket_url", "ws://127.0.0.1/x"}}),
+          {"web_channel.websocket_url"});
+  invalid(Request(base).Web({{"transport", "websocket"}, {"websocket_url", "wss://localhost/x"}}),
+          {"web_channel.websocket_url"});
+  invalid(Request(base).Web({{"transport", "websocket"}, {"websocket_url", "wss://10.1.2.3/x"}}),
+          {"web_channel.websocket_url"});
+  invalid(Request(base).Web({{"transport", "websocket"}, {"websocket_url", "wss://0x7f.1/x"}}),
+          {"web_channel.websocket_url"});
+  invalid(Request(base).Web({{"transport", "websocket"},
+                             {"websocket_url", "https://agent.example.com/x"}}),
+          {"web_channel.websocket_url"});
+  invalid(Request(base).Web({{"transport", "websocket"},
+                             {"websocket_url", "wss://agent.example.com/x"},
+                             {"protocol", "sip"}}),
+          {"web_channel.protocol"});
+  invalid(Request(base).Web({{"transport", "livekit"}, {"room_management", "client"}}),
+          {"web_channel.bot_runner_url"});
+  invalid(Request(base).Web({{"transport", "daily"},
+                             {"room_management", "client"},
+                             {"bot_runner_url", "http://192.168.1.10/start"}}),
+          {"web_channel.bot_runner_url"});
+  invalid(Request(base).Web({{"transport", "daily"}, {"room_management", "mine"}}),
+          {"web_channel.room_management"});
+  invalid(Request(base).Web({{"transport", "sip"}}), {"web_channel.transport"});
+  invalid(Request(base).Web({{"websocket_url", "wss://agent.example.com/x"}}),
+          {"web_channel.transport"});
+  invalid(Request(base).Web({{"transport", "vapi"}}).Transport("retell"), {"transport"});
+  invalid(Request(base), {"phone_number"});  // neither phone nor web channel
+}
+
+TEST_F(AgentsStoreTest, WebChannelPatchMergesKeyByKey) {
+  v1::Agent agent = MustCreate(Request(WebOnly()).Phone("+16502530000"));
+  // One key changes; the URL and the credential stay.
+  auto patched = store_->Update(ws_, agent.id(), Request().Web({{"protocol", "pcm16"}}));
+  ASSERT_TRUE(patched.ok()) << patched.status();
+  EXPECT_EQ(Key(*patched, "protocol")->string_value(), "pcm16");
+  EXPECT_EQ(Key(*patched, "websocket_url")->string_value(), "wss://agent.example.com/media");
+  EXPECT_TRUE(Key(*patched, "auth_token_set")->bool_value());
+  EXPECT_EQ((**store_->GetWebChannel(ws_, agent.id())).credentials["auth_token"], "tok-123");
+  // A new credential replaces the old; null removes it.
+  ASSERT_TRUE(store_->Update(ws_, agent.id(), Request().Web({{"auth_token", "tok-456"}})).ok());
+  EXPECT_EQ((**store_->GetWebChannel(ws_, agent.id())).credentials["auth_token"], "tok-456");
+  patched = store_->Update(ws_, agent.id(), Request().Web({{"auth_token", std::nullopt}}));
+  ASSERT_TRUE(patched.ok()) << patched.status();
+  EXPECT_FALSE(Key(*patched, "auth_token_set")->bool_value());
+  EXPECT_TRUE((**store_->GetWebChannel(ws_, agent.id())).credentials.empty());
+  // Switching transport keeps nothing of the old one.
+  patched = store_->Update(ws_, agent.id(),
+                           Request().Web({{"transport", "livekit"},
+                                          {"room_management", "client"},
+                                          {"bot_runner_url", "https://bots.example.com/run"}}));
+  ASSERT_TRUE(patched.ok()) << patched.status();
+  EXPECT_EQ(patched->transport(), "livekit");
+  EXPECT_EQ(Key(*patched, "websocket_url"), nullptr);
+  EXPECT_EQ(Key(*patched, "protocol"), nullptr);
+  EXPECT_EQ(Key(*patched, "bot_runner_url")->string_value(), "https://bots.example.com/run");
+  EXPECT_FALSE(Key(*patched, "room_api_key_set")->bool_value());
+  // The shorthand changes the transport; the new one's rules apply to the merged channel.
+  patched = store_->Update(ws_, agent.id(), Request().Transport("vapi"));
+  ASSERT_TRUE(patched.ok()) << patched.status();
+  EXPECT_EQ(Key(*patched, "transport")->string_value(), "vapi");
+  EXPECT_FALSE(Key(*patched, "platform_api_key_set")->bool_value());
+  // null removes the channel; without a phone that would leave the agent unreachable.
+  patched = store_->Update(ws_, agent.id(), Request().Null("web_channel"));
+  ASSERT_TRUE(patched.ok()) << patched.status();
+  EXPECT_FALSE(patched->has_transport());
+  EXPECT_FALSE(patched->has_web_channel());
+  v1::Agent web_only = MustCreate(WebOnly());
+  ExpectInvalid(store_->Update(ws_, web_only.id(), Request().Null("web_channel")).status(),
+                {"phone_number"});
+}
+
+TEST_F(AgentsStoreTest, RoomAndPlatformTransportsReportTheirCredentials) {
+  v1::Agent room = MustCreate(Request(Internal()).Web({{"transport", "daily"},
+                                                      {"room_server_url", "https://rooms.example.com"},
+                                                      {"room_api_key", "k"},
+                                                      {"room_api_secret", "s"},
+                                                      {"unknown_key", "ignored"}}));
+  EXPECT_EQ(Key(room, "room_management")->string_value(), "rubric");
+  EXPECT_TRUE(Key(room, "room_api_key_set")->bool_value());
+  EXPECT_TRUE(Key(room, "room_api_secret_set")->bool_value());
+  EXPECT_EQ(Key(room, "unknown_key"), nullptr);
+  EXPECT_EQ(Key(room, "room_api_secret"), nullptr);
+  v1::Agent platform = MustCreate(Request(Internal()).Transport("retell"));
+  EXPECT_EQ(platform.transport(), "retell");
+  EXPECT_FALSE(Key(platform, "platform_api_key_set")->bool_value());
 }
 
 }  // namespace
