@@ -209,6 +209,28 @@ CREATE INDEX calls_analysis_computed ON calls (analysis_status, analysis_lease_u
 -- kept outside the database, bound to the agent's row.
 ALTER TABLE agents ADD COLUMN web_channel_credentials BLOB;
 )sql"},
+      {7, R"sql(
+-- Scenarios (SPEC §5). Deleting an agent deletes its scenarios. caller_script and metric_ids
+-- are JSON arrays.
+CREATE TABLE scenarios (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  workspace_id INTEGER NOT NULL REFERENCES workspaces(id),
+  agent_id INTEGER NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  persona TEXT,
+  goal TEXT,
+  expected_outcome TEXT,
+  caller_script TEXT NOT NULL DEFAULT '[]',
+  max_turns INTEGER NOT NULL,
+  max_duration_seconds INTEGER,
+  language_id INTEGER REFERENCES languages(id),
+  metric_ids TEXT NOT NULL DEFAULT '[]',
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+CREATE INDEX scenarios_by_workspace ON scenarios (workspace_id, id);
+CREATE INDEX scenarios_by_agent ON scenarios (workspace_id, agent_id, id);
+)sql"},
   };
   return *migrations;
 }

@@ -173,6 +173,7 @@ struct Server::State {
   std::unique_ptr<accounts::AccountsStore> accounts_store;
   std::unique_ptr<accounts::Authenticator> authenticator;
   std::unique_ptr<agents::AgentsStore> agents_store;
+  std::unique_ptr<agents::ScenariosStore> scenarios_store;
   std::unique_ptr<calls::RecordingSigner> signer;
   std::unique_ptr<calls::CallsStore> calls_store;
   std::unique_ptr<calls::RecordingDownloader> downloader;
@@ -276,6 +277,11 @@ void Server::RegisterDirectHandlers(State& s) {
     RegisterHandler(direct, d, "DeleteAgent", kPool, svc, &Svc::HandleDeleteAgent);
     RegisterHandler(direct, d, "ListAgents", kPool, svc, &Svc::HandleListAgents);
     RegisterHandler(direct, d, "ListLanguages", kInline, svc, &Svc::HandleListLanguages);
+    RegisterHandler(direct, d, "CreateScenario", kPool, svc, &Svc::HandleCreateScenario);
+    RegisterHandler(direct, d, "GetScenario", kInline, svc, &Svc::HandleGetScenario);
+    RegisterHandler(direct, d, "UpdateScenario", kPool, svc, &Svc::HandleUpdateScenario);
+    RegisterHandler(direct, d, "DeleteScenario", kPool, svc, &Svc::HandleDeleteScenario);
+    RegisterHandler(direct, d, "ListScenarios", kPool, svc, &Svc::HandleListScenarios);
   }
   if (auto* svc = s.calls_service.get()) {
     using Svc = calls::CallsService;
@@ -457,8 +463,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
         s->accounts_store.get(), s->authenticator.get(), s->pool.get());
   }
   if (HasRole(config, "agents")) {
+    s->scenarios_store = std::make_unique<agents::ScenariosStore>(s->database.get());
     s->agents_service = std::make_unique<agents::AgentsService>(
-        s->agents_store.get(), s->authenticator.get(), s->pool.get());
+        s->agents_store.get(), s->authenticator.get(), s->pool.get(), s->scenarios_store.get());
   }
   if (HasRole(config, "scoring")) {
     // A lease outlives any analysis by far (an hour of audio takes seconds); attempts bound

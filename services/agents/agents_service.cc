@@ -113,4 +113,90 @@ grpc::ServerUnaryReactor* AgentsService::ListLanguages(grpc::CallbackServerConte
   });
 }
 
+absl::StatusOr<ScenariosStore*> AgentsService::Scenarios() {
+  if (scenarios_ == nullptr) return absl::UnavailableError("scenarios are not served here");
+  return scenarios_;
+}
+
+absl::Status AgentsService::HandleCreateScenario(const std::string& auth,
+                                                 const v1::ScenarioFields& request,
+                                                 v1::Scenario* response) {
+  ASSIGN_OR_RETURN(ScenariosStore * scenarios, Scenarios());
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, scenarios->Create(workspace_id, request));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::HandleGetScenario(const std::string& auth,
+                                              const v1::GetScenarioRequest& request,
+                                              v1::Scenario* response) {
+  ASSIGN_OR_RETURN(ScenariosStore * scenarios, Scenarios());
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, scenarios->Get(workspace_id, request.id()));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::HandleUpdateScenario(const std::string& auth,
+                                                 const v1::UpdateScenarioRequest& request,
+                                                 v1::Scenario* response) {
+  ASSIGN_OR_RETURN(ScenariosStore * scenarios, Scenarios());
+  std::optional<int64_t> client_id = ClientIdOf(request);
+  if (!client_id) client_id = ClientIdOf(request.scenario());
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, client_id));
+  ASSIGN_OR_RETURN(*response, scenarios->Update(workspace_id, request.id(), request.scenario()));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::HandleDeleteScenario(const std::string& auth,
+                                                 const v1::DeleteScenarioRequest& request,
+                                                 google::protobuf::Empty* response) {
+  ASSIGN_OR_RETURN(ScenariosStore * scenarios, Scenarios());
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
+  return scenarios->Delete(workspace_id, request.id());
+}
+
+absl::Status AgentsService::HandleListScenarios(const std::string& auth,
+                                                const v1::ListScenariosRequest& request,
+                                                v1::ListScenariosResponse* response) {
+  ASSIGN_OR_RETURN(ScenariosStore * scenarios, Scenarios());
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, scenarios->List(workspace_id, request));
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* AgentsService::CreateScenario(grpc::CallbackServerContext* context,
+                                                const v1::ScenarioFields* request, v1::Scenario* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleCreateScenario(auth, *request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* AgentsService::GetScenario(grpc::CallbackServerContext* context,
+                                                const v1::GetScenarioRequest* request, v1::Scenario* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleGetScenario(auth, *request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* AgentsService::UpdateScenario(grpc::CallbackServerContext* context,
+                                                const v1::UpdateScenarioRequest* request, v1::Scenario* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleUpdateScenario(auth, *request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* AgentsService::DeleteScenario(grpc::CallbackServerContext* context,
+                                                const v1::DeleteScenarioRequest* request, google::protobuf::Empty* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleDeleteScenario(auth, *request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* AgentsService::ListScenarios(grpc::CallbackServerContext* context,
+                                                const v1::ListScenariosRequest* request, v1::ListScenariosResponse* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleListScenarios(auth, *request, response);
+  });
+}
+
 }  // namespace calleval::agents

@@ -6,13 +6,16 @@
 #include "common/thread_pool.h"
 #include "services/accounts/authenticator.h"
 #include "services/agents/agents_store.h"
+#include "services/agents/scenarios_store.h"
 
 namespace calleval::agents {
 
 class AgentsService final : public v1::Agents::CallbackService {
  public:
-  AgentsService(AgentsStore* store, accounts::Authenticator* authenticator, ThreadPool* pool)
-      : store_(store), authenticator_(authenticator), pool_(pool) {}
+  // `scenarios` may be null (the scenario methods then answer 503).
+  AgentsService(AgentsStore* store, accounts::Authenticator* authenticator, ThreadPool* pool,
+                ScenariosStore* scenarios = nullptr)
+      : store_(store), scenarios_(scenarios), authenticator_(authenticator), pool_(pool) {}
 
   grpc::ServerUnaryReactor* CreateAgent(grpc::CallbackServerContext* context,
                                         const v1::AgentFields* request,
@@ -32,6 +35,16 @@ class AgentsService final : public v1::Agents::CallbackService {
   grpc::ServerUnaryReactor* ListLanguages(grpc::CallbackServerContext* context,
                                           const v1::ListLanguagesRequest* request,
                                           v1::ListLanguagesResponse* response) override;
+  grpc::ServerUnaryReactor* CreateScenario(grpc::CallbackServerContext* context,
+                                   const v1::ScenarioFields* request, v1::Scenario* response) override;
+  grpc::ServerUnaryReactor* GetScenario(grpc::CallbackServerContext* context,
+                                   const v1::GetScenarioRequest* request, v1::Scenario* response) override;
+  grpc::ServerUnaryReactor* UpdateScenario(grpc::CallbackServerContext* context,
+                                   const v1::UpdateScenarioRequest* request, v1::Scenario* response) override;
+  grpc::ServerUnaryReactor* DeleteScenario(grpc::CallbackServerContext* context,
+                                   const v1::DeleteScenarioRequest* request, google::protobuf::Empty* response) override;
+  grpc::ServerUnaryReactor* ListScenarios(grpc::CallbackServerContext* context,
+                                   const v1::ListScenariosRequest* request, v1::ListScenariosResponse* response) override;
 
   // The handlers, independent of the transport: `authorization` is the caller's
   // Authorization header. The gRPC methods above run them on the pool; the edge calls them
@@ -51,9 +64,22 @@ class AgentsService final : public v1::Agents::CallbackService {
   absl::Status HandleListLanguages(const std::string& authorization,
                                    const v1::ListLanguagesRequest& request,
                                    v1::ListLanguagesResponse* response);
+  absl::Status HandleCreateScenario(const std::string& authorization, const v1::ScenarioFields& request,
+                            v1::Scenario* response);
+  absl::Status HandleGetScenario(const std::string& authorization, const v1::GetScenarioRequest& request,
+                            v1::Scenario* response);
+  absl::Status HandleUpdateScenario(const std::string& authorization, const v1::UpdateScenarioRequest& request,
+                            v1::Scenario* response);
+  absl::Status HandleDeleteScenario(const std::string& authorization, const v1::DeleteScenarioRequest& request,
+                            google::protobuf::Empty* response);
+  absl::Status HandleListScenarios(const std::string& authorization, const v1::ListScenariosRequest& request,
+                            v1::ListScenariosResponse* response);
 
  private:
+  absl::StatusOr<ScenariosStore*> Scenarios();
+
   AgentsStore* store_;
+  ScenariosStore* scenarios_;
   accounts::Authenticator* authenticator_;
   ThreadPool* pool_;
 };

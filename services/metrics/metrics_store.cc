@@ -227,6 +227,13 @@ absl::StatusOr<bool> AgentInWorkspace(db::Connection& c, int64_t workspace_id, i
   return stmt.Step();
 }
 
+absl::StatusOr<bool> ScenarioInWorkspace(db::Connection& c, int64_t workspace_id, int64_t id) {
+  ASSIGN_OR_RETURN(auto stmt,
+                   c.Prepare("SELECT 1 FROM scenarios WHERE id = ? AND workspace_id = ?"));
+  stmt.Bind(1, id).Bind(2, workspace_id);
+  return stmt.Step();
+}
+
 absl::StatusOr<bool> CustomMetricInWorkspace(db::Connection& c, int64_t workspace_id, int64_t id) {
   ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT 1 FROM metrics WHERE id = ? AND workspace_id = ?"));
   stmt.Bind(1, id).Bind(2, workspace_id);
@@ -422,14 +429,17 @@ absl::Status Validate(db::Connection& c, int64_t workspace_id, const v1::MetricF
     if (found) out.add_agent_ids(id);
   }
 
-  // scenario_ids: scenarios do not exist yet, so only the form is checked; whether each names a
-  // scenario of the workspace is checked once scenarios land.
+  // scenario_ids: scenarios of this workspace, each listed once, ascending.
   std::set<int64_t> scenarios;
   for (int i = 0; i < m.scenario_ids_size(); ++i) {
-    if (m.scenario_ids(i) <= 0) {
-      issues.Add(absl::StrCat("scenario_ids[", i, "]"), "must be a positive scenario id");
+    const int64_t id = m.scenario_ids(i);
+    if (scenarios.count(id)) continue;
+    ASSIGN_OR_RETURN(bool found, ScenarioInWorkspace(c, workspace_id, id));
+    if (!found) {
+      issues.Add(absl::StrCat("scenario_ids[", i, "]"),
+                 absl::StrCat("no scenario ", id, " in workspace ", workspace_id));
     } else {
-      scenarios.insert(m.scenario_ids(i));
+      scenarios.insert(id);
     }
   }
   for (int64_t id : scenarios) out.add_scenario_ids(id);

@@ -284,6 +284,99 @@ TEST_F(ApiTest, AgentWebChannelOverHttp) {
   rejected({}, "phone_number");
 }
 
+TEST_F(ApiTest, ScenarioLifecycleAndRejections) {
+  const int64_t agent = CreateAgent(*client_, "scenario target");
+  HttpResponse created = client_->Post(
+      "/api/v1/scenarios", json{{"agent_id", agent},
+                                {"name", "Reschedule"},
+                                {"persona", "A busy parent"},
+                                {"goal", "Move Tuesday's appointment to Friday"},
+                                {"expected_outcome", "The appointment is on Friday"},
+                                {"caller_script", {"Hi, I need to move my appointment.", "Friday."}},
+                                {"max_turns", 6},
+                                {"metric_ids", {12, 1, 12}}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  json scenario = created.json();
+  EXPECT_EQ(scenario["agent_id"], agent);
+  EXPECT_EQ(scenario["caller_script"].size(), 2u);
+  EXPECT_EQ(scenario["max_turns"], 6);
+  EXPECT_EQ(scenario["metric_ids"], (json{12, 1}));
+  EXPECT_TRUE(scenario["max_duration_seconds"].is_null());
+  EXPECT_TRUE(scenario["language_id"].is_null());
+  const std::string path = absl::StrCat("/api/v1/scenarios/", scenario["id"].get<int64_t>());
+  EXPECT_EQ(client_->Get(path).json(), scenario);
+
+  // PATCH: sent keys change, null restores defaults; a caller with neither script nor goal is
+  // refused and changes nothing.
+  HttpResponse patched = client_->Patch(path, json{{"name", "Reschedule 2"}, {"max_turns", nullptr}});
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(patched.json()["name"], "Reschedule 2");
+  EXPECT_EQ(patched.json()["max_turns"], 20);
+  EXPECT_EQ(patched.json()["goal"], scenario["goal"]);
+  HttpResponse no_caller = client_->Patch(path, json{{"goal", nullptr}, {"caller_script", nullptr}});
+  ExpectError(no_caller, 422, "validation_failed");
+  EXPECT_EQ(no_caller.json()["error"]["details"][0]["field"], "goal");
+  EXPECT_EQ(client_->Get(path).json()["name"], "Reschedule 2");
+
+  // Listing, all or one agent's.
+  const int64_t other_agent = CreateAgent(*client_, "another target");
+  ASSERT_EQ(client_->Post("/api/v1/scenarios",
+                          json{{"agent_id", other_agent}, {"name", "x"}, {"goal", "g"}})
+                .status,
+            201);
+  EXPECT_EQ(client_->Get("/api/v1/scenarios").json()["pagination"]["total_count"], 2);
+  json mine = client_->Get(absl::StrCat("/api/v1/scenarios?agent_id=", agent)).json();
+  ASSERT_EQ(mine["data"].size(), 1u);
+  EXPECT_EQ(mine["data"][0]["id"], scenario["id"]);
+  ExpectError(client_->Get("/api/v1/scenarios?per_page=0"), 422);
+
+  // Rejections.
+  auto rejected = [&](json body, const std::string& code, const std::string& field) {
+    HttpResponse r = client_->Post("/api/v1/scenarios", body);
+    ExpectError(r, 422, code);
+    EXPECT_EQ(r.json()["error"]["details"][0]["field"], field) << r.body;
+  };
+  rejected(json{{"name", "x"}, {"goal", "g"}}, "validation_failed", "agent_id");
+  rejected(json{{"agent_id", 999999}, {"name", "x"}, {"goal", "g"}}, "agent_not_found", "agent_id");
+  rejected(json{{"agent_id", agent}, {"goal", "g"}}, "validation_failed", "name");
+  rejected(json{{"agent_id", agent}, {"name", "x"}}, "validation_failed", "goal");
+  rejected(json{{"agent_id", agent}, {"name", "x"}, {"goal", "g"}, {"max_turns", 0}},
+           "validation_failed", "max_turns");
+  rejected(json{{"agent_id", agent}, {"name", "x"}, {"caller_script", {"fine", " "}}},
+           "validation_failed", "caller_script[1]");
+  rejected(json{{"agent_id", agent}, {"name", "x"}, {"goal", "g"}, {"metric_ids", {1, 999}}},
+           "metric_not_found", "metric_ids[1]");
+  rejected(json{{"agent_id", agent}, {"name", "x"}, {"goal", "g"}, {"language_id", 999}},
+           "validation_failed", "language_id");
+
+  // Metrics name scenarios of their workspace only.
+  HttpResponse metric = client_->Post(
+      "/api/v1/metrics", json{{"name", "Rescheduled"},
+                              {"metrics_type", "specific_text_/_phrase_check"},
+                              {"phrases", {"Friday"}},
+                              {"scenario_ids", {scenario["id"]}}});
+  ASSERT_EQ(metric.status, 201) << metric.body;
+  EXPECT_EQ(metric.json()["scenario_ids"], (json{scenario["id"]}));
+  ExpectError(client_->Post("/api/v1/metrics", json{{"name", "Nope"},
+                                                    {"metrics_type", "specific_text_/_phrase_check"},
+                                                    {"phrases", {"x"}},
+                                                    {"scenario_ids", {424242}}}),
+              422);
+
+  // Another workspace sees none of it; deletion is final.
+  HttpClient other(server_->http_base_url());
+  other.set_api_key(*other_key_);
+  ExpectError(other.Get(path), 404);
+  ExpectError(other.Patch(path, json{{"name", "mine"}}), 404);
+  EXPECT_EQ(other.Get("/api/v1/scenarios").json()["data"].size(), 0u);
+  EXPECT_EQ(client_->Delete(path).status, 204);
+  ExpectError(client_->Get(path), 404);
+  ExpectError(client_->Delete(path), 404);
+  // Deleting an agent deletes its scenarios.
+  EXPECT_EQ(client_->Delete(absl::StrCat("/api/v1/agents/", other_agent)).status, 204);
+  EXPECT_EQ(client_->Get("/api/v1/scenarios").json()["pagination"]["total_count"], 0);
+}
+
 TEST_F(ApiTest, IngestTranscriptCallAndRead) {
   int64_t agent = CreateAgent(*client_);
   HttpResponse r = client_->Post("/api/public/v1/calls", TranscriptCall("crm-1", agent));

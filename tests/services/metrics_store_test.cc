@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -190,6 +191,24 @@ class MetricsStoreTest : public ::testing::Test {
     agent_a_ = MakeAgent(ws_, "A");
     agent_b_ = MakeAgent(ws_, "B");
     other_agent_ = MakeAgent(other_ws_, "Other");
+    // Scenarios 1, 3, 4 and 9 of workspace one, 20 of workspace two, for scenario_ids.
+    ASSERT_TRUE(db_->Write([&](db::Connection& c) -> absl::Status {
+                     for (auto [id, ws, agent] : {std::tuple{1, ws_, agent_a_},
+                                                  {3, ws_, agent_a_},
+                                                  {4, ws_, agent_a_},
+                                                  {9, ws_, agent_b_},
+                                                  {20, other_ws_, other_agent_}}) {
+                       auto insert = c.Prepare(
+                           "INSERT INTO scenarios (id, workspace_id, agent_id, name, goal, "
+                           "max_turns, created_at, updated_at) VALUES (?, ?, ?, 's', 'g', 20, "
+                           "'t', 't')");
+                       if (!insert.ok()) return insert.status();
+                       insert->Bind(1, static_cast<int64_t>(id)).Bind(2, ws).Bind(3, agent);
+                       if (absl::Status s = insert->Run(); !s.ok()) return s;
+                     }
+                     return absl::OkStatus();
+                   })
+                    .ok());
   }
 
   void TearDown() override {
@@ -518,6 +537,8 @@ TEST_F(MetricsStoreTest, CreateRejectsEveryInvalidFieldWithItsName) {
        Llm("x").Rules({Rule("equals", "true", "great")}),
        {"structured_output[0].outcome_classification"}},
       {"bad scenario id", Llm("x").Scenarios({4, 0, -2}), {"scenario_ids[1]", "scenario_ids[2]"}},
+      {"scenario of another workspace", Llm("x").Scenarios({20, 5}),
+       {"scenario_ids[0]", "scenario_ids[1]"}},
       {"negative cost", Llm("x").Cost(-1), {"credit_cost"}},
       {"cost too high", Llm("x").Cost(1001), {"credit_cost"}},
       {"description too long", Llm("x").Description(std::string(5001, 'd')), {"description"}},

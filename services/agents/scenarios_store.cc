@@ -1,0 +1,343 @@
+#include "services/agents/scenarios_store.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/algorithm/container.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/clock.h"
+#include "common/errors.h"
+#include "common/sent_fields.h"
+#include "common/standard_metrics.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "services/agents/agents_store.h"
+
+namespace calleval::agents {
+namespace {
+
+constexpr absl::string_view kColumns =
+    "id, workspace_id, agent_id, name, persona, goal, expected_outcome, caller_script, "
+    "max_turns, max_duration_seconds, language_id, metric_ids, created_at, updated_at";
+
+v1::Scenario FromRow(const db::Statement& s) {
+  v1::Scenario out;
+  out.set_id(s.Int64(0));
+  out.set_client_id(s.Int64(1));
+  out.set_agent_id(s.Int64(2));
+  out.set_name(s.Text(3));
+  if (auto v = s.OptionalText(4)) out.set_persona(*v);
+  if (auto v = s.OptionalText(5)) out.set_goal(*v);
+  if (auto v = s.OptionalText(6)) out.set_expected_outcome(*v);
+  for (const auto& line : nlohmann::json::parse(s.Text(7), nullptr, false)) {
+    if (line.is_string()) out.add_caller_script(line.get<std::string>());
+  }
+  out.set_max_turns(static_cast<int32_t>(s.Int64(8)));
+  if (auto v = s.OptionalInt64(9)) out.set_max_duration_seconds(static_cast<int32_t>(*v));
+  if (auto v = s.OptionalInt64(10)) out.set_language_id(*v);
+  for (const auto& id : nlohmann::json::parse(s.Text(11), nullptr, false)) {
+    if (id.is_number_integer()) out.add_metric_ids(id.get<int64_t>());
+  }
+  out.set_created_at(s.Text(12));
+  out.set_updated_at(s.Text(13));
+  return out;
+}
+
+absl::StatusOr<v1::Scenario> Read(db::Connection& c, int64_t workspace_id, int64_t id) {
+  static const std::string sql =
+      absl::StrCat("SELECT ", kColumns, " FROM scenarios WHERE id = ? AND workspace_id = ?");
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare(sql));
+  stmt.Bind(1, id).Bind(2, workspace_id);
+  ASSIGN_OR_RETURN(bool found, stmt.Step());
+  if (!found) return NotFoundError(absl::StrCat("scenario ", id));
+  return FromRow(stmt);
+}
+
+absl::StatusOr<bool> Exists(db::Connection& c, const char* sql, int64_t a, int64_t b) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare(sql));
+  stmt.Bind(1, a).Bind(2, b);
+  return stmt.Step();
+}
+
+// Merges the sent keys of `f` into `s` (null clears or restores the default).
+void Merge(const v1::ScenarioFields& f, v1::Scenario& s) {
+  const SentKeys sent(f);
+  if (sent.Set("agent_id", f.has_agent_id())) s.set_agent_id(f.agent_id());
+  if (sent.Null("agent_id")) s.set_agent_id(0);
+  if (sent.Set("name", f.has_name())) s.set_name(f.name());
+  if (sent.Null("name")) s.clear_name();
+  auto text = [&](absl::string_view key, bool has, const std::string& value, auto set,
+                  auto clear) {
+    if (sent.Set(key, has)) {
+      set(value);
+    } else if (sent.Null(key)) {
+      clear();
+    }
+  };
+  text("persona", f.has_persona(), f.persona(), [&](auto v) { s.set_persona(v); },
+       [&] { s.clear_persona(); });
+  text("goal", f.has_goal(), f.goal(), [&](auto v) { s.set_goal(v); }, [&] { s.clear_goal(); });
+  text("expected_outcome", f.has_expected_outcome(), f.expected_outcome(),
+       [&](auto v) { s.set_expected_outcome(v); }, [&] { s.clear_expected_outcome(); });
+  if (sent.Set("caller_script", f.caller_script_size() > 0)) {
+    *s.mutable_caller_script() = f.caller_script();
+  } else if (sent.Null("caller_script")) {
+    s.clear_caller_script();
+  }
+  if (sent.Set("max_turns", f.has_max_turns())) s.set_max_turns(f.max_turns());
+  if (sent.Null("max_turns")) s.set_max_turns(kDefaultMaxTurns);
+  if (sent.Set("max_duration_seconds", f.has_max_duration_seconds())) {
+    s.set_max_duration_seconds(f.max_duration_seconds());
+  } else if (sent.Null("max_duration_seconds")) {
+    s.clear_max_duration_seconds();
+  }
+  if (sent.Set("language_id", f.has_language_id())) {
+    s.set_language_id(f.language_id());
+  } else if (sent.Null("language_id")) {
+    s.clear_language_id();
+  }
+  if (sent.Set("metric_ids", f.metric_ids_size() > 0)) {
+    *s.mutable_metric_ids() = f.metric_ids();
+  } else if (sent.Null("metric_ids")) {
+    s.clear_metric_ids();
+  }
+  // Free text sent empty means "none".
+  if (s.has_persona() && IsBlank(s.persona())) s.clear_persona();
+  if (s.has_goal() && IsBlank(s.goal())) s.clear_goal();
+  if (s.has_expected_outcome() && IsBlank(s.expected_outcome())) s.clear_expected_outcome();
+}
+
+// Every rule of the merged scenario, all problems at once. The agent is checked first and
+// alone: a scenario for an agent that is not there is 422 agent_not_found.
+absl::Status Validate(db::Connection& c, int64_t workspace_id, v1::Scenario& s) {
+  if (s.agent_id() <= 0) {
+    return ValidationError("validation_failed", "agent_id is required",
+                           {{"agent_id", "is required"}});
+  }
+  ASSIGN_OR_RETURN(bool agent, Exists(c, "SELECT 1 FROM agents WHERE id = ? AND workspace_id = ?",
+                                      s.agent_id(), workspace_id));
+  if (!agent) {
+    return ValidationError("agent_not_found",
+                           absl::StrCat("no agent ", s.agent_id(), " in this workspace"),
+                           {{"agent_id", "must name an agent of the workspace"}});
+  }
+  std::vector<FieldIssue> issues;
+  if (IsBlank(s.name())) {
+    issues.push_back({"name", "is required"});
+  } else if (CharLength(s.name()) > kMaxNameLength) {
+    issues.push_back({"name", absl::StrCat("must be at most ", kMaxNameLength, " characters")});
+  }
+  for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"persona", &s.persona()},
+                                   {"goal", &s.goal()},
+                                   {"expected_outcome", &s.expected_outcome()}}) {
+    if (CharLength(*value) > kMaxScenarioTextLength) {
+      issues.push_back({key, absl::StrCat("must be at most ", kMaxScenarioTextLength,
+                                          " characters")});
+    }
+  }
+  if (s.caller_script_size() > kMaxCallerScriptLines) {
+    issues.push_back({"caller_script",
+                      absl::StrCat("must have at most ", kMaxCallerScriptLines, " lines")});
+  }
+  for (int i = 0; i < s.caller_script_size(); ++i) {
+    const std::string field = absl::StrCat("caller_script[", i, "]");
+    if (IsBlank(s.caller_script(i))) {
+      issues.push_back({field, "must not be empty"});
+    } else if (CharLength(s.caller_script(i)) > kMaxCallerLineLength) {
+      issues.push_back({field, absl::StrCat("must be at most ", kMaxCallerLineLength,
+                                            " characters")});
+    }
+  }
+  // Someone has to know what the caller wants: the script, or the LLM playing the goal.
+  if (s.caller_script_size() == 0 && !s.has_goal()) {
+    issues.push_back({"goal", "is required when caller_script is not given"});
+  }
+  if (s.max_turns() < 1 || s.max_turns() > kMaxTurns) {
+    issues.push_back({"max_turns", absl::StrCat("must be between 1 and ", kMaxTurns)});
+  }
+  if (s.has_max_duration_seconds() &&
+      (s.max_duration_seconds() < 1 || s.max_duration_seconds() > kMaxCallDurationSeconds)) {
+    issues.push_back({"max_duration_seconds",
+                      absl::StrCat("must be between 1 and ", kMaxCallDurationSeconds)});
+  }
+  if (s.has_language_id()) {
+    ASSIGN_OR_RETURN(auto lang, c.Prepare("SELECT 1 FROM languages WHERE id = ?"));
+    lang.Bind(1, s.language_id());
+    ASSIGN_OR_RETURN(bool known, lang.Step());
+    if (!known) {
+      issues.push_back({"language_id", absl::StrCat("no language ", s.language_id(),
+                                                    " (see GET /api/v1/languages)")});
+    }
+  }
+  std::set<int64_t> seen;
+  std::vector<int64_t> metric_ids;
+  bool unknown_metric = false;
+  for (int i = 0; i < s.metric_ids_size(); ++i) {
+    const int64_t id = s.metric_ids(i);
+    bool known = FindStandardMetric(id) != nullptr;
+    if (!known && id > 0) {
+      ASSIGN_OR_RETURN(known, Exists(c, "SELECT 1 FROM metrics WHERE id = ? AND workspace_id = ?",
+                                     id, workspace_id));
+    }
+    if (!known) {
+      issues.push_back({absl::StrCat("metric_ids[", i, "]"),
+                        absl::StrCat("no metric ", id, " in this workspace")});
+      unknown_metric = true;
+    } else if (seen.insert(id).second) {
+      metric_ids.push_back(id);
+    }
+  }
+  s.mutable_metric_ids()->Assign(metric_ids.begin(), metric_ids.end());
+  if (issues.empty()) return absl::OkStatus();
+  std::vector<std::string> parts;
+  for (const auto& i : issues) parts.push_back(absl::StrCat(*i.field, " ", i.issue));
+  // An unknown metric alone says so in its code, as on metric routes.
+  const bool only_metrics = unknown_metric && absl::c_all_of(issues, [](const FieldIssue& i) {
+    return i.field->rfind("metric_ids[", 0) == 0;
+  });
+  return ValidationError(only_metrics ? "metric_not_found" : "validation_failed",
+                         absl::StrJoin(parts, "; "), std::move(issues));
+}
+
+void Bind(db::Statement& stmt, const v1::Scenario& s) {
+  auto optional_text = [&](int index, bool has, const std::string& v) {
+    if (has) {
+      stmt.Bind(index, v);
+    } else {
+      stmt.BindNull(index);
+    }
+  };
+  stmt.Bind(1, s.agent_id()).Bind(2, s.name());
+  optional_text(3, s.has_persona(), s.persona());
+  optional_text(4, s.has_goal(), s.goal());
+  optional_text(5, s.has_expected_outcome(), s.expected_outcome());
+  stmt.Bind(6, nlohmann::json(std::vector<std::string>(s.caller_script().begin(),
+                                                       s.caller_script().end()))
+                   .dump());
+  stmt.Bind(7, static_cast<int64_t>(s.max_turns()));
+  if (s.has_max_duration_seconds()) {
+    stmt.Bind(8, static_cast<int64_t>(s.max_duration_seconds()));
+  } else {
+    stmt.BindNull(8);
+  }
+  if (s.has_language_id()) {
+    stmt.Bind(9, s.language_id());
+  } else {
+    stmt.BindNull(9);
+  }
+  stmt.Bind(10, nlohmann::json(std::vector<int64_t>(s.metric_ids().begin(), s.metric_ids().end()))
+                    .dump());
+  stmt.Bind(11, s.updated_at());
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Scenario> ScenariosStore::Create(int64_t workspace_id,
+                                                    const v1::ScenarioFields& fields) {
+  return db::WriteResult<v1::Scenario>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Scenario> {
+    v1::Scenario s;
+    s.set_client_id(workspace_id);
+    s.set_max_turns(kDefaultMaxTurns);
+    Merge(fields, s);
+    RETURN_IF_ERROR(Validate(c, workspace_id, s));
+    s.set_created_at(NowTimestamp());
+    s.set_updated_at(s.created_at());
+    ASSIGN_OR_RETURN(auto insert,
+                     c.Prepare("INSERT INTO scenarios (agent_id, name, persona, goal, "
+                               "expected_outcome, caller_script, max_turns, "
+                               "max_duration_seconds, language_id, metric_ids, updated_at, "
+                               "workspace_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                               "?, ?, ?)"));
+    Bind(insert, s);
+    insert.Bind(12, workspace_id).Bind(13, s.created_at());
+    RETURN_IF_ERROR(insert.Run());
+    s.set_id(c.LastInsertRowId());
+    return s;
+  });
+}
+
+absl::StatusOr<v1::Scenario> ScenariosStore::Get(int64_t workspace_id, int64_t id) {
+  return db::ReadResult<v1::Scenario>(*db_, [&](db::Connection& c) {
+    return Read(c, workspace_id, id);
+  });
+}
+
+absl::StatusOr<v1::Scenario> ScenariosStore::Update(int64_t workspace_id, int64_t id,
+                                                    const v1::ScenarioFields& patch) {
+  return db::WriteResult<v1::Scenario>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Scenario> {
+    ASSIGN_OR_RETURN(v1::Scenario s, Read(c, workspace_id, id));
+    Merge(patch, s);
+    RETURN_IF_ERROR(Validate(c, workspace_id, s));
+    s.set_updated_at(NowTimestamp());
+    ASSIGN_OR_RETURN(auto update,
+                     c.Prepare("UPDATE scenarios SET agent_id = ?, name = ?, persona = ?, "
+                               "goal = ?, expected_outcome = ?, caller_script = ?, max_turns = ?, "
+                               "max_duration_seconds = ?, language_id = ?, metric_ids = ?, "
+                               "updated_at = ? WHERE id = ? AND workspace_id = ?"));
+    Bind(update, s);
+    update.Bind(12, id).Bind(13, workspace_id);
+    RETURN_IF_ERROR(update.Run());
+    return s;
+  });
+}
+
+absl::Status ScenariosStore::Delete(int64_t workspace_id, int64_t id) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto del,
+                     c.Prepare("DELETE FROM scenarios WHERE id = ? AND workspace_id = ?"));
+    del.Bind(1, id).Bind(2, workspace_id);
+    RETURN_IF_ERROR(del.Run());
+    if (c.Changes() == 0) return NotFoundError(absl::StrCat("scenario ", id));
+    // Metrics that named it no longer do.
+    ASSIGN_OR_RETURN(auto links, c.Prepare("DELETE FROM metric_scenarios WHERE scenario_id = ?"));
+    links.Bind(1, id);
+    return links.Run();
+  });
+}
+
+absl::StatusOr<v1::ListScenariosResponse> ScenariosStore::List(
+    int64_t workspace_id, const v1::ListScenariosRequest& request) {
+  const int page = request.has_page() ? request.page() : 1;
+  const int per_page = request.has_per_page() ? request.per_page() : kDefaultPerPage;
+  std::vector<FieldIssue> issues;
+  if (page < 1) issues.push_back({"page", "must be at least 1"});
+  if (per_page < 1 || per_page > kMaxPerPage) {
+    issues.push_back({"per_page", absl::StrCat("must be between 1 and ", kMaxPerPage)});
+  }
+  if (!issues.empty()) {
+    return ValidationError("validation_failed", "invalid pagination", std::move(issues));
+  }
+  return db::ReadResult<v1::ListScenariosResponse>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<v1::ListScenariosResponse> {
+        const std::string where = request.has_agent_id()
+                                      ? "workspace_id = ? AND agent_id = ?"
+                                      : "workspace_id = ? AND ? = 0";
+        const int64_t agent = request.has_agent_id() ? request.agent_id() : 0;
+        ASSIGN_OR_RETURN(auto count,
+                         c.Prepare(absl::StrCat("SELECT COUNT(*) FROM scenarios WHERE ", where)));
+        count.Bind(1, workspace_id).Bind(2, agent);
+        ASSIGN_OR_RETURN(bool counted, count.Step());
+        const int64_t total = counted ? count.Int64(0) : 0;
+        ASSIGN_OR_RETURN(auto select,
+                         c.Prepare(absl::StrCat("SELECT ", kColumns, " FROM scenarios WHERE ",
+                                                where, " ORDER BY id DESC LIMIT ? OFFSET ?")));
+        select.Bind(1, workspace_id).Bind(2, agent).Bind(3, static_cast<int64_t>(per_page));
+        select.Bind(4, static_cast<int64_t>(page - 1) * per_page);
+        v1::ListScenariosResponse response;
+        while (true) {
+          ASSIGN_OR_RETURN(bool row, select.Step());
+          if (!row) break;
+          *response.add_data() = FromRow(select);
+        }
+        auto* pagination = response.mutable_pagination();
+        pagination->set_current_page(page);
+        pagination->set_per_page(per_page);
+        pagination->set_total_count(total);
+        pagination->set_total_pages(static_cast<int32_t>((total + per_page - 1) / per_page));
+        return response;
+      });
+}
+
+}  // namespace calleval::agents

@@ -1,0 +1,44 @@
+#pragma once
+
+// Scenarios (SPEC §5): a simulated caller (persona, goal, or an exact caller_script) to run
+// against one agent, with the metrics that judge the run. Every function takes the workspace
+// the request resolved; a scenario of another workspace is not found.
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "calleval/v1/agents.pb.h"
+#include "common/sqlite.h"
+
+namespace calleval::agents {
+
+// Limits that SPEC §5 leaves open.
+inline constexpr int kDefaultMaxTurns = 20;
+inline constexpr int kMaxTurns = 200;
+inline constexpr int kMaxScenarioTextLength = 10000;  // persona, goal, expected_outcome
+inline constexpr int kMaxCallerScriptLines = 200;
+inline constexpr int kMaxCallerLineLength = 2000;
+
+class ScenariosStore {
+ public:
+  explicit ScenariosStore(db::Database* db) : db_(db) {}
+
+  // Validates and stores a scenario: agent_id names an agent of the workspace (else 422
+  // agent_not_found), name is required, a caller needs a script or a goal, every metric id is
+  // a standard metric or a custom metric of the workspace (else 422 metric_not_found).
+  absl::StatusOr<v1::Scenario> Create(int64_t workspace_id, const v1::ScenarioFields& fields);
+  absl::StatusOr<v1::Scenario> Get(int64_t workspace_id, int64_t id);
+  // PATCH: the sent keys change (null clears a nullable field or restores a default) and the
+  // merged scenario is validated as on create.
+  absl::StatusOr<v1::Scenario> Update(int64_t workspace_id, int64_t id,
+                                      const v1::ScenarioFields& patch);
+  absl::Status Delete(int64_t workspace_id, int64_t id);
+  // Newest first, optionally of one agent; page is 1-based, per_page 1..100 (else 422).
+  absl::StatusOr<v1::ListScenariosResponse> List(int64_t workspace_id,
+                                                 const v1::ListScenariosRequest& request);
+
+ private:
+  db::Database* db_;
+};
+
+}  // namespace calleval::agents
