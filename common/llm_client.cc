@@ -78,7 +78,8 @@ class OpenAiCompatibleClient : public LlmClient {
   ~OpenAiCompatibleClient() override { Shutdown(); }
 
   absl::StatusOr<ChatResponse> Complete(const ChatRequest& request) override {
-    const std::string body = ChatRequestJson(request, config_.model);
+    const std::string body =
+        ChatRequestJson(request, request.model.empty() ? config_.model : request.model);
     if (!AcquireSlot()) return Cancelled();
     absl::StatusOr<ChatResponse> result = CompleteWithRetries(body);
     ReleaseSlot();

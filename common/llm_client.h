@@ -57,6 +57,8 @@ struct ChatRequest {
   std::vector<ChatMessage> messages;
   // Asks for response_format {"type": "json_object"}: the model must answer one JSON object.
   bool json_object = true;
+  // Overrides LlmConfig::model for this request (an internal agent's own `model`).
+  std::string model;
   double temperature = 0;
   std::optional<int> max_tokens;
 };

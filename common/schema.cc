@@ -231,6 +231,40 @@ CREATE TABLE scenarios (
 CREATE INDEX scenarios_by_workspace ON scenarios (workspace_id, id);
 CREATE INDEX scenarios_by_agent ON scenarios (workspace_id, agent_id, id);
 )sql"},
+      {8, R"sql(
+-- Runs and batch runs (SPEC §5). A run is leased to one runs worker (token, expiry,
+-- attempts) like the analysis queue; a batch caps how many of its runs are in progress.
+CREATE TABLE batch_runs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  workspace_id INTEGER NOT NULL REFERENCES workspaces(id),
+  agent_id INTEGER NOT NULL,
+  channel TEXT NOT NULL,
+  concurrency INTEGER NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  workspace_id INTEGER NOT NULL REFERENCES workspaces(id),
+  scenario_id INTEGER NOT NULL,
+  agent_id INTEGER NOT NULL,
+  batch_run_id INTEGER REFERENCES batch_runs(id),
+  channel TEXT NOT NULL,
+  status TEXT NOT NULL,
+  call_id INTEGER,
+  passed INTEGER,
+  started_at TEXT,
+  ended_at TEXT,
+  end_reason TEXT,
+  error TEXT,
+  lease_token TEXT,
+  lease_until INTEGER,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX runs_work ON runs (status, lease_until) WHERE status IN ('queued', 'in_progress');
+CREATE INDEX runs_by_scenario ON runs (workspace_id, scenario_id, id);
+CREATE INDEX runs_by_batch ON runs (batch_run_id, status);
+)sql"},
   };
   return *migrations;
 }

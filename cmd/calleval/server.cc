@@ -42,6 +42,8 @@
 #include "services/metrics/metrics_store.h"
 #include "services/scoring/scoring_worker.h"
 #include "services/scoring/transcription_worker.h"
+#include "services/runs/run_worker.h"
+#include "services/runs/runs_store.h"
 
 namespace calleval {
 namespace {
@@ -174,6 +176,8 @@ struct Server::State {
   std::unique_ptr<accounts::Authenticator> authenticator;
   std::unique_ptr<agents::AgentsStore> agents_store;
   std::unique_ptr<agents::ScenariosStore> scenarios_store;
+  std::unique_ptr<runs::RunsStore> runs_store;
+  std::unique_ptr<runs::RunWorkers> run_workers;
   std::unique_ptr<calls::RecordingSigner> signer;
   std::unique_ptr<calls::CallsStore> calls_store;
   std::unique_ptr<calls::RecordingDownloader> downloader;
@@ -282,6 +286,11 @@ void Server::RegisterDirectHandlers(State& s) {
     RegisterHandler(direct, d, "UpdateScenario", kPool, svc, &Svc::HandleUpdateScenario);
     RegisterHandler(direct, d, "DeleteScenario", kPool, svc, &Svc::HandleDeleteScenario);
     RegisterHandler(direct, d, "ListScenarios", kPool, svc, &Svc::HandleListScenarios);
+    RegisterHandler(direct, d, "RunScenario", kPool, svc, &Svc::HandleRunScenario);
+    RegisterHandler(direct, d, "GetRun", kInline, svc, &Svc::HandleGetRun);
+    RegisterHandler(direct, d, "ListRuns", kPool, svc, &Svc::HandleListRuns);
+    RegisterHandler(direct, d, "CreateBatchRun", kPool, svc, &Svc::HandleCreateBatchRun);
+    RegisterHandler(direct, d, "GetBatchRun", kPool, svc, &Svc::HandleGetBatchRun);
   }
   if (auto* svc = s.calls_service.get()) {
     using Svc = calls::CallsService;
@@ -324,11 +333,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   const bool edge_role = HasRole(config, "edge");
   const bool grpc_roles = std::any_of(config.roles.begin(), config.roles.end(),
                                       [](const std::string& r) { return r != "edge"; });
-  for (const char* pending : {"runs"}) {
-    if (HasRole(config, pending) && config.roles.size() < AllRoles().size()) {
-      std::cerr << "calleval: role " << pending << " has no work in this version yet\n";
-    }
-  }
   const fs::path data_dir(config.data_dir);
   std::error_code ec;
   fs::create_directories(data_dir / "recordings", ec);
@@ -429,7 +433,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     return metrics_store->Definitions(workspace_id, ids);
   };
   if (!config.llm_base_url.empty() &&
-      (HasRole(config, "scoring") || HasRole(config, "metrics"))) {
+      (HasRole(config, "scoring") || HasRole(config, "metrics") || HasRole(config, "runs"))) {
     LlmConfig llm;
     llm.base_url = config.llm_base_url;
     llm.api_key = config.llm_api_key;
@@ -462,10 +466,48 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     s->accounts_service = std::make_unique<accounts::AccountsService>(
         s->accounts_store.get(), s->authenticator.get(), s->pool.get());
   }
+  s->scenarios_store = std::make_unique<agents::ScenariosStore>(s->database.get());
+  s->runs_store = std::make_unique<runs::RunsStore>(s->database.get());
+  State* const state_for_hooks = s.get();
+  if (HasRole(config, "runs")) {
+    // Runs talk to the other roles through their stores: with SQLite every role of an
+    // installation shares the data dir.
+    runs::RunWorkers::Options run_options;
+    run_options.workers = config.run_workers;
+    agents::ScenariosStore* scenarios = s->scenarios_store.get();
+    agents::AgentsStore* agents_store = s->agents_store.get();
+    calls::CallsStore* calls_store = s->calls_store.get();
+    run_options.deps.scenario = [scenarios](int64_t ws, int64_t id) {
+      return scenarios->Get(ws, id);
+    };
+    run_options.deps.agent = [agents_store](int64_t ws, int64_t id) {
+      return agents_store->Get(ws, id);
+    };
+    run_options.deps.ingest = [calls_store, state_for_hooks](
+                                  int64_t ws, const v1::IngestCallRequest& request) {
+      absl::StatusOr<v1::Call> call = calls_store->Ingest(ws, request);
+      // A text call is ready for scoring at once.
+      if (call.ok() && state_for_hooks->scoring_workers) {
+        state_for_hooks->scoring_workers->Notify();
+      }
+      return call;
+    };
+    run_options.deps.call = [calls_store](int64_t ws, const std::string& key) {
+      return calls_store->Get(ws, key);
+    };
+    run_options.deps.metric_definitions = [metrics_store](int64_t ws,
+                                                          const std::vector<int64_t>& ids) {
+      return metrics_store->Definitions(ws, ids);
+    };
+    run_options.deps.llm = s->llm.get();
+    s->run_workers = std::make_unique<runs::RunWorkers>(s->runs_store.get(), run_options);
+  }
   if (HasRole(config, "agents")) {
-    s->scenarios_store = std::make_unique<agents::ScenariosStore>(s->database.get());
     s->agents_service = std::make_unique<agents::AgentsService>(
-        s->agents_store.get(), s->authenticator.get(), s->pool.get(), s->scenarios_store.get());
+        s->agents_store.get(), s->authenticator.get(), s->pool.get(), s->scenarios_store.get(),
+        s->runs_store.get(), [state_for_hooks] {
+          if (state_for_hooks->run_workers) state_for_hooks->run_workers->Notify();
+        });
   }
   if (HasRole(config, "scoring")) {
     // A lease outlives any analysis by far (an hour of audio takes seconds); attempts bound
@@ -619,6 +661,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     RegisterDirectHandlers(*s);
     s->invoker_slot.target.store(s->direct_invoker.get());
   }
+  if (s->run_workers) s->run_workers->Start();
   s->ready.store(true);
   return std::unique_ptr<Server>(new Server(std::move(s)));
 }
@@ -633,6 +676,8 @@ void Server::Shutdown() {
   if (s.downloader) s.downloader->Stop();
   // Provider requests and their backoff waits end at once; the workers give such calls back.
   if (s.llm) s.llm->Shutdown();
+  // Runs in progress give their lease back and resume on the next start.
+  if (s.run_workers) s.run_workers->Stop();
   // Transcriptions in progress are cancelled and their recordings given back.
   if (s.transcription_workers) s.transcription_workers->Stop();
   if (s.scoring_workers) s.scoring_workers->Stop();

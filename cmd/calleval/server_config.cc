@@ -186,6 +186,14 @@ const std::map<std::string, Setter>& Setters() {
          c->credentials_key_file = v;
          return absl::OkStatus();
        }},
+      {"run-workers",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
+         int64_t n = 0;
+         if (absl::Status s = ParseInt("run-workers", v, &n); !s.ok()) return s;
+         if (n < 1 || n > 256) return absl::InvalidArgumentError("--run-workers: 1..256");
+         c->run_workers = static_cast<int>(n);
+         return absl::OkStatus();
+       }},
       {"stt-base-url",
        [](const std::string& v, ServerConfig* c) {
          c->stt_base_url = v;

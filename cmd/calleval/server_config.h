@@ -27,6 +27,7 @@ struct ServerConfig {
   // Base of presigned recording links; default http://<http_addr>.
   std::string public_base_url;
   int workers = 0;  // scoring workers; 0 = number of cores
+  int run_workers = 4;  // runs held at once by the runs role
   int http_threads = 2;
   int64_t max_body_bytes = 16 << 20;
   absl::Duration presign_validity = absl::Hours(1);

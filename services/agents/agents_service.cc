@@ -199,4 +199,92 @@ grpc::ServerUnaryReactor* AgentsService::ListScenarios(grpc::CallbackServerConte
   });
 }
 
+absl::StatusOr<runs::RunsStore*> AgentsService::Runs() {
+  if (runs_ == nullptr) return absl::UnavailableError("runs are not served here");
+  return runs_;
+}
+
+absl::Status AgentsService::HandleRunScenario(const std::string& auth,
+                                              const v1::RunScenarioRequest& request,
+                                              v1::Run* response) {
+  ASSIGN_OR_RETURN(runs::RunsStore * runs, Runs());
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
+  std::optional<std::string> channel;
+  if (request.has_channel()) channel = request.channel();
+  ASSIGN_OR_RETURN(*response, runs->CreateRun(workspace_id, request.id(), channel));
+  if (on_run_queued_) on_run_queued_();
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::HandleGetRun(const std::string& auth, const v1::GetRunRequest& request,
+                                         v1::Run* response) {
+  ASSIGN_OR_RETURN(runs::RunsStore * runs, Runs());
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, runs->GetRun(workspace_id, request.id()));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::HandleListRuns(const std::string& auth,
+                                           const v1::ListRunsRequest& request,
+                                           v1::ListRunsResponse* response) {
+  ASSIGN_OR_RETURN(runs::RunsStore * runs, Runs());
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, runs->ListRuns(workspace_id, request));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::HandleCreateBatchRun(const std::string& auth,
+                                                 const v1::CreateBatchRunRequest& request,
+                                                 v1::BatchRun* response) {
+  ASSIGN_OR_RETURN(runs::RunsStore * runs, Runs());
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, runs->CreateBatch(workspace_id, request));
+  if (on_run_queued_) on_run_queued_();
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::HandleGetBatchRun(const std::string& auth,
+                                              const v1::GetBatchRunRequest& request,
+                                              v1::BatchRun* response) {
+  ASSIGN_OR_RETURN(runs::RunsStore * runs, Runs());
+  ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
+  ASSIGN_OR_RETURN(*response, runs->GetBatch(workspace_id, request.id()));
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* AgentsService::RunScenario(grpc::CallbackServerContext* context,
+                                                const v1::RunScenarioRequest* request, v1::Run* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleRunScenario(auth, *request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* AgentsService::GetRun(grpc::CallbackServerContext* context,
+                                                const v1::GetRunRequest* request, v1::Run* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleGetRun(auth, *request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* AgentsService::ListRuns(grpc::CallbackServerContext* context,
+                                                const v1::ListRunsRequest* request, v1::ListRunsResponse* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleListRuns(auth, *request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* AgentsService::CreateBatchRun(grpc::CallbackServerContext* context,
+                                                const v1::CreateBatchRunRequest* request, v1::BatchRun* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleCreateBatchRun(auth, *request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* AgentsService::GetBatchRun(grpc::CallbackServerContext* context,
+                                                const v1::GetBatchRunRequest* request, v1::BatchRun* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleGetBatchRun(auth, *request, response);
+  });
+}
+
 }  // namespace calleval::agents

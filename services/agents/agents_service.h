@@ -2,20 +2,30 @@
 
 // gRPC adapter of the Agents service: authenticates, resolves the workspace, calls the store.
 
+#include <functional>
+
 #include "calleval/v1/agents.grpc.pb.h"
 #include "common/thread_pool.h"
 #include "services/accounts/authenticator.h"
 #include "services/agents/agents_store.h"
 #include "services/agents/scenarios_store.h"
+#include "services/runs/runs_store.h"
 
 namespace calleval::agents {
 
 class AgentsService final : public v1::Agents::CallbackService {
  public:
-  // `scenarios` may be null (the scenario methods then answer 503).
+  // `scenarios` and `runs` may be null (their methods then answer 503). `on_run_queued` wakes
+  // the runs role when it runs in this process.
   AgentsService(AgentsStore* store, accounts::Authenticator* authenticator, ThreadPool* pool,
-                ScenariosStore* scenarios = nullptr)
-      : store_(store), scenarios_(scenarios), authenticator_(authenticator), pool_(pool) {}
+                ScenariosStore* scenarios = nullptr, runs::RunsStore* runs = nullptr,
+                std::function<void()> on_run_queued = nullptr)
+      : store_(store),
+        scenarios_(scenarios),
+        runs_(runs),
+        on_run_queued_(std::move(on_run_queued)),
+        authenticator_(authenticator),
+        pool_(pool) {}
 
   grpc::ServerUnaryReactor* CreateAgent(grpc::CallbackServerContext* context,
                                         const v1::AgentFields* request,
@@ -46,6 +56,17 @@ class AgentsService final : public v1::Agents::CallbackService {
   grpc::ServerUnaryReactor* ListScenarios(grpc::CallbackServerContext* context,
                                    const v1::ListScenariosRequest* request, v1::ListScenariosResponse* response) override;
 
+  grpc::ServerUnaryReactor* RunScenario(grpc::CallbackServerContext* context,
+                                   const v1::RunScenarioRequest* request, v1::Run* response) override;
+  grpc::ServerUnaryReactor* GetRun(grpc::CallbackServerContext* context,
+                                   const v1::GetRunRequest* request, v1::Run* response) override;
+  grpc::ServerUnaryReactor* ListRuns(grpc::CallbackServerContext* context,
+                                   const v1::ListRunsRequest* request, v1::ListRunsResponse* response) override;
+  grpc::ServerUnaryReactor* CreateBatchRun(grpc::CallbackServerContext* context,
+                                   const v1::CreateBatchRunRequest* request, v1::BatchRun* response) override;
+  grpc::ServerUnaryReactor* GetBatchRun(grpc::CallbackServerContext* context,
+                                   const v1::GetBatchRunRequest* request, v1::BatchRun* response) override;
+
   // The handlers, independent of the transport: `authorization` is the caller's
   // Authorization header. The gRPC methods above run them on the pool; the edge calls them
   // directly when the role runs in its process.
@@ -75,11 +96,25 @@ class AgentsService final : public v1::Agents::CallbackService {
   absl::Status HandleListScenarios(const std::string& authorization, const v1::ListScenariosRequest& request,
                             v1::ListScenariosResponse* response);
 
+  absl::Status HandleRunScenario(const std::string& authorization, const v1::RunScenarioRequest& request,
+                            v1::Run* response);
+  absl::Status HandleGetRun(const std::string& authorization, const v1::GetRunRequest& request,
+                            v1::Run* response);
+  absl::Status HandleListRuns(const std::string& authorization, const v1::ListRunsRequest& request,
+                            v1::ListRunsResponse* response);
+  absl::Status HandleCreateBatchRun(const std::string& authorization, const v1::CreateBatchRunRequest& request,
+                            v1::BatchRun* response);
+  absl::Status HandleGetBatchRun(const std::string& authorization, const v1::GetBatchRunRequest& request,
+                            v1::BatchRun* response);
+
  private:
   absl::StatusOr<ScenariosStore*> Scenarios();
+  absl::StatusOr<runs::RunsStore*> Runs();
 
   AgentsStore* store_;
   ScenariosStore* scenarios_;
+  runs::RunsStore* runs_;
+  std::function<void()> on_run_queued_;
   accounts::Authenticator* authenticator_;
   ThreadPool* pool_;
 };

@@ -1,0 +1,217 @@
+#include "services/runs/run_worker.h"
+
+#include <iostream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
+#include "services/runs/text_channel.h"
+
+namespace calleval::runs {
+namespace {
+
+RunOutcome Failed(std::string error) { return {"failed", std::nullopt, "", std::move(error)}; }
+
+// Why a web transport cannot be served here (the websocket transport aside).
+std::string UnservedTransport(const std::string& transport) {
+  if (transport == "livekit" || transport == "daily") {
+    return absl::StrCat("the ", transport,
+                        " transport needs a WebRTC room client, which this installation does not "
+                        "have: the run cannot join the agent's room");
+  }
+  return absl::StrCat("the ", transport, " transport reaches agents through the ", transport,
+                      " platform, which this installation cannot call");
+}
+
+bool Cancelled(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kCancelled ||
+         absl::StrContains(status.message(), "llm_cancelled");
+}
+
+}  // namespace
+
+bool RunPassed(const v1::Call& call, const std::vector<v1::Metric>& definitions) {
+  for (const v1::MetricResult& result : call.metric_results()) {
+    const v1::Metric* definition = nullptr;
+    for (const v1::Metric& m : definitions) {
+      if (m.id() == result.metric_id()) definition = &m;
+    }
+    const bool judged = definition != nullptr ? definition->structured_output_size() > 0
+                                              : result.has_structured_output();
+    if (!judged) continue;
+    const std::string outcome = result.structured_output().outcome_classification();
+    if (result.status() != "completed" ||
+        (outcome != "meets_expectations" && outcome != "exceeds_expectations")) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void RunWorkers::Start() {
+  for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { Loop(); });
+}
+
+void RunWorkers::Notify() {
+  absl::MutexLock lock(&mu_);
+  ++wakeups_;
+}
+
+void RunWorkers::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+bool RunWorkers::stopping() {
+  absl::MutexLock lock(&mu_);
+  return stopping_;
+}
+
+absl::StatusOr<int64_t> RunWorkers::TextRun(const RunJob& job, const v1::Scenario& scenario,
+                                            const v1::Agent& agent, std::string* end_reason) {
+  TextAgent text_agent;
+  text_agent.instructions = agent.instructions();
+  text_agent.opening_mode = agent.opening_message().mode();
+  text_agent.opening_text = agent.opening_message().text();
+  text_agent.model = agent.model();
+  TextCaller caller;
+  caller.script.assign(scenario.caller_script().begin(), scenario.caller_script().end());
+  caller.persona = scenario.persona();
+  caller.goal = scenario.goal();
+  ConversationLimits limits;
+  limits.max_turns = scenario.max_turns();
+  limits.max_duration = absl::Seconds(scenario.has_max_duration_seconds()
+                                          ? scenario.max_duration_seconds()
+                                          : agent.max_call_duration_seconds());
+  absl::StatusOr<Conversation> conversation =
+      RunTextConversation(*options_.deps.llm, text_agent, caller, limits);
+  if (!conversation.ok()) return conversation.status();
+  *end_reason = conversation->end_reason;
+
+  v1::IngestCallRequest ingest;
+  ingest.set_call_identifier(absl::StrCat("run-", job.run_id));
+  ingest.set_agent_id(job.agent_id);
+  for (const v1::Turn& turn : conversation->transcript) *ingest.add_transcript() = turn;
+  for (int64_t id : scenario.metric_ids()) ingest.add_metric_ids(id);
+  auto& metadata = *ingest.mutable_metadata()->mutable_fields();
+  metadata["run_id"].set_number_value(static_cast<double>(job.run_id));
+  metadata["scenario_id"].set_number_value(static_cast<double>(job.scenario_id));
+  metadata["end_reason"].set_string_value(conversation->end_reason);
+  absl::StatusOr<v1::Call> call = options_.deps.ingest(job.workspace_id, ingest);
+  if (!call.ok() && call.status().code() == absl::StatusCode::kAlreadyExists) {
+    // A lease that died between the ingest and SetCall: the call is there already.
+    call = options_.deps.call(job.workspace_id, ingest.call_identifier());
+  }
+  if (!call.ok()) return call.status();
+  return call->id();
+}
+
+std::optional<RunOutcome> RunWorkers::Execute(RunJob& job) {
+  const RunDependencies& deps = options_.deps;
+  absl::StatusOr<v1::Scenario> scenario = deps.scenario(job.workspace_id, job.scenario_id);
+  if (!scenario.ok()) return Failed(absl::StrCat("scenario ", job.scenario_id, " is gone"));
+  absl::StatusOr<v1::Agent> agent = deps.agent(job.workspace_id, job.agent_id);
+  if (!agent.ok()) return Failed(absl::StrCat("agent ", job.agent_id, " is gone"));
+
+  std::string end_reason;
+  if (!job.call_id) {
+    if (job.channel == "phone") {
+      return Failed(
+          "the phone channel needs a telephony carrier account, which this installation does "
+          "not have; run the scenario over the web or text channel");
+    }
+    if (job.channel == "web") {
+      if (!agent->has_web_channel()) {
+        return Failed("the agent has no web_channel to reach it over the web");
+      }
+      const std::string transport = agent->transport();
+      if (transport == "websocket") {
+        return Failed("the websocket channel is not served by this version yet");
+      }
+      return Failed(UnservedTransport(transport));
+    }
+    // text
+    if (agent->agent_source() != "internal") {
+      return Failed(absl::StrCat("the text channel reaches internal agents only; this agent is ",
+                                 agent->agent_source(), ", hosted on a third-party platform"));
+    }
+    if (deps.llm == nullptr) {
+      return Failed(
+          "llm_unavailable: the text channel plays the agent through the LLM provider, and none "
+          "is configured");
+    }
+    absl::StatusOr<int64_t> call_id = TextRun(job, *scenario, *agent, &end_reason);
+    if (!call_id.ok()) {
+      if (Cancelled(call_id.status())) return std::nullopt;
+      return Failed(absl::StrCat("the conversation could not be held: ",
+                                 call_id.status().message()));
+    }
+    job.call_id = *call_id;
+    if (absl::Status s = store_->SetCall(job.run_id, job.token, *call_id); !s.ok()) {
+      std::cerr << "runs: run " << job.run_id << ": " << s << "\n";
+    }
+  }
+
+  // Wait for the call to be scored, renewing the lease meanwhile.
+  const absl::Time give_up = absl::Now() + options_.scoring_timeout;
+  absl::Time renew_at = absl::Now() + options_.lease / 2;
+  while (true) {
+    if (stopping()) return std::nullopt;
+    absl::StatusOr<v1::Call> call =
+        deps.call(job.workspace_id, absl::StrCat(*job.call_id));
+    if (!call.ok()) return Failed(absl::StrCat("the run's call is gone: ", call.status().message()));
+    const std::string& status = call->analysis_status();
+    if (status == "completed") {
+      std::vector<int64_t> ids;
+      for (const auto& r : call->metric_results()) ids.push_back(r.metric_id());
+      absl::StatusOr<std::vector<v1::Metric>> definitions =
+          ids.empty() ? std::vector<v1::Metric>() : deps.metric_definitions(job.workspace_id, ids);
+      RunOutcome done{"completed", RunPassed(*call, definitions.ok() ? *definitions
+                                                                     : std::vector<v1::Metric>()),
+                      end_reason, ""};
+      if (done.end_reason.empty()) {
+        auto it = call->metadata().fields().find("end_reason");
+        if (it != call->metadata().fields().end()) done.end_reason = it->second.string_value();
+      }
+      return done;
+    }
+    if (status == "failed" || status == "skipped") {
+      return Failed(absl::StrCat("the run's call was ", status, ": ", call->failure_reason(),
+                                 call->has_failure_message() ? ": " : "",
+                                 call->failure_message()));
+    }
+    if (absl::Now() >= give_up) return Failed("the run's call was not scored in time");
+    if (absl::Now() >= renew_at) {
+      (void)store_->Renew(job.run_id, job.token, options_.lease);
+      renew_at = absl::Now() + options_.lease / 2;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+}
+
+void RunWorkers::Loop() {
+  while (true) {
+    if (stopping()) return;
+    auto job = store_->Lease(options_.lease, options_.max_attempts);
+    if (!job.ok()) {
+      std::cerr << "runs: lease failed: " << job.status() << "\n";
+    } else if (job->has_value()) {
+      RunJob& leased = **job;
+      std::optional<RunOutcome> outcome = Execute(leased);
+      absl::Status reported = outcome ? store_->Finish(leased.run_id, leased.token, *outcome)
+                                      : store_->Release(leased.run_id, leased.token);
+      if (!reported.ok()) std::cerr << "runs: run " << leased.run_id << ": " << reported << "\n";
+      continue;
+    }
+    absl::MutexLock lock(&mu_);
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || wakeups_ > 0; };
+    mu_.AwaitWithTimeout(absl::Condition(&woken), options_.poll_interval);
+    if (wakeups_ > 0) --wakeups_;
+  }
+}
+
+}  // namespace calleval::runs

@@ -1,0 +1,81 @@
+#pragma once
+
+// The runs role: workers lease queued runs, hold the conversation over the run's channel,
+// ingest it as a call (call_identifier "run-<id>") and, once the call is scored, report the
+// run completed with `passed` (SPEC §5). Channels this installation cannot serve end the run
+// failed with an error that says so.
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "calleval/v1/agents.pb.h"
+#include "calleval/v1/calls.pb.h"
+#include "calleval/v1/metrics.pb.h"
+#include "common/llm_client.h"
+#include "services/runs/runs_store.h"
+
+namespace calleval::runs {
+
+// What a run needs from the other services of the installation.
+struct RunDependencies {
+  std::function<absl::StatusOr<v1::Scenario>(int64_t workspace_id, int64_t id)> scenario;
+  std::function<absl::StatusOr<v1::Agent>(int64_t workspace_id, int64_t id)> agent;
+  std::function<absl::StatusOr<v1::Call>(int64_t workspace_id, const v1::IngestCallRequest&)>
+      ingest;
+  std::function<absl::StatusOr<v1::Call>(int64_t workspace_id, const std::string& id_or_key)>
+      call;
+  std::function<absl::StatusOr<std::vector<v1::Metric>>(int64_t workspace_id,
+                                                        const std::vector<int64_t>& ids)>
+      metric_definitions;
+  LlmClient* llm = nullptr;  // null: the text channel is unavailable
+};
+
+// SPEC §5: true when every metric with a structured_output ended meets_expectations or
+// exceeds_expectations (so true when none has one).
+bool RunPassed(const v1::Call& call, const std::vector<v1::Metric>& definitions);
+
+class RunWorkers {
+ public:
+  struct Options {
+    int workers = 2;
+    absl::Duration poll_interval = absl::Seconds(1);
+    absl::Duration lease = absl::Minutes(10);
+    int max_attempts = 3;
+    // How long a run waits for its call to be scored before it fails.
+    absl::Duration scoring_timeout = absl::Minutes(30);
+    RunDependencies deps;
+  };
+  RunWorkers(RunsStore* store, Options options) : store_(store), options_(std::move(options)) {}
+  ~RunWorkers() { Stop(); }
+
+  void Start();
+  // Wakes a worker now (a run was queued).
+  void Notify();
+  // Stops leasing; runs in progress give their lease back and resume on the next start.
+  void Stop();
+
+ private:
+  void Loop();
+  // Runs one leased job to its end; nullopt when it was interrupted by Stop() (released).
+  std::optional<RunOutcome> Execute(RunJob& job);
+  // Holds the conversation of a text run and ingests it; the call's id.
+  absl::StatusOr<int64_t> TextRun(const RunJob& job, const v1::Scenario& scenario,
+                                  const v1::Agent& agent, std::string* end_reason);
+  bool stopping();
+
+  RunsStore* store_;
+  Options options_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int wakeups_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace calleval::runs

@@ -1,0 +1,396 @@
+#include "services/runs/runs_store.h"
+
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "common/crypto.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+
+namespace calleval::runs {
+namespace {
+
+constexpr int kDefaultPerPage = 25;
+constexpr int kMaxPerPage = 100;
+
+constexpr absl::string_view kRunColumns =
+    "id, scenario_id, agent_id, batch_run_id, channel, status, call_id, passed, started_at, "
+    "ended_at, end_reason, error, created_at";
+
+v1::Run RunFromRow(const db::Statement& s) {
+  v1::Run r;
+  r.set_id(s.Int64(0));
+  r.set_scenario_id(s.Int64(1));
+  r.set_agent_id(s.Int64(2));
+  if (auto v = s.OptionalInt64(3)) r.set_batch_run_id(*v);
+  r.set_channel(s.Text(4));
+  r.set_status(s.Text(5));
+  if (auto v = s.OptionalInt64(6)) r.set_call_id(*v);
+  if (auto v = s.OptionalInt64(7)) r.set_passed(*v != 0);
+  if (auto v = s.OptionalText(8)) r.set_started_at(*v);
+  if (auto v = s.OptionalText(9)) r.set_ended_at(*v);
+  if (auto v = s.OptionalText(10)) r.set_end_reason(*v);
+  if (auto v = s.OptionalText(11)) r.set_error(*v);
+  r.set_created_at(s.Text(12));
+  return r;
+}
+
+absl::StatusOr<v1::Run> ReadRun(db::Connection& c, int64_t workspace_id, int64_t id) {
+  static const std::string sql =
+      absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE id = ? AND workspace_id = ?");
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare(sql));
+  stmt.Bind(1, id).Bind(2, workspace_id);
+  ASSIGN_OR_RETURN(bool found, stmt.Step());
+  if (!found) return NotFoundError(absl::StrCat("run ", id));
+  return RunFromRow(stmt);
+}
+
+// The scenario's agent and whether that agent has a phone number; 404 for a scenario that is
+// not in the workspace.
+struct ScenarioAgent {
+  int64_t agent_id = 0;
+  bool has_phone = false;
+};
+absl::StatusOr<ScenarioAgent> ScenarioAgentOf(db::Connection& c, int64_t workspace_id,
+                                              int64_t scenario_id) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT s.agent_id, a.phone_number IS NOT NULL FROM "
+                                        "scenarios s JOIN agents a ON a.id = s.agent_id WHERE "
+                                        "s.id = ? AND s.workspace_id = ?"));
+  stmt.Bind(1, scenario_id).Bind(2, workspace_id);
+  ASSIGN_OR_RETURN(bool found, stmt.Step());
+  if (!found) return NotFoundError(absl::StrCat("scenario ", scenario_id));
+  return ScenarioAgent{stmt.Int64(0), stmt.Int64(1) != 0};
+}
+
+// The channel a run uses: the one asked for, else the seed's default rule.
+absl::StatusOr<std::string> ChannelFor(const std::optional<std::string>& asked, bool has_phone) {
+  if (!asked) return std::string(has_phone ? "phone" : "web");
+  if (*asked != "phone" && *asked != "web" && *asked != "text") {
+    return ValidationError("validation_failed", "channel must be phone, web or text",
+                           {{"channel", "must be phone, web or text"}});
+  }
+  return *asked;
+}
+
+absl::StatusOr<int64_t> InsertRun(db::Connection& c, int64_t workspace_id, int64_t scenario_id,
+                                  int64_t agent_id, std::optional<int64_t> batch,
+                                  const std::string& channel, const std::string& now) {
+  ASSIGN_OR_RETURN(auto insert,
+                   c.Prepare("INSERT INTO runs (workspace_id, scenario_id, agent_id, "
+                             "batch_run_id, channel, status, created_at) VALUES (?, ?, ?, ?, ?, "
+                             "'queued', ?)"));
+  insert.Bind(1, workspace_id).Bind(2, scenario_id).Bind(3, agent_id);
+  if (batch) {
+    insert.Bind(4, *batch);
+  } else {
+    insert.BindNull(4);
+  }
+  insert.Bind(5, channel).Bind(6, now);
+  RETURN_IF_ERROR(insert.Run());
+  return c.LastInsertRowId();
+}
+
+absl::Status CheckToken(db::Connection& c, int64_t run_id, absl::string_view token) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT lease_token FROM runs WHERE id = ? AND "
+                                        "status = 'in_progress'"));
+  stmt.Bind(1, run_id);
+  ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row || stmt.IsNull(0) || stmt.Text(0) != token) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the lease of run ", run_id, " is no longer held"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPage(int page, int per_page) {
+  std::vector<FieldIssue> issues;
+  if (page < 1) issues.push_back({"page", "must be at least 1"});
+  if (per_page < 1 || per_page > kMaxPerPage) {
+    issues.push_back({"per_page", absl::StrCat("must be between 1 and ", kMaxPerPage)});
+  }
+  if (issues.empty()) return absl::OkStatus();
+  return ValidationError("validation_failed", "invalid pagination", std::move(issues));
+}
+
+absl::StatusOr<v1::BatchRun> ReadBatch(db::Connection& c, int64_t workspace_id, int64_t id) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT agent_id, channel, concurrency, created_at FROM "
+                                        "batch_runs WHERE id = ? AND workspace_id = ?"));
+  stmt.Bind(1, id).Bind(2, workspace_id);
+  ASSIGN_OR_RETURN(bool found, stmt.Step());
+  if (!found) return NotFoundError(absl::StrCat("batch run ", id));
+  v1::BatchRun batch;
+  batch.set_id(id);
+  batch.set_agent_id(stmt.Int64(0));
+  batch.set_channel(stmt.Text(1));
+  batch.set_concurrency(static_cast<int32_t>(stmt.Int64(2)));
+  batch.set_created_at(stmt.Text(3));
+  ASSIGN_OR_RETURN(auto runs, c.Prepare("SELECT id, status, passed FROM runs WHERE "
+                                        "batch_run_id = ? ORDER BY id"));
+  runs.Bind(1, id);
+  v1::BatchRunSummary& summary = *batch.mutable_summary();
+  int queued = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, runs.Step());
+    if (!row) break;
+    batch.add_run_ids(runs.Int64(0));
+    const std::string status = runs.Text(1);
+    summary.set_total(summary.total() + 1);
+    if (status == "queued") ++queued;
+    if (status == "completed") {
+      summary.set_completed(summary.completed() + 1);
+      if (!runs.IsNull(2) && runs.Int64(2) != 0) summary.set_passed(summary.passed() + 1);
+    }
+    if (status == "failed" || status == "cancelled") summary.set_failed(summary.failed() + 1);
+  }
+  if (summary.completed() > 0) {
+    summary.set_pass_rate(static_cast<double>(summary.passed()) / summary.completed());
+  }
+  const int finished = summary.completed() + summary.failed();
+  batch.set_status(finished == summary.total() ? "completed"
+                   : queued == summary.total() ? "queued"
+                                               : "in_progress");
+  return batch;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Run> RunsStore::CreateRun(int64_t workspace_id, int64_t scenario_id,
+                                             const std::optional<std::string>& channel) {
+  return db::WriteResult<v1::Run>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Run> {
+    ASSIGN_OR_RETURN(ScenarioAgent scenario, ScenarioAgentOf(c, workspace_id, scenario_id));
+    ASSIGN_OR_RETURN(std::string chosen, ChannelFor(channel, scenario.has_phone));
+    ASSIGN_OR_RETURN(int64_t id, InsertRun(c, workspace_id, scenario_id, scenario.agent_id,
+                                           std::nullopt, chosen, NowTimestamp()));
+    return ReadRun(c, workspace_id, id);
+  });
+}
+
+absl::StatusOr<v1::Run> RunsStore::GetRun(int64_t workspace_id, int64_t id) {
+  return db::ReadResult<v1::Run>(*db_, [&](db::Connection& c) {
+    return ReadRun(c, workspace_id, id);
+  });
+}
+
+absl::StatusOr<v1::ListRunsResponse> RunsStore::ListRuns(int64_t workspace_id,
+                                                         const v1::ListRunsRequest& request) {
+  const int page = request.has_page() ? request.page() : 1;
+  const int per_page = request.has_per_page() ? request.per_page() : kDefaultPerPage;
+  RETURN_IF_ERROR(CheckPage(page, per_page));
+  return db::ReadResult<v1::ListRunsResponse>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<v1::ListRunsResponse> {
+        // Unset filters match everything: "? = 0 OR column = ?".
+        const std::string where =
+            "workspace_id = ? AND (? = 0 OR scenario_id = ?) AND (? = 0 OR batch_run_id = ?)";
+        const int64_t scenario = request.has_scenario_id() ? request.scenario_id() : 0;
+        const int64_t batch = request.has_batch_run_id() ? request.batch_run_id() : 0;
+        auto bind = [&](db::Statement& s) {
+          s.Bind(1, workspace_id).Bind(2, scenario).Bind(3, scenario).Bind(4, batch).Bind(5, batch);
+        };
+        ASSIGN_OR_RETURN(auto count,
+                         c.Prepare(absl::StrCat("SELECT COUNT(*) FROM runs WHERE ", where)));
+        bind(count);
+        ASSIGN_OR_RETURN(bool counted, count.Step());
+        const int64_t total = counted ? count.Int64(0) : 0;
+        ASSIGN_OR_RETURN(auto select,
+                         c.Prepare(absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE ",
+                                                where, " ORDER BY id DESC LIMIT ? OFFSET ?")));
+        bind(select);
+        select.Bind(6, static_cast<int64_t>(per_page));
+        select.Bind(7, static_cast<int64_t>(page - 1) * per_page);
+        v1::ListRunsResponse response;
+        while (true) {
+          ASSIGN_OR_RETURN(bool row, select.Step());
+          if (!row) break;
+          *response.add_data() = RunFromRow(select);
+        }
+        auto* pagination = response.mutable_pagination();
+        pagination->set_current_page(page);
+        pagination->set_per_page(per_page);
+        pagination->set_total_count(total);
+        pagination->set_total_pages(static_cast<int32_t>((total + per_page - 1) / per_page));
+        return response;
+      });
+}
+
+absl::StatusOr<v1::BatchRun> RunsStore::CreateBatch(int64_t workspace_id,
+                                                    const v1::CreateBatchRunRequest& request) {
+  return db::WriteResult<v1::BatchRun>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::BatchRun> {
+    if (!request.has_agent_id()) {
+      return ValidationError("validation_failed", "agent_id is required",
+                             {{"agent_id", "is required"}});
+    }
+    ASSIGN_OR_RETURN(auto agent, c.Prepare("SELECT phone_number IS NOT NULL FROM agents WHERE "
+                                           "id = ? AND workspace_id = ?"));
+    agent.Bind(1, request.agent_id()).Bind(2, workspace_id);
+    ASSIGN_OR_RETURN(bool agent_found, agent.Step());
+    if (!agent_found) {
+      return ValidationError("agent_not_found",
+                             absl::StrCat("no agent ", request.agent_id(), " in this workspace"),
+                             {{"agent_id", "must name an agent of the workspace"}});
+    }
+    const bool has_phone = agent.Int64(0) != 0;
+    std::vector<FieldIssue> issues;
+    if (request.scenario_ids_size() == 0) {
+      issues.push_back({"scenario_ids", "must list at least one scenario"});
+    } else if (request.scenario_ids_size() > kMaxBatchScenarios) {
+      issues.push_back({"scenario_ids",
+                        absl::StrCat("must list at most ", kMaxBatchScenarios, " scenarios")});
+    }
+    for (int i = 0; i < request.scenario_ids_size() && i < kMaxBatchScenarios; ++i) {
+      absl::StatusOr<ScenarioAgent> scenario =
+          ScenarioAgentOf(c, workspace_id, request.scenario_ids(i));
+      if (!scenario.ok()) {
+        issues.push_back({absl::StrCat("scenario_ids[", i, "]"),
+                          absl::StrCat("no scenario ", request.scenario_ids(i),
+                                       " in this workspace")});
+      } else if (scenario->agent_id != request.agent_id()) {
+        issues.push_back({absl::StrCat("scenario_ids[", i, "]"),
+                          absl::StrCat("scenario ", request.scenario_ids(i), " belongs to agent ",
+                                       scenario->agent_id)});
+      }
+    }
+    const int concurrency =
+        request.has_concurrency() ? request.concurrency() : kDefaultBatchConcurrency;
+    if (concurrency < 1 || concurrency > kMaxBatchConcurrency) {
+      issues.push_back({"concurrency", absl::StrCat("must be between 1 and ", kMaxBatchConcurrency)});
+    }
+    std::optional<std::string> asked;
+    if (request.has_channel()) asked = request.channel();
+    absl::StatusOr<std::string> channel = ChannelFor(asked, has_phone);
+    if (!channel.ok()) issues.push_back({"channel", "must be phone, web or text"});
+    if (!issues.empty()) {
+      return ValidationError("validation_failed", "invalid batch run", std::move(issues));
+    }
+    const std::string now = NowTimestamp();
+    ASSIGN_OR_RETURN(auto insert,
+                     c.Prepare("INSERT INTO batch_runs (workspace_id, agent_id, channel, "
+                               "concurrency, created_at) VALUES (?, ?, ?, ?, ?)"));
+    insert.Bind(1, workspace_id).Bind(2, request.agent_id()).Bind(3, *channel);
+    insert.Bind(4, static_cast<int64_t>(concurrency)).Bind(5, now);
+    RETURN_IF_ERROR(insert.Run());
+    const int64_t batch = c.LastInsertRowId();
+    for (int64_t scenario : request.scenario_ids()) {
+      RETURN_IF_ERROR(
+          InsertRun(c, workspace_id, scenario, request.agent_id(), batch, *channel, now).status());
+    }
+    return ReadBatch(c, workspace_id, batch);
+  });
+}
+
+absl::StatusOr<v1::BatchRun> RunsStore::GetBatch(int64_t workspace_id, int64_t id) {
+  return db::ReadResult<v1::BatchRun>(*db_, [&](db::Connection& c) {
+    return ReadBatch(c, workspace_id, id);
+  });
+}
+
+absl::StatusOr<std::optional<RunJob>> RunsStore::Lease(absl::Duration lease, int max_attempts) {
+  const int64_t now = NowUnixSeconds();
+  return db::WriteResult<std::optional<RunJob>>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<RunJob>> {
+        while (true) {
+          // A queued run of a batch waits while the batch has `concurrency` runs in progress.
+          ASSIGN_OR_RETURN(
+              auto next,
+              c.Prepare("SELECT r.id, r.workspace_id, r.scenario_id, r.agent_id, r.channel, "
+                        "r.call_id, r.attempts FROM runs r WHERE (r.status = 'queued' AND "
+                        "(r.batch_run_id IS NULL OR (SELECT COUNT(*) FROM runs o WHERE "
+                        "o.batch_run_id = r.batch_run_id AND o.status = 'in_progress') < "
+                        "(SELECT concurrency FROM batch_runs b WHERE b.id = r.batch_run_id))) "
+                        "OR (r.status = 'in_progress' AND r.lease_until <= ?) ORDER BY r.id "
+                        "LIMIT 1"));
+          next.Bind(1, now);
+          ASSIGN_OR_RETURN(bool found, next.Step());
+          if (!found) return std::nullopt;
+          RunJob job;
+          job.run_id = next.Int64(0);
+          job.workspace_id = next.Int64(1);
+          job.scenario_id = next.Int64(2);
+          job.agent_id = next.Int64(3);
+          job.channel = next.Text(4);
+          job.call_id = next.OptionalInt64(5);
+          const int attempts = static_cast<int>(next.Int64(6));
+          if (attempts >= max_attempts) {
+            ASSIGN_OR_RETURN(auto end,
+                             c.Prepare("UPDATE runs SET status = 'failed', error = ?, "
+                                       "ended_at = ?, lease_token = NULL, lease_until = NULL "
+                                       "WHERE id = ?"));
+            end.Bind(1, absl::StrCat("the run did not finish after ", attempts, " attempts"));
+            end.Bind(2, NowTimestamp()).Bind(3, job.run_id);
+            RETURN_IF_ERROR(end.Run());
+            continue;
+          }
+          job.token = HexEncode(RandomBytes(16));
+          job.attempts = attempts + 1;
+          ASSIGN_OR_RETURN(auto lease_stmt,
+                           c.Prepare("UPDATE runs SET status = 'in_progress', lease_token = ?, "
+                                     "lease_until = ?, attempts = attempts + 1, started_at = "
+                                     "COALESCE(started_at, ?) WHERE id = ?"));
+          lease_stmt.Bind(1, job.token).Bind(2, now + absl::ToInt64Seconds(lease));
+          lease_stmt.Bind(3, NowTimestamp()).Bind(4, job.run_id);
+          RETURN_IF_ERROR(lease_stmt.Run());
+          return std::optional<RunJob>(std::move(job));
+        }
+      });
+}
+
+absl::Status RunsStore::SetCall(int64_t run_id, absl::string_view token, int64_t call_id) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    RETURN_IF_ERROR(CheckToken(c, run_id, token));
+    ASSIGN_OR_RETURN(auto stmt, c.Prepare("UPDATE runs SET call_id = ? WHERE id = ?"));
+    stmt.Bind(1, call_id).Bind(2, run_id);
+    return stmt.Run();
+  });
+}
+
+absl::Status RunsStore::Renew(int64_t run_id, absl::string_view token, absl::Duration lease) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    RETURN_IF_ERROR(CheckToken(c, run_id, token));
+    ASSIGN_OR_RETURN(auto stmt, c.Prepare("UPDATE runs SET lease_until = ? WHERE id = ?"));
+    stmt.Bind(1, NowUnixSeconds() + absl::ToInt64Seconds(lease)).Bind(2, run_id);
+    return stmt.Run();
+  });
+}
+
+absl::Status RunsStore::Finish(int64_t run_id, absl::string_view token,
+                               const RunOutcome& outcome) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    RETURN_IF_ERROR(CheckToken(c, run_id, token));
+    ASSIGN_OR_RETURN(auto stmt,
+                     c.Prepare("UPDATE runs SET status = ?, passed = ?, end_reason = ?, "
+                               "error = ?, ended_at = ?, lease_token = NULL, lease_until = NULL "
+                               "WHERE id = ?"));
+    stmt.Bind(1, outcome.status);
+    if (outcome.passed) {
+      stmt.Bind(2, static_cast<int64_t>(*outcome.passed ? 1 : 0));
+    } else {
+      stmt.BindNull(2);
+    }
+    if (outcome.end_reason.empty()) {
+      stmt.BindNull(3);
+    } else {
+      stmt.Bind(3, outcome.end_reason);
+    }
+    if (outcome.error.empty()) {
+      stmt.BindNull(4);
+    } else {
+      stmt.Bind(4, outcome.error);
+    }
+    stmt.Bind(5, NowTimestamp()).Bind(6, run_id);
+    return stmt.Run();
+  });
+}
+
+absl::Status RunsStore::Release(int64_t run_id, absl::string_view token) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    RETURN_IF_ERROR(CheckToken(c, run_id, token));
+    ASSIGN_OR_RETURN(auto stmt,
+                     c.Prepare("UPDATE runs SET lease_token = NULL, lease_until = 0, attempts = "
+                               "MAX(0, attempts - 1) WHERE id = ?"));
+    stmt.Bind(1, run_id);
+    return stmt.Run();
+  });
+}
+
+}  // namespace calleval::runs

@@ -1,0 +1,75 @@
+#pragma once
+
+// Runs and batch runs (SPEC §5) on SQLite: creation, reads, the batch summary, and the durable
+// queue the runs role works from. A run is leased with a token and an expiry; a worker that
+// dies leaves the lease to expire and the run is handed out again, so no run stays
+// in_progress forever; one leased `max_attempts` times without a report ends failed.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "calleval/v1/agents.pb.h"
+#include "common/sqlite.h"
+
+namespace calleval::runs {
+
+inline constexpr int kDefaultBatchConcurrency = 4;
+inline constexpr int kMaxBatchConcurrency = 32;
+inline constexpr int kMaxBatchScenarios = 500;
+
+// A run leased to one worker.
+struct RunJob {
+  int64_t run_id = 0;
+  std::string token;
+  int attempts = 0;  // including this one
+  int64_t workspace_id = 0;
+  int64_t scenario_id = 0;
+  int64_t agent_id = 0;
+  std::string channel;
+  std::optional<int64_t> call_id;  // set once the conversation was ingested
+};
+
+// How a run ended.
+struct RunOutcome {
+  std::string status;  // completed | failed
+  std::optional<bool> passed;
+  std::string end_reason;
+  std::string error;
+};
+
+class RunsStore {
+ public:
+  explicit RunsStore(db::Database* db) : db_(db) {}
+
+  // A queued run of the workspace's scenario (404 when it is not there). `channel`: phone, web
+  // or text (else 422); default phone when the agent has a phone number, else web.
+  absl::StatusOr<v1::Run> CreateRun(int64_t workspace_id, int64_t scenario_id,
+                                    const std::optional<std::string>& channel);
+  absl::StatusOr<v1::Run> GetRun(int64_t workspace_id, int64_t id);
+  // Newest first, filtered by scenario and/or batch.
+  absl::StatusOr<v1::ListRunsResponse> ListRuns(int64_t workspace_id,
+                                                const v1::ListRunsRequest& request);
+  // One queued run per scenario (each must belong to `agent_id`), at most `concurrency` of
+  // them in progress at once.
+  absl::StatusOr<v1::BatchRun> CreateBatch(int64_t workspace_id,
+                                           const v1::CreateBatchRunRequest& request);
+  absl::StatusOr<v1::BatchRun> GetBatch(int64_t workspace_id, int64_t id);
+
+  // The queue. Oldest queued run whose batch has room, or one whose lease expired.
+  absl::StatusOr<std::optional<RunJob>> Lease(absl::Duration lease, int max_attempts);
+  // Remembers the call the run's conversation became, so a retried lease does not ingest twice.
+  absl::Status SetCall(int64_t run_id, absl::string_view token, int64_t call_id);
+  // Extends the lease while a long run is still working.
+  absl::Status Renew(int64_t run_id, absl::string_view token, absl::Duration lease);
+  absl::Status Finish(int64_t run_id, absl::string_view token, const RunOutcome& outcome);
+  // Gives the lease back untried (the worker is stopping): the attempt does not count.
+  absl::Status Release(int64_t run_id, absl::string_view token);
+
+ private:
+  db::Database* db_;
+};
+
+}  // namespace calleval::runs

@@ -1,0 +1,136 @@
+#include "services/runs/runs_store.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "common/errors.h"
+#include "common/schema.h"
+#include "services/accounts/accounts_store.h"
+#include "services/agents/agents_store.h"
+#include "services/agents/scenarios_store.h"
+
+namespace calleval::runs {
+namespace {
+
+class RunsStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = ::testing::TempDir() + "/runs_XXXXXX";
+    dir_ = mkdtemp(tmpl.data());
+    auto db = db::Database::Open(dir_ + "/calleval.db", SchemaMigrations());
+    ASSERT_TRUE(db.ok()) << db.status();
+    db_ = std::move(*db);
+    accounts::AccountsStore accounts(db_.get());
+    ws_ = accounts.CreateWorkspace("w", 0)->id;
+    agents::AgentsStore agents(db_.get());
+    v1::AgentFields agent;
+    agent.set_name("a");
+    agent.set_phone_number("+16502530000");
+    agent.set_language_id(1);
+    agent.set_instructions("i");
+    agent_ = agents.Create(ws_, agent)->id();
+    agents::ScenariosStore scenarios(db_.get());
+    for (int i = 0; i < 3; ++i) {
+      v1::ScenarioFields s;
+      s.set_agent_id(agent_);
+      s.set_name("s");
+      s.set_goal("g");
+      auto created = scenarios.Create(ws_, s);
+      ASSERT_TRUE(created.ok()) << created.status();
+      scenarios_.push_back(created->id());
+    }
+    store_ = std::make_unique<RunsStore>(db_.get());
+  }
+  void TearDown() override {
+    store_.reset();
+    db_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string dir_;
+  std::unique_ptr<db::Database> db_;
+  std::unique_ptr<RunsStore> store_;
+  int64_t ws_ = 0, agent_ = 0;
+  std::vector<int64_t> scenarios_;
+};
+
+TEST_F(RunsStoreTest, ALeaseThatExpiresIsTakenOverAndAttemptsRunOut) {
+  auto run = store_->CreateRun(ws_, scenarios_[0], std::string("text"));
+  ASSERT_TRUE(run.ok()) << run.status();
+  auto first = store_->Lease(absl::ZeroDuration(), 2);  // a worker that dies at once
+  ASSERT_TRUE(first.ok() && first->has_value());
+  EXPECT_EQ(store_->GetRun(ws_, run->id())->status(), "in_progress");
+  auto second = store_->Lease(absl::ZeroDuration(), 2);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->attempts, 2);
+  // The first worker's report is refused.
+  EXPECT_EQ(store_->Finish(run->id(), (*first)->token, {"completed", true, "x", ""}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Released untried (a stopping worker): the attempt does not count.
+  ASSERT_TRUE(store_->Release(run->id(), (*second)->token).ok());
+  auto third = store_->Lease(absl::ZeroDuration(), 2);
+  ASSERT_TRUE(third.ok() && third->has_value());
+  EXPECT_EQ((*third)->attempts, 2);
+  // Out of attempts: failed, never in_progress forever.
+  EXPECT_FALSE(store_->Lease(absl::Minutes(1), 2)->has_value());
+  v1::Run failed = *store_->GetRun(ws_, run->id());
+  EXPECT_EQ(failed.status(), "failed");
+  EXPECT_EQ(failed.error(), "the run did not finish after 2 attempts");
+}
+
+TEST_F(RunsStoreTest, TheCallIdSurvivesARetriedLease) {
+  auto run = store_->CreateRun(ws_, scenarios_[0], std::string("text"));
+  auto first = store_->Lease(absl::ZeroDuration(), 3);
+  ASSERT_TRUE(first.ok() && first->has_value());
+  ASSERT_TRUE(store_->SetCall(run->id(), (*first)->token, 77).ok());
+  auto second = store_->Lease(absl::Minutes(1), 3);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->call_id, 77);
+  ASSERT_TRUE(store_->Finish(run->id(), (*second)->token, {"completed", false, "max_turns", ""}).ok());
+  v1::Run done = *store_->GetRun(ws_, run->id());
+  EXPECT_EQ(done.status(), "completed");
+  EXPECT_FALSE(done.passed());
+  EXPECT_EQ(done.call_id(), 77);
+  EXPECT_EQ(done.end_reason(), "max_turns");
+}
+
+TEST_F(RunsStoreTest, ABatchHoldsNoMoreThanItsConcurrencyInProgress) {
+  v1::CreateBatchRunRequest request;
+  request.set_agent_id(agent_);
+  for (int64_t s : scenarios_) request.add_scenario_ids(s);
+  request.set_channel("text");
+  request.set_concurrency(2);
+  auto batch = store_->CreateBatch(ws_, request);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->status(), "queued");
+  auto a = store_->Lease(absl::Minutes(1), 3);
+  auto b = store_->Lease(absl::Minutes(1), 3);
+  ASSERT_TRUE(a->has_value() && b->has_value());
+  EXPECT_FALSE(store_->Lease(absl::Minutes(1), 3)->has_value());  // two in progress already
+  EXPECT_EQ(store_->GetBatch(ws_, batch->id())->status(), "in_progress");
+  ASSERT_TRUE(store_->Finish((*a)->run_id, (*a)->token, {"completed", true, "", ""}).ok());
+  auto c = store_->Lease(absl::Minutes(1), 3);
+  ASSERT_TRUE(c->has_value());
+  ASSERT_TRUE(store_->Finish((*b)->run_id, (*b)->token, {"failed", std::nullopt, "", "no"}).ok());
+  ASSERT_TRUE(store_->Finish((*c)->run_id, (*c)->token, {"completed", false, "", ""}).ok());
+  v1::BatchRun done = *store_->GetBatch(ws_, batch->id());
+  EXPECT_EQ(done.status(), "completed");
+  EXPECT_EQ(done.summary().total(), 3);
+  EXPECT_EQ(done.summary().completed(), 2);
+  EXPECT_EQ(done.summary().failed(), 1);
+  EXPECT_EQ(done.summary().passed(), 1);
+  EXPECT_DOUBLE_EQ(done.summary().pass_rate(), 0.5);
+}
+
+TEST_F(RunsStoreTest, DefaultChannelFollowsThePhoneNumber) {
+  auto run = store_->CreateRun(ws_, scenarios_[0], std::nullopt);
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->channel(), "phone");
+  EXPECT_EQ(HttpStatusFor(store_->CreateRun(ws_, scenarios_[0], std::string("sms")).status()), 422);
+  EXPECT_EQ(HttpStatusFor(store_->CreateRun(ws_ + 1, scenarios_[0], std::nullopt).status()), 404);
+}
+
+}  // namespace
+}  // namespace calleval::runs
