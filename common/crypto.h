@@ -2,6 +2,7 @@
 
 // Small wrappers over OpenSSL for keys and signatures.
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -14,6 +15,10 @@ namespace calleval {
 std::string RandomBytes(size_t n);
 // URL-safe base64 without padding.
 std::string Base64Url(absl::string_view bytes);
+// Standard base64 (RFC 4648 §4) with padding, as JSON protocols carry binary.
+std::string Base64Encode(absl::string_view bytes);
+// nullopt when `text` is not padded standard base64.
+std::optional<std::string> Base64Decode(absl::string_view text);
 std::string HexEncode(absl::string_view bytes);
 // Raw 32-byte digests.
 std::string Sha256(absl::string_view data);

@@ -31,5 +31,21 @@ TEST(SealTest, AlteredWrongKeyOrOtherRowDoesNotOpen) {
   EXPECT_FALSE(Unseal("short key", sealed, "agent 7").ok());
 }
 
+TEST(Base64Test, StandardAlphabetWithPadding) {
+  EXPECT_EQ(Base64Encode(""), "");
+  EXPECT_EQ(Base64Encode("f"), "Zg==");
+  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
+  EXPECT_EQ(Base64Encode("foo"), "Zm9v");
+  EXPECT_EQ(Base64Encode(std::string("\xff\xfe\x00", 3)), "//4A");
+  EXPECT_EQ(*Base64Decode("Zg=="), "f");
+  EXPECT_EQ(*Base64Decode("Zm8="), "fo");
+  EXPECT_EQ(*Base64Decode("//4A"), std::string("\xff\xfe\x00", 3));
+  std::string all;
+  for (int i = 0; i < 256; ++i) all.push_back(static_cast<char>(i));
+  EXPECT_EQ(*Base64Decode(Base64Encode(all)), all);
+  EXPECT_FALSE(Base64Decode("Zg=").has_value());
+  EXPECT_FALSE(Base64Decode("Z!==").has_value());
+}
+
 }  // namespace
 }  // namespace calleval
