@@ -1,0 +1,261 @@
+#include "services/runs/websocket_client.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/ssl.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
+
+#include <deque>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+
+namespace calleval::runs {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+using tcp = asio::ip::tcp;
+
+absl::Status Unreachable(absl::string_view url, absl::string_view why) {
+  return MakeError(absl::StatusCode::kUnavailable, "websocket_unreachable",
+                   absl::StrCat("cannot connect to ", url, ": ", why));
+}
+
+// The connection over a plain or TLS stream.
+template <typename Stream>
+class Connection : public WebSocketConnection {
+ public:
+  template <typename... Args>
+  explicit Connection(std::unique_ptr<asio::io_context> ioc, Args&&... args)
+      : ioc_(std::move(ioc)), ws_(std::forward<Args>(args)...) {}
+
+  websocket::stream<Stream>& ws() { return ws_; }
+  asio::io_context& ioc() { return *ioc_; }
+
+  absl::Status SendText(absl::string_view text) override { return Send(text, false); }
+  absl::Status SendBinary(absl::string_view bytes) override { return Send(bytes, true); }
+
+  absl::StatusOr<std::vector<WebSocketMessage>> Poll(absl::Duration wait) override {
+    if (!error_.ok()) return error_;
+    StartRead();
+    if (arrived_.empty()) {
+      ioc_->restart();
+      ioc_->run_for(std::chrono::microseconds(absl::ToInt64Microseconds(wait)));
+    }
+    ioc_->restart();
+    ioc_->poll();
+    std::vector<WebSocketMessage> out(std::make_move_iterator(arrived_.begin()),
+                                      std::make_move_iterator(arrived_.end()));
+    arrived_.clear();
+    if (out.empty() && !error_.ok()) return error_;
+    return out;
+  }
+
+  void Close() override {
+    if (closed_) return;
+    closed_ = true;
+    beast::error_code ec;
+    ws_.close(websocket::close_code::normal, ec);
+  }
+
+  // Bounded waiting for the upgrade: run the io_context until `done` or the deadline.
+  bool RunUntil(const bool& done, absl::Duration timeout) {
+    ioc_->restart();
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::microseconds(absl::ToInt64Microseconds(timeout));
+    while (!done && std::chrono::steady_clock::now() < deadline) {
+      ioc_->run_one_until(deadline);
+    }
+    return done;
+  }
+
+ private:
+  absl::Status Send(absl::string_view data, bool binary) {
+    if (!error_.ok()) return error_;
+    ws_.binary(binary);
+    beast::error_code ec;
+    ws_.write(asio::buffer(data.data(), data.size()), ec);
+    if (ec) error_ = absl::UnavailableError(absl::StrCat("websocket write failed: ", ec.message()));
+    return error_;
+  }
+
+  void StartRead() {
+    if (reading_ || !error_.ok()) return;
+    reading_ = true;
+    ws_.async_read(buffer_, [this](beast::error_code ec, std::size_t) {
+      reading_ = false;
+      if (ec == websocket::error::closed) {
+        error_ = absl::CancelledError("closed: the agent ended the websocket");
+        return;
+      }
+      if (ec) {
+        error_ = absl::UnavailableError(absl::StrCat("websocket read failed: ", ec.message()));
+        return;
+      }
+      arrived_.push_back({ws_.got_binary(), beast::buffers_to_string(buffer_.data())});
+      buffer_.consume(buffer_.size());
+      StartRead();
+    });
+  }
+
+  std::unique_ptr<asio::io_context> ioc_;
+  websocket::stream<Stream> ws_;
+  beast::flat_buffer buffer_;
+  std::deque<WebSocketMessage> arrived_;
+  bool reading_ = false;
+  bool closed_ = false;
+  absl::Status error_;
+};
+
+// Resolves and keeps only public addresses (or all, for an operator-allowed host).
+absl::StatusOr<std::vector<tcp::endpoint>> PublicEndpoints(
+    asio::io_context& ioc, const ParsedUrl& url, const std::string& host,
+    const std::vector<std::pair<std::string, std::string>>& overrides) {
+  std::vector<tcp::endpoint> resolved;
+  for (const auto& [name, address] : overrides) {
+    if (name != host) continue;
+    beast::error_code ec;
+    const auto ip = asio::ip::make_address(address, ec);
+    if (!ec) resolved.emplace_back(ip, static_cast<unsigned short>(url.port));
+  }
+  if (resolved.empty()) {
+    tcp::resolver resolver(ioc);
+    beast::error_code ec;
+    auto results = resolver.resolve(host, absl::StrCat(url.port), ec);
+    if (ec) return Unreachable(url.url, absl::StrCat("cannot resolve ", host, ": ", ec.message()));
+    for (const auto& entry : results) resolved.push_back(entry.endpoint());
+  }
+  std::vector<tcp::endpoint> out;
+  std::string refused;
+  for (const tcp::endpoint& endpoint : resolved) {
+    if (!url.allowed_host && !IsPublicAddress(endpoint.data())) {
+      refused = endpoint.address().to_string();
+      continue;
+    }
+    out.push_back(endpoint);
+  }
+  if (out.empty()) {
+    return ValidationError("url_not_public",
+                           absl::StrCat(host, " resolves to ", refused,
+                                        ", which is not a public address"),
+                           {{"web_channel.websocket_url", "resolves to a non-public address"}});
+  }
+  return out;
+}
+
+template <typename Conn>
+absl::Status Handshake(Conn& conn, const ParsedUrl& url, const std::string& host,
+                       const WebSocketOptions& options) {
+  auto& ws = conn.ws();
+  ws.read_message_max(static_cast<std::size_t>(options.max_message_bytes));
+  ws.set_option(websocket::stream_base::decorator([&](websocket::request_type& request) {
+    request.set(beast::http::field::user_agent, "calleval");
+    for (const auto& [name, value] : options.headers) request.set(name, value);
+  }));
+  bool done = false;
+  beast::error_code result;
+  const std::string host_header = absl::StrCat(host, ":", url.port);
+  ws.async_handshake(host_header, url.path, [&](beast::error_code ec) {
+    result = ec;
+    done = true;
+  });
+  if (!conn.RunUntil(done, options.connect_timeout)) {
+    return Unreachable(url.url, "the websocket upgrade timed out");
+  }
+  if (result) return Unreachable(url.url, absl::StrCat("websocket upgrade: ", result.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::Accept(
+    int fd, absl::Duration timeout) {
+  auto ioc = std::make_unique<asio::io_context>();
+  asio::io_context& io = *ioc;
+  tcp::socket socket(io);
+  beast::error_code ec;
+  socket.assign(tcp::v4(), fd, ec);
+  if (ec) return absl::InternalError(absl::StrCat("socket: ", ec.message()));
+  auto conn = std::make_unique<Connection<beast::tcp_stream>>(std::move(ioc), std::move(socket));
+  bool done = false;
+  beast::error_code result;
+  conn->ws().async_accept([&](beast::error_code e) {
+    result = e;
+    done = true;
+  });
+  if (!conn->RunUntil(done, timeout)) return absl::DeadlineExceededError("upgrade timed out");
+  if (result) return absl::UnavailableError(absl::StrCat("upgrade: ", result.message()));
+  return std::unique_ptr<WebSocketConnection>(std::move(conn));
+}
+
+absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::Connect(
+    const std::string& url, const WebSocketOptions& options) {
+  UrlGuardOptions guard = options.guard;
+  guard.allowed_schemes = {"ws", "wss"};
+  ASSIGN_OR_RETURN(ParsedUrl parsed, CheckAndParseUrl(url, guard, options.field));
+  if (parsed.port == 0) parsed.port = parsed.scheme == "wss" ? 443 : 80;
+  std::string host = parsed.curl_host;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  auto ioc = std::make_unique<asio::io_context>();
+  ASSIGN_OR_RETURN(std::vector<tcp::endpoint> endpoints, PublicEndpoints(*ioc, parsed, host, options.resolve_override));
+
+  auto connect = [&](beast::tcp_stream& stream, auto& conn) -> absl::Status {
+    bool done = false;
+    beast::error_code result;
+    stream.async_connect(endpoints, [&](beast::error_code ec, const tcp::endpoint&) {
+      result = ec;
+      done = true;
+    });
+    if (!conn.RunUntil(done, options.connect_timeout)) {
+      return Unreachable(url, "the connection timed out");
+    }
+    if (result) return Unreachable(url, result.message());
+    return absl::OkStatus();
+  };
+
+  if (parsed.scheme == "ws") {
+    asio::io_context& io = *ioc;
+    auto conn = std::make_unique<Connection<beast::tcp_stream>>(std::move(ioc), io);
+    RETURN_IF_ERROR(connect(beast::get_lowest_layer(conn->ws()), *conn));
+    RETURN_IF_ERROR(Handshake(*conn, parsed, host, options));
+    return std::unique_ptr<WebSocketConnection>(std::move(conn));
+  }
+  // wss: TLS with the system's trust store and host name verification.
+  static asio::ssl::context* tls = [] {
+    auto* ctx = new asio::ssl::context(asio::ssl::context::tls_client);
+    ctx->set_default_verify_paths();
+    ctx->set_verify_mode(asio::ssl::verify_peer);
+    return ctx;
+  }();
+  asio::io_context& io = *ioc;
+  auto conn = std::make_unique<Connection<beast::ssl_stream<beast::tcp_stream>>>(std::move(ioc),
+                                                                                 io, *tls);
+  RETURN_IF_ERROR(connect(beast::get_lowest_layer(conn->ws()), *conn));
+  auto& tls_stream = conn->ws().next_layer();
+  SSL_set_tlsext_host_name(tls_stream.native_handle(), host.c_str());
+  tls_stream.set_verify_callback(asio::ssl::host_name_verification(host));
+  bool done = false;
+  beast::error_code result;
+  tls_stream.async_handshake(asio::ssl::stream_base::client, [&](beast::error_code ec) {
+    result = ec;
+    done = true;
+  });
+  if (!conn->RunUntil(done, options.connect_timeout)) {
+    return Unreachable(url, "the TLS handshake timed out");
+  }
+  if (result) return Unreachable(url, absl::StrCat("TLS: ", result.message()));
+  RETURN_IF_ERROR(Handshake(*conn, parsed, host, options));
+  return std::unique_ptr<WebSocketConnection>(std::move(conn));
+}
+
+}  // namespace calleval::runs
