@@ -500,6 +500,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
       return metrics_store->Definitions(ws, ids);
     };
     run_options.deps.llm = s->llm.get();
+    run_options.deps.web_channel = [agents_store](int64_t ws, int64_t id) {
+      return agents_store->GetWebChannel(ws, id);
+    };
+    run_options.deps.ingest_recorded = [calls_store, state_for_hooks](
+                                           int64_t ws, const v1::IngestCallRequest& request,
+                                           const std::string& wav) {
+      absl::StatusOr<v1::Call> call = calls_store->Ingest(ws, request, &wav);
+      // The recording is stored already: the call is ready for scoring at once.
+      if (call.ok() && state_for_hooks->scoring_workers) {
+        state_for_hooks->scoring_workers->Notify();
+      }
+      return call;
+    };
+    run_options.deps.scratch_dir = calls_options.recordings_dir;
+    run_options.deps.url_guard.allowed_hosts = config.allow_private_hosts;
     s->run_workers = std::make_unique<runs::RunWorkers>(s->runs_store.get(), run_options);
   }
   if (HasRole(config, "agents")) {

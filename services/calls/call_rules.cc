@@ -21,7 +21,7 @@ bool IsRole(const std::string& role) {
 
 }  // namespace
 
-absl::Status ValidateIngest(const v1::IngestCallRequest& request) {
+absl::Status ValidateIngest(const v1::IngestCallRequest& request, bool recorded) {
   std::vector<FieldIssue> issues;
   std::string code = "validation_failed";
   auto add = [&](std::string field, std::string issue) {
@@ -39,7 +39,8 @@ absl::Status ValidateIngest(const v1::IngestCallRequest& request) {
   } else if (request.agent_id() <= 0) {
     add("agent_id", "must be a positive integer");
   }
-  const bool has_recording = request.has_recording_url() && !request.recording_url().empty();
+  const bool has_recording =
+      recorded || (request.has_recording_url() && !request.recording_url().empty());
   if (request.has_recording_url() && request.recording_url().empty()) {
     add("recording_url", "must not be empty");
   }
@@ -97,8 +98,9 @@ absl::Status ValidateIngest(const v1::IngestCallRequest& request) {
   return ValidationError(code, message, std::move(issues));
 }
 
-std::string ObservationTypeOf(const v1::IngestCallRequest& request) {
-  return request.has_recording_url() && !request.recording_url().empty() ? "voice" : "text";
+std::string ObservationTypeOf(const v1::IngestCallRequest& request, bool recorded) {
+  return recorded || (request.has_recording_url() && !request.recording_url().empty()) ? "voice"
+                                                                                       : "text";
 }
 
 std::optional<int64_t> DurationFromTranscript(const v1::IngestCallRequest& request) {

@@ -20,11 +20,12 @@ inline constexpr size_t kMaxCallIdentifierLength = 255;
 // Field-level validation of an ingest request that needs nothing but the request itself:
 // required keys, enums, roles, timings, sizes. All problems are reported at once (422).
 // recording_url is checked separately against the URL guard.
-absl::Status ValidateIngest(const v1::IngestCallRequest& request);
+// `recorded`: the service made the recording itself (a run's call), so none is fetched.
+absl::Status ValidateIngest(const v1::IngestCallRequest& request, bool recorded = false);
 
 // "voice" when the call has a recording, "text" otherwise (the seed: a transcript without a
 // recording is stored as text automatically).
-std::string ObservationTypeOf(const v1::IngestCallRequest& request);
+std::string ObservationTypeOf(const v1::IngestCallRequest& request, bool recorded = false);
 
 // duration_seconds when not given: the last transcript turn's end_time, rounded; nullopt when
 // there is none (a voice call learns its duration from the decoded audio).

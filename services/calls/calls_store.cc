@@ -249,11 +249,13 @@ std::string CallsStore::RecordingPath(int64_t call_id) const {
 }
 
 absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
-                                            const v1::IngestCallRequest& request) {
-  RETURN_IF_ERROR(ValidateIngest(request));
-  const std::string observation_type = ObservationTypeOf(request);
+                                            const v1::IngestCallRequest& request,
+                                            const std::string* recorded_wav) {
+  const bool recorded = recorded_wav != nullptr;
+  RETURN_IF_ERROR(ValidateIngest(request, recorded));
+  const std::string observation_type = ObservationTypeOf(request, recorded);
   const bool has_recording = observation_type == "voice";
-  if (has_recording) {
+  if (has_recording && !recorded) {
     absl::Status url = CheckUrlLiteral(request.recording_url(), options_.url_guard);
     if (!url.ok()) {
       // Report the URL guard's reason under the request's field name.
@@ -364,7 +366,9 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
             .Bind(4, observation_type)
             .Bind(5, request.has_call_direction() ? request.call_direction() : "inbound")
             .Bind(6, transcription_status);
-        if (has_recording) {
+        if (recorded) {
+          insert.BindNull(7).Bind(8, "stored");
+        } else if (has_recording) {
           insert.Bind(7, request.recording_url()).Bind(8, "pending");
         } else {
           insert.BindNull(7).BindNull(8);
@@ -396,7 +400,26 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
         }
         insert.Bind(23, JoinIds(planned_costs));
         RETURN_IF_ERROR(insert.Run());
-        return c.LastInsertRowId();
+        const int64_t id = c.LastInsertRowId();
+        if (recorded) {
+          // Moved into place inside the transaction: a failure leaves no call without its file.
+          std::error_code ec;
+          std::filesystem::rename(*recorded_wav, RecordingPath(id), ec);
+          if (ec) {
+            ec.clear();
+            std::filesystem::copy_file(*recorded_wav, RecordingPath(id),
+                                       std::filesystem::copy_options::overwrite_existing, ec);
+            if (ec) return InternalError(absl::StrCat("cannot store the recording: ", ec.message()));
+            std::filesystem::remove(*recorded_wav, ec);
+          }
+          const auto bytes = std::filesystem::file_size(RecordingPath(id), ec);
+          ASSIGN_OR_RETURN(auto stored,
+                           c.Prepare("UPDATE calls SET recording_content_type = 'audio/wav', "
+                                     "recording_bytes = ? WHERE id = ?"));
+          stored.Bind(1, static_cast<int64_t>(ec ? 0 : bytes)).Bind(2, id);
+          RETURN_IF_ERROR(stored.Run());
+        }
+        return id;
       }));
 
   // The record as ingested, built from what was written (no second read on the hot path).
@@ -409,7 +432,10 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
   call.set_call_direction(request.has_call_direction() ? request.call_direction() : "inbound");
   call.set_analysis_status("pending");
   call.set_transcription_status(transcription_status);
-  if (has_recording) call.set_recording_url(request.recording_url());
+  if (has_recording && !recorded) call.set_recording_url(request.recording_url());
+  if (recorded && options_.signer != nullptr) {
+    call.set_presigned_recording_url(options_.signer->Sign(id, absl::Now()));
+  }
   if (duration) call.set_duration_seconds(*duration);
   call.set_call_timestamp(call_timestamp);
   if (request.has_call_end_reason()) call.set_call_end_reason(request.call_end_reason());

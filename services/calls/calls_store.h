@@ -114,7 +114,11 @@ class CallsStore {
 
   // Validates and stores a call; answers with the record (analysis_status pending) and, when
   // some metric_ids cannot be scored, ignored_metric_ids.
-  absl::StatusOr<v1::Call> Ingest(int64_t workspace_id, const v1::IngestCallRequest& request);
+  // `recorded_wav`, when given, is a WAV file the service recorded itself (a run's
+  // conversation): the call is a voice call whose recording is stored at once (the file is
+  // moved into the recordings directory) instead of downloaded; recording_url stays null.
+  absl::StatusOr<v1::Call> Ingest(int64_t workspace_id, const v1::IngestCallRequest& request,
+                                  const std::string* recorded_wav = nullptr);
   // An all-digit key is tried as the integer id first, then as a call_identifier.
   absl::StatusOr<v1::Call> Get(int64_t workspace_id, absl::string_view id_or_identifier);
   // Changes label, tag, customer_number, call_end_reason and metadata (merged); with

@@ -1,11 +1,15 @@
 #include "services/runs/run_worker.h"
 
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "services/runs/text_channel.h"
+#include "services/runs/voice_session.h"
+#include "services/runs/websocket_client.h"
 
 namespace calleval::runs {
 namespace {
@@ -62,6 +66,7 @@ void RunWorkers::Stop() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  cancel_ = true;
   for (auto& t : threads_) t.join();
   threads_.clear();
 }
@@ -110,6 +115,81 @@ absl::StatusOr<int64_t> RunWorkers::TextRun(const RunJob& job, const v1::Scenari
   return call->id();
 }
 
+absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
+                                                 const v1::Agent& agent, std::string* end_reason) {
+  const RunDependencies& deps = options_.deps;
+  if (scenario.caller_script_size() == 0) {
+    return absl::FailedPreconditionError(
+        "the websocket channel speaks the scenario's caller_script; this scenario has none (a "
+        "caller played from persona and goal is offered on the text channel)");
+  }
+  if (!deps.web_channel || !deps.ingest_recorded) {
+    return absl::FailedPreconditionError("the websocket channel is not configured here");
+  }
+  absl::StatusOr<std::optional<agents::WebChannel>> channel =
+      deps.web_channel(job.workspace_id, job.agent_id);
+  if (!channel.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the agent's web channel cannot be read: ", channel.status().message()));
+  }
+  if (!channel->has_value()) {
+    return absl::FailedPreconditionError("the agent has no web_channel to reach it over the web");
+  }
+  const agents::WebChannel& web = **channel;
+  WebSocketOptions ws_options;
+  ws_options.guard = deps.url_guard;
+  const std::string token = web.credentials.value("auth_token", "");
+  if (!token.empty()) ws_options.headers.emplace_back("Authorization", "Bearer " + token);
+  absl::StatusOr<std::unique_ptr<WebSocketConnection>> connection =
+      WebSocketConnection::Connect(web.fields.value("websocket_url", ""), ws_options);
+  if (!connection.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach the agent's websocket: ", connection.status().message()));
+  }
+  VoiceSessionOptions session;
+  session.protocol = web.fields.value("protocol", "twilio_media_streams");
+  session.caller_lines.assign(scenario.caller_script().begin(), scenario.caller_script().end());
+  session.agent_speaks_first = agent.opening_message().mode() != "user_speaks_first";
+  session.max_turns = scenario.max_turns();
+  session.max_duration = absl::Seconds(scenario.has_max_duration_seconds()
+                                           ? scenario.max_duration_seconds()
+                                           : agent.max_call_duration_seconds());
+  session.auth_token = token;
+  session.cancel = &cancel_;
+  std::unique_ptr<SpeechSynthesizer> voice = NewEspeakSynthesizer();
+  absl::StatusOr<VoiceRecording> recording = RunVoiceSession(**connection, *voice, session);
+  if (!recording.ok()) {
+    if (recording.status().code() == absl::StatusCode::kCancelled) return recording.status();
+    return absl::UnavailableError(
+        absl::StrCat("the conversation broke off: ", recording.status().message()));
+  }
+  *end_reason = recording->end_reason;
+
+  const std::string path = absl::StrCat(deps.scratch_dir, "/run-", job.run_id, ".wav.tmp");
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    const std::string wav = EncodeStereoWav(*recording);
+    out.write(wav.data(), static_cast<std::streamsize>(wav.size()));
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  }
+  v1::IngestCallRequest ingest;
+  ingest.set_call_identifier(absl::StrCat("run-", job.run_id));
+  ingest.set_agent_id(job.agent_id);
+  for (int64_t id : scenario.metric_ids()) ingest.add_metric_ids(id);
+  auto& metadata = *ingest.mutable_metadata()->mutable_fields();
+  metadata["run_id"].set_number_value(static_cast<double>(job.run_id));
+  metadata["scenario_id"].set_number_value(static_cast<double>(job.scenario_id));
+  metadata["end_reason"].set_string_value(recording->end_reason);
+  absl::StatusOr<v1::Call> call = deps.ingest_recorded(job.workspace_id, ingest, path);
+  if (!call.ok() && call.status().code() == absl::StatusCode::kAlreadyExists) {
+    call = deps.call(job.workspace_id, ingest.call_identifier());
+  }
+  std::error_code ec;
+  std::filesystem::remove(path, ec);  // moved on success; a leftover otherwise
+  if (!call.ok()) return call.status();
+  return call->id();
+}
+
 std::optional<RunOutcome> RunWorkers::Execute(RunJob& job) {
   const RunDependencies& deps = options_.deps;
   absl::StatusOr<v1::Scenario> scenario = deps.scenario(job.workspace_id, job.scenario_id);
@@ -119,36 +199,37 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job) {
 
   std::string end_reason;
   if (!job.call_id) {
+    absl::StatusOr<int64_t> call_id;
     if (job.channel == "phone") {
       return Failed(
           "the phone channel needs a telephony carrier account, which this installation does "
           "not have; run the scenario over the web or text channel");
-    }
-    if (job.channel == "web") {
+    } else if (job.channel == "web") {
       if (!agent->has_web_channel()) {
         return Failed("the agent has no web_channel to reach it over the web");
       }
       const std::string transport = agent->transport();
-      if (transport == "websocket") {
-        return Failed("the websocket channel is not served by this version yet");
+      if (transport != "websocket") return Failed(UnservedTransport(transport));
+      call_id = WebsocketRun(job, *scenario, *agent, &end_reason);
+    } else {
+      if (agent->agent_source() != "internal") {
+        return Failed(absl::StrCat("the text channel reaches internal agents only; this agent is ",
+                                   agent->agent_source(), ", hosted on a third-party platform"));
       }
-      return Failed(UnservedTransport(transport));
+      if (deps.llm == nullptr) {
+        return Failed(
+            "llm_unavailable: the text channel plays the agent through the LLM provider, and "
+            "none is configured");
+      }
+      call_id = TextRun(job, *scenario, *agent, &end_reason);
+      if (!call_id.ok() && !Cancelled(call_id.status())) {
+        return Failed(absl::StrCat("the conversation could not be held: ",
+                                   call_id.status().message()));
+      }
     }
-    // text
-    if (agent->agent_source() != "internal") {
-      return Failed(absl::StrCat("the text channel reaches internal agents only; this agent is ",
-                                 agent->agent_source(), ", hosted on a third-party platform"));
-    }
-    if (deps.llm == nullptr) {
-      return Failed(
-          "llm_unavailable: the text channel plays the agent through the LLM provider, and none "
-          "is configured");
-    }
-    absl::StatusOr<int64_t> call_id = TextRun(job, *scenario, *agent, &end_reason);
     if (!call_id.ok()) {
       if (Cancelled(call_id.status())) return std::nullopt;
-      return Failed(absl::StrCat("the conversation could not be held: ",
-                                 call_id.status().message()));
+      return Failed(std::string(call_id.status().message()));
     }
     job.call_id = *call_id;
     if (absl::Status s = store_->SetCall(job.run_id, job.token, *call_id); !s.ok()) {

@@ -19,6 +19,8 @@
 #include "calleval/v1/calls.pb.h"
 #include "calleval/v1/metrics.pb.h"
 #include "common/llm_client.h"
+#include "common/url_guard.h"
+#include "services/agents/web_channel.h"
 #include "services/runs/runs_store.h"
 
 namespace calleval::runs {
@@ -35,6 +37,17 @@ struct RunDependencies {
                                                         const std::vector<int64_t>& ids)>
       metric_definitions;
   LlmClient* llm = nullptr;  // null: the text channel is unavailable
+  // The websocket channel: the agent's web channel with its credentials, a call ingested with
+  // the run's own recording (moved from `recorded_wav`), and where recordings are written first
+  // (on the recordings' filesystem).
+  std::function<absl::StatusOr<std::optional<agents::WebChannel>>(int64_t workspace_id,
+                                                                  int64_t agent_id)>
+      web_channel;
+  std::function<absl::StatusOr<v1::Call>(int64_t workspace_id, const v1::IngestCallRequest&,
+                                         const std::string& recorded_wav)>
+      ingest_recorded;
+  std::string scratch_dir;
+  UrlGuardOptions url_guard;  // the operator's allow-list for the agents' URLs
 };
 
 // SPEC §5: true when every metric with a structured_output ended meets_expectations or
@@ -68,11 +81,16 @@ class RunWorkers {
   // Holds the conversation of a text run and ingests it; the call's id.
   absl::StatusOr<int64_t> TextRun(const RunJob& job, const v1::Scenario& scenario,
                                   const v1::Agent& agent, std::string* end_reason);
+  // Calls the agent's websocket as the caller, records both sides and ingests the recording;
+  // the call's id. kCancelled when the workers stop.
+  absl::StatusOr<int64_t> WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
+                                       const v1::Agent& agent, std::string* end_reason);
   bool stopping();
 
   RunsStore* store_;
   Options options_;
   absl::Mutex mu_;
+  std::atomic<bool> cancel_{false};  // ends voice sessions in progress
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int wakeups_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;

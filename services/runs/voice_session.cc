@@ -1,0 +1,199 @@
+#include "services/runs/voice_session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+#include "common/crypto.h"
+#include "common/status_macros.h"
+#include "services/runs/mulaw.h"
+#include "services/runs/twilio_media_streams.h"
+
+namespace calleval::runs {
+namespace {
+
+constexpr absl::Duration kFrame = absl::Milliseconds(20);
+// A played agent frame counts as speech above this RMS (about -45 dBFS).
+constexpr double kSpeechRms = 180;
+
+double Rms(const int16_t* samples, size_t n) {
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(samples[i]) * samples[i];
+  return n == 0 ? 0 : std::sqrt(sum / n);
+}
+
+std::string Pcm16Bytes(const int16_t* samples, size_t n) {
+  std::string out(n * 2, '\0');
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = static_cast<char>(samples[i] & 0xFF);
+    out[2 * i + 1] = static_cast<char>((samples[i] >> 8) & 0xFF);
+  }
+  return out;
+}
+
+void AppendLe16(absl::string_view bytes, std::deque<int16_t>* out) {
+  for (size_t i = 0; i + 1 < bytes.size(); i += 2) {
+    out->push_back(static_cast<int16_t>(static_cast<uint8_t>(bytes[i]) |
+                                        (static_cast<uint8_t>(bytes[i + 1]) << 8)));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
+                                               SpeechSynthesizer& synthesizer,
+                                               const VoiceSessionOptions& options) {
+  const bool twilio = options.protocol != "pcm16";
+  VoiceRecording rec;
+  rec.sample_rate = twilio ? kTwilioSampleRate : 16000;
+  const size_t frame = static_cast<size_t>(rec.sample_rate / 50);
+  TwilioStreamWriter writer(absl::StrCat("MZ", HexEncode(RandomBytes(16))),
+                            absl::StrCat("CA", HexEncode(RandomBytes(16))),
+                            absl::StrCat("AC", HexEncode(RandomBytes(16))));
+  if (twilio) {
+    RETURN_IF_ERROR(ws.SendText(writer.Connected()));
+    std::vector<std::pair<std::string, std::string>> parameters;
+    if (!options.auth_token.empty()) parameters.emplace_back("auth_token", options.auth_token);
+    RETURN_IF_ERROR(ws.SendText(writer.Start(parameters)));
+  }
+
+  std::deque<int16_t> playout;                     // agent audio received, not yet played
+  std::deque<std::pair<size_t, std::string>> marks;  // (playout position, name)
+  size_t played = 0;                               // agent samples played so far
+  std::vector<int16_t> speaking;                   // the caller line being said
+  size_t speaking_at = 0;
+  size_t next_line = 0;
+  int turns = 0;
+  // Turn-taking state: the agent's last voiced frame, and whether it spoke since the caller did.
+  int64_t tick = 0;
+  int64_t last_agent_voice = -1;
+  bool agent_answered = false;
+  int64_t waiting_since = 0;  // tick when the caller started waiting for the agent
+  bool caller_turn_pending = !options.agent_speaks_first;
+  const int64_t end_of_turn_ticks = options.end_of_agent_turn / kFrame;
+  const int64_t answer_timeout_ticks = options.answer_timeout / kFrame;
+  const int64_t max_ticks = options.max_duration / kFrame;
+
+  const auto start = std::chrono::steady_clock::now();
+  auto finish = [&](const char* reason) -> absl::StatusOr<VoiceRecording> {
+    rec.end_reason = reason;
+    if (twilio) (void)ws.SendText(writer.Stop());
+    ws.Close();
+    return std::move(rec);
+  };
+
+  for (;; ++tick) {
+    if (options.cancel != nullptr && options.cancel->load()) {
+      ws.Close();
+      return absl::CancelledError("the voice session was cancelled: the service is stopping");
+    }
+    if (tick >= max_ticks) return finish("max_duration");
+    // Receive until this tick's deadline.
+    const auto deadline = start + std::chrono::milliseconds(20 * (tick + 1));
+    while (true) {
+      const auto now = std::chrono::steady_clock::now();
+      const absl::Duration wait =
+          now >= deadline ? absl::ZeroDuration()
+                          : absl::Microseconds(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                   deadline - now)
+                                                   .count());
+      absl::StatusOr<std::vector<WebSocketMessage>> got = ws.Poll(wait);
+      if (!got.ok()) {
+        if (got.status().code() == absl::StatusCode::kCancelled) return finish("agent_ended");
+        return got.status();
+      }
+      for (const WebSocketMessage& m : *got) {
+        if (!twilio) {
+          if (m.binary) AppendLe16(m.data, &playout);
+          continue;
+        }
+        absl::StatusOr<TwilioAgentEvent> event = ParseTwilioAgentEvent(m.data);
+        if (!event.ok()) continue;  // not ours to judge: an agent may send other frames
+        if (event->kind == TwilioAgentEvent::kMedia) {
+          for (int16_t s : MuLawDecode(event->mulaw)) playout.push_back(s);
+        } else if (event->kind == TwilioAgentEvent::kMark) {
+          marks.emplace_back(played + playout.size(), event->mark);
+        } else if (event->kind == TwilioAgentEvent::kClear) {
+          playout.clear();
+          for (auto& mark : marks) mark.first = played;  // cleared audio counts as played
+        }
+      }
+      if (std::chrono::steady_clock::now() >= deadline) break;
+    }
+
+    // Play one frame of the agent.
+    int16_t agent_frame[320] = {0};
+    const size_t n = std::min(frame, playout.size());
+    for (size_t i = 0; i < n; ++i) {
+      agent_frame[i] = playout.front();
+      playout.pop_front();
+    }
+    played += frame;
+    rec.agent.insert(rec.agent.end(), agent_frame, agent_frame + frame);
+    while (!marks.empty() && marks.front().first <= played) {
+      if (twilio) RETURN_IF_ERROR(ws.SendText(writer.Mark(marks.front().second)));
+      marks.pop_front();
+    }
+    if (Rms(agent_frame, frame) > kSpeechRms) {
+      last_agent_voice = tick;
+      agent_answered = true;
+    }
+
+    // The caller: go on with the line being said, or decide whether to start the next.
+    const bool caller_busy = speaking_at < speaking.size();
+    if (!caller_busy) {
+      const bool agent_done = agent_answered && tick - last_agent_voice >= end_of_turn_ticks;
+      const bool agent_silent_too_long =
+          !agent_answered && tick - waiting_since >= answer_timeout_ticks;
+      if (caller_turn_pending || agent_done || agent_silent_too_long) {
+        if (next_line >= options.caller_lines.size()) return finish("script_finished");
+        if (turns >= options.max_turns) return finish("max_turns");
+        ASSIGN_OR_RETURN(speaking,
+                         synthesizer.Synthesize(options.caller_lines[next_line++], rec.sample_rate));
+        speaking_at = 0;
+        ++turns;
+        caller_turn_pending = false;
+        agent_answered = false;
+      }
+    }
+    int16_t caller_frame[320] = {0};
+    if (speaking_at < speaking.size()) {
+      const size_t m = std::min(frame, speaking.size() - speaking_at);
+      std::copy(speaking.begin() + speaking_at, speaking.begin() + speaking_at + m, caller_frame);
+      speaking_at += m;
+      if (speaking_at >= speaking.size()) waiting_since = tick;
+    }
+    rec.caller.insert(rec.caller.end(), caller_frame, caller_frame + frame);
+    if (twilio) {
+      RETURN_IF_ERROR(ws.SendText(
+          writer.Media(MuLawEncode(absl::MakeConstSpan(caller_frame, frame)), tick * 20)));
+    } else {
+      RETURN_IF_ERROR(ws.SendBinary(Pcm16Bytes(caller_frame, frame)));
+    }
+  }
+}
+
+std::string EncodeStereoWav(const VoiceRecording& recording) {
+  const size_t frames = std::min(recording.agent.size(), recording.caller.size());
+  auto u32 = [](uint32_t v) {
+    return std::string{static_cast<char>(v & 0xFF), static_cast<char>((v >> 8) & 0xFF),
+                       static_cast<char>((v >> 16) & 0xFF), static_cast<char>((v >> 24) & 0xFF)};
+  };
+  auto u16 = [](uint16_t v) {
+    return std::string{static_cast<char>(v & 0xFF), static_cast<char>((v >> 8) & 0xFF)};
+  };
+  const uint32_t data_bytes = static_cast<uint32_t>(frames * 4);
+  const uint32_t rate = static_cast<uint32_t>(recording.sample_rate);
+  std::string out = "RIFF" + u32(36 + data_bytes) + "WAVEfmt " + u32(16) + u16(1) + u16(2) +
+                    u32(rate) + u32(rate * 4) + u16(4) + u16(16) + "data" + u32(data_bytes);
+  out.reserve(out.size() + data_bytes);
+  for (size_t i = 0; i < frames; ++i) {
+    out += u16(static_cast<uint16_t>(recording.agent[i]));
+    out += u16(static_cast<uint16_t>(recording.caller[i]));
+  }
+  return out;
+}
+
+}  // namespace calleval::runs

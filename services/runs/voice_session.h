@@ -1,0 +1,53 @@
+#pragma once
+
+// The websocket channel's caller (SPEC §5): over an open websocket the service plays a phone
+// caller in real time, 20 ms at a time. It speaks Twilio Media Streams (JSON events, 8 kHz
+// mu-law) or raw PCM16 (binary frames of 16 kHz mono little-endian samples), says each line of
+// the caller's script through the speech synthesizer once the agent has finished speaking
+// (voice activity on what the agent sent), and records both sides on one clock: the agent as
+// its audio plays out (a burst is played at real speed, as a phone line would), the caller as
+// it is sent.
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "services/runs/speech_synthesizer.h"
+#include "services/runs/websocket_client.h"
+
+namespace calleval::runs {
+
+struct VoiceSessionOptions {
+  std::string protocol = "twilio_media_streams";  // or pcm16
+  std::vector<std::string> caller_lines;          // said in order
+  bool agent_speaks_first = true;
+  int max_turns = 20;  // caller lines
+  absl::Duration max_duration = absl::Minutes(10);
+  // The agent has finished its turn once it has been silent this long after speaking.
+  absl::Duration end_of_agent_turn = absl::Milliseconds(800);
+  // How long the caller waits for the agent to start answering before it goes on (or ends).
+  absl::Duration answer_timeout = absl::Seconds(8);
+  std::string auth_token;  // Twilio: start.customParameters.auth_token
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+struct VoiceRecording {
+  int sample_rate = 8000;
+  std::vector<int16_t> agent;   // left channel
+  std::vector<int16_t> caller;  // right channel
+  // script_finished | max_turns | max_duration | agent_ended
+  std::string end_reason;
+};
+
+// Holds the conversation until it ends; kCancelled when `cancel` became true.
+absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& connection,
+                                               SpeechSynthesizer& synthesizer,
+                                               const VoiceSessionOptions& options);
+
+// A canonical stereo PCM16 WAV file: agent left, caller right.
+std::string EncodeStereoWav(const VoiceRecording& recording);
+
+}  // namespace calleval::runs

@@ -1,0 +1,201 @@
+// The websocket channel end to end: a run dials a test agent (a small websocket server speaking
+// Twilio Media Streams, answering with audio a known delay after the caller stops speaking);
+// the run completes, its call has a stereo recording, and the latency metric measured from
+// that recording matches the agent's delay.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "cmd/calleval/server.h"
+#include "common/crypto.h"
+#include "nlohmann/json.hpp"
+#include "services/runs/mulaw.h"
+#include "tests/integration/http_client.h"
+#include "tests/integration/test_server.h"
+#include "tests/support/test_http_server.h"
+#include "tests/support/websocket_test_server.h"
+
+namespace calleval {
+namespace {
+
+using ::nlohmann::json;
+using testing::HttpClient;
+using testing::HttpResponse;
+
+constexpr int kAgentDelayMs = 1000;
+
+// A tone of `ms` milliseconds at 8 kHz as Twilio media events, 20 ms each.
+void SendTone(runs::WebSocketConnection& c, const std::string& stream_sid, int ms, double hz) {
+  const int samples = 8 * ms;
+  std::vector<int16_t> tone(samples);
+  for (int i = 0; i < samples; ++i) {
+    tone[i] = static_cast<int16_t>(9000 * std::sin(2 * 3.14159265358979 * hz * i / 8000.0));
+  }
+  for (int at = 0; at < samples; at += 160) {
+    const std::string payload = runs::MuLawEncode(absl::MakeConstSpan(tone).subspan(at, 160));
+    (void)c.SendText(json{{"event", "media"},
+                          {"streamSid", stream_sid},
+                          {"media", {{"payload", Base64Encode(payload)}}}}
+                         .dump());
+  }
+}
+
+// What the test agent saw.
+struct AgentLog {
+  std::mutex mu;
+  std::string auth_token;
+  int answers = 0;
+  int marks_echoed = 0;
+  bool stopped = false;
+};
+
+// The agent: greets at once, then answers kAgentDelayMs after each time the caller stops
+// speaking (by the stream's media timestamps, as a real bot's voice activity detector would).
+void TwilioAgent(runs::WebSocketConnection& c, AgentLog* log) {
+  std::string stream_sid;
+  int64_t last_loud_end_ms = -1;
+  bool caller_spoke = false;
+  for (int idle = 0; idle < 3000;) {
+    auto messages = c.Poll(absl::Milliseconds(10));
+    if (!messages.ok()) return;
+    if (messages->empty()) {
+      ++idle;
+      continue;
+    }
+    idle = 0;
+    for (const auto& m : *messages) {
+      json event = json::parse(m.data, nullptr, false);
+      const std::string kind = event.value("event", "");
+      if (kind == "start") {
+        stream_sid = event["start"]["streamSid"];
+        std::lock_guard<std::mutex> lock(log->mu);
+        log->auth_token = event["start"]["customParameters"].value("auth_token", "");
+        SendTone(c, stream_sid, 1200, 300);  // the greeting
+        (void)c.SendText(
+            json{{"event", "mark"}, {"streamSid", stream_sid}, {"mark", {{"name", "greeting"}}}}
+                .dump());
+      } else if (kind == "mark") {
+        std::lock_guard<std::mutex> lock(log->mu);
+        ++log->marks_echoed;
+      } else if (kind == "stop") {
+        std::lock_guard<std::mutex> lock(log->mu);
+        log->stopped = true;
+        return;
+      } else if (kind == "media") {
+        int64_t ts = 0;
+        if (!absl::SimpleAtoi(event["media"].value("timestamp", "0"), &ts)) continue;
+        const std::vector<int16_t> pcm =
+            runs::MuLawDecode(*Base64Decode(event["media"]["payload"].get<std::string>()));
+        double energy = 0;
+        for (int16_t s : pcm) energy += static_cast<double>(s) * s;
+        if (std::sqrt(energy / pcm.size()) > 200) {
+          last_loud_end_ms = ts + 20;
+          caller_spoke = true;
+        }
+        // Answer exactly kAgentDelayMs after the caller's last loud frame ended.
+        if (caller_spoke && ts + 20 >= last_loud_end_ms + kAgentDelayMs) {
+          SendTone(c, stream_sid, 1500, 350);
+          caller_spoke = false;
+          std::lock_guard<std::mutex> lock(log->mu);
+          ++log->answers;
+        }
+      }
+    }
+  }
+}
+
+TEST(WebsocketRunTest, RunDialsATwilioAgentRecordsStereoAndMeasuresItsLatency) {
+  AgentLog log;
+  WebSocketTestServer agent_server([&log](runs::WebSocketConnection& c) { TwilioAgent(c, &log); });
+
+  const std::string dir = testing::MakeTempDir("websocket_run");
+  ServerConfig config = testing::TestServerConfig(dir);
+  config.workers = 2;
+  auto server = Server::Start(config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  HttpClient client((*server)->http_base_url());
+  client.set_api_key((*server)->bootstrap()->key.api_key);
+
+  HttpResponse agent = client.Post(
+      "/api/v1/agents", json{{"name", "Voice bot"},
+                             {"language_id", 1},
+                             {"instructions", "Book cleanings."},
+                             {"web_channel",
+                              {{"transport", "websocket"},
+                               {"websocket_url", agent_server.url("/agent")},
+                               {"auth_token", "tok-voice"}}}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+  HttpResponse scenario = client.Post(
+      "/api/v1/scenarios",
+      json{{"agent_id", agent.json()["id"]},
+           {"name", "Book a cleaning"},
+           {"caller_script", {"Hi, I would like to book a cleaning.", "Friday morning, please."}},
+           {"metric_ids", {1}}});
+  ASSERT_EQ(scenario.status, 201) << scenario.body;
+  // Default channel: web, since the agent has no phone number.
+  HttpResponse queued = client.Post(
+      absl::StrCat("/api/v1/scenarios/", scenario.json()["id"].get<int64_t>(), "/run"),
+      json::object());
+  ASSERT_EQ(queued.status, 202) << queued.body;
+  EXPECT_EQ(queued.json()["channel"], "web");
+
+  json run;
+  for (int i = 0; i < 1200; ++i) {
+    run = client.Get(absl::StrCat("/api/v1/runs/", queued.json()["id"].get<int64_t>())).json();
+    if (run["status"] == "completed" || run["status"] == "failed") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "script_finished");
+  EXPECT_EQ(run["passed"], true);
+  {
+    std::lock_guard<std::mutex> lock(log.mu);
+    EXPECT_EQ(log.auth_token, "tok-voice");
+    EXPECT_EQ(log.answers, 2);
+    EXPECT_GE(log.marks_echoed, 1);  // the greeting's mark came back once it had played
+    EXPECT_TRUE(log.stopped);
+  }
+
+  const json call =
+      client.Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
+  EXPECT_EQ(call["observation_type"], "voice");
+  EXPECT_TRUE(call["recording_url"].is_null());
+  ASSERT_TRUE(call["presigned_recording_url"].is_string()) << call.dump();
+  EXPECT_GE(call["duration_seconds"].get<int>(), 8);
+
+  // The recording is a stereo WAV: the agent on the left.
+  const std::string link = call["presigned_recording_url"];
+  HttpClient raw(link.substr(0, link.find("/recordings/")));
+  HttpResponse wav = raw.Get(link.substr(link.find("/recordings/")));
+  ASSERT_EQ(wav.status, 200);
+  ASSERT_GT(wav.body.size(), 44u);
+  EXPECT_EQ(wav.body.substr(0, 4), "RIFF");
+  EXPECT_EQ(static_cast<uint8_t>(wav.body[22]), 2);  // channels
+
+  // Latency measured from the recording: the agent's delay, within 100 ms, for both answers.
+  const json* latency = nullptr;
+  for (const json& m : call["standard_metrics"]) {
+    if (m["standard_metric_key"] == "latency") latency = &m;
+  }
+  ASSERT_NE(latency, nullptr);
+  ASSERT_EQ(latency->at("status"), "completed") << latency->dump();
+  ASSERT_EQ(latency->at("result")["count"], 2) << latency->dump();
+  int k = 0;
+  for (const json& turn : latency->at("result")["turns"]) {
+    EXPECT_NEAR(turn["latency_ms"].get<double>(), kAgentDelayMs, 100) << turn.dump();
+    RecordProperty(absl::StrCat("latency_ms_", k++), turn["latency_ms"].dump());
+  }
+
+  server->reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace calleval
