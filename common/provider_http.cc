@@ -1,12 +1,21 @@
 #include "common/provider_http.h"
 
+#include <curl/curl.h>
+
+#include <memory>
+#include <mutex>
+#include <random>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/errors.h"
 #include "nlohmann/json.hpp"
 
 namespace calleval {
@@ -71,6 +80,138 @@ absl::Duration BackoffDelay(int attempt, absl::Duration initial, absl::Duration 
   for (int i = 1; i < attempt && ceiling < max; ++i) ceiling *= 2;
   ceiling = std::min(ceiling, max);
   return ceiling * std::clamp(unit_random, 0.0, 1.0);
+}
+
+}  // namespace calleval
+
+namespace calleval {
+namespace {
+
+struct PostExchange {
+  int64_t max_bytes = 0;
+  std::string body;
+  bool over_cap = false;
+  std::string retry_after;
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+size_t CollectBody(char* data, size_t size, size_t nmemb, void* user) {
+  auto* exchange = static_cast<PostExchange*>(user);
+  const size_t n = size * nmemb;
+  if (static_cast<int64_t>(exchange->body.size() + n) > exchange->max_bytes) {
+    exchange->over_cap = true;
+    return 0;
+  }
+  exchange->body.append(data, n);
+  return n;
+}
+
+size_t CollectRetryAfter(char* data, size_t size, size_t nmemb, void* user) {
+  auto* exchange = static_cast<PostExchange*>(user);
+  absl::string_view line(data, size * nmemb);
+  if (absl::StartsWith(line, "HTTP/")) exchange->retry_after.clear();
+  constexpr absl::string_view kName = "retry-after:";
+  if (line.size() > kName.size() && absl::EqualsIgnoreCase(line.substr(0, kName.size()), kName)) {
+    exchange->retry_after = std::string(absl::StripAsciiWhitespace(line.substr(kName.size())));
+  }
+  return size * nmemb;
+}
+
+int StopWhenCancelled(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* exchange = static_cast<PostExchange*>(user);
+  return exchange->cancel != nullptr && exchange->cancel->load() ? 1 : 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
+  static std::once_flag curl_init;
+  std::call_once(curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  auto cancelled = [&] {
+    return MakeError(absl::StatusCode::kCancelled, post.cancelled_code,
+                     absl::StrCat(post.label, "cancelled"));
+  };
+  auto is_cancelled = [&] { return post.cancel != nullptr && post.cancel->load(); };
+  const int attempts = std::max(1, post.max_attempts);
+  std::minstd_rand random(std::random_device{}());
+  std::string last_error;
+  for (int attempt = 1; attempt <= attempts; ++attempt) {
+    if (is_cancelled()) return cancelled();
+    std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), &curl_easy_cleanup);
+    if (curl == nullptr) {
+      return MakeError(absl::StatusCode::kInternal, post.error_code,
+                       absl::StrCat(post.label, "libcurl could not start"));
+    }
+    CURL* c = curl.get();
+    curl_slist* headers = nullptr;
+    const std::string content_type = absl::StrCat("Content-Type: ", post.content_type);
+    headers = curl_slist_append(headers, content_type.c_str());
+    headers = curl_slist_append(headers, "Expect:");
+    for (const std::string& h : post.headers) headers = curl_slist_append(headers, h.c_str());
+    std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_list(headers,
+                                                                            &curl_slist_free_all);
+    PostExchange exchange;
+    exchange.max_bytes = post.max_response_bytes;
+    exchange.cancel = post.cancel;
+    char error_buffer[CURL_ERROR_SIZE] = {0};
+    curl_easy_setopt(c, CURLOPT_URL, post.url.c_str());
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list.get());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, post.body.data());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(post.body.size()));
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "calleval/1");
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(absl::ToInt64Milliseconds(post.connect_timeout)));
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>(absl::ToInt64Milliseconds(post.request_timeout)));
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &CollectBody);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &exchange);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &CollectRetryAfter);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &exchange);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &StopWhenCancelled);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &exchange);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer);
+    const CURLcode result = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (result == CURLE_ABORTED_BY_CALLBACK) return cancelled();
+    if (exchange.over_cap) {
+      return MakeError(absl::StatusCode::kUnavailable, post.error_code,
+                       absl::StrCat(post.label, "the answer exceeds ", post.max_response_bytes,
+                                    " bytes"));
+    }
+    absl::Duration delay = absl::ZeroDuration();
+    if (result != CURLE_OK) {
+      last_error = absl::StrCat(post.label, "cannot reach the provider (",
+                                error_buffer[0] != 0 ? error_buffer : curl_easy_strerror(result),
+                                ")");
+    } else if (status >= 200 && status < 300) {
+      return std::move(exchange.body);
+    } else {
+      const std::string message = absl::StrCat(post.label, "HTTP ", status, " from the provider: ",
+                                               ProviderErrorMessage(exchange.body));
+      if (!IsRetryableHttpStatus(status)) {
+        return MakeError(absl::StatusCode::kFailedPrecondition, post.error_code, message);
+      }
+      last_error = message;
+      if (auto asked = ParseRetryAfter(exchange.retry_after, absl::Now())) delay = *asked;
+    }
+    if (attempt == attempts) break;
+    const absl::Duration backoff =
+        BackoffDelay(attempt, post.initial_backoff, post.max_backoff,
+                     std::uniform_real_distribution<double>(0.0, 1.0)(random));
+    delay = std::min(std::max(delay, backoff), post.max_backoff);
+    const absl::Time until = absl::Now() + delay;
+    while (absl::Now() < until) {
+      if (is_cancelled()) return cancelled();
+      absl::SleepFor(std::min(until - absl::Now(), absl::Milliseconds(100)));
+    }
+  }
+  if (attempts > 1) absl::StrAppend(&last_error, " (after ", attempts, " attempts)");
+  return MakeError(absl::StatusCode::kUnavailable, post.error_code, last_error);
 }
 
 }  // namespace calleval

@@ -1,12 +1,17 @@
 #pragma once
 
-// What every client of an OpenAI-compatible provider (chat completions, transcriptions) does
+// What every client of an OpenAI-compatible provider (chat completions, transcriptions, speech) does
 // the same way: which HTTP answers are worth retrying, how long to wait before the next attempt
 // (exponential backoff with full jitter, or the server's Retry-After), and the message to quote
 // from an error body.
 
+#include <atomic>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -29,5 +34,30 @@ std::optional<absl::Duration> ParseRetryAfter(absl::string_view value, absl::Tim
 // capped at max, with full jitter (uniform in [0, that]) drawn from `unit_random` in [0, 1).
 absl::Duration BackoffDelay(int attempt, absl::Duration initial, absl::Duration max,
                             double unit_random);
+
+// One POST to a provider, with the rules above: connect and total timeouts per attempt, an
+// answer byte cap, up to `max_attempts` attempts on connection errors, timeouts and retryable
+// statuses (backoff with full jitter; a longer Retry-After wins, up to max_backoff), and
+// cancellation within about 100 ms. Errors start with `label` and carry `error_code`
+// (kFailedPrecondition: the provider refused; kUnavailable: unreachable or still failing;
+// kCancelled with code `cancelled_code`).
+struct ProviderPost {
+  std::string url;
+  std::vector<std::string> headers;  // "Name: value"
+  std::string content_type = "application/json";
+  std::string body;
+  absl::Duration connect_timeout = absl::Seconds(10);
+  absl::Duration request_timeout = absl::Seconds(60);
+  int64_t max_response_bytes = int64_t{16} << 20;
+  int max_attempts = 3;
+  absl::Duration initial_backoff = absl::Seconds(1);
+  absl::Duration max_backoff = absl::Seconds(30);
+  const std::atomic<bool>* cancel = nullptr;
+  std::string label;  // "text-to-speech failed: "
+  std::string error_code;
+  std::string cancelled_code;
+};
+// The body of the 2xx answer.
+absl::StatusOr<std::string> PostToProvider(const ProviderPost& post);
 
 }  // namespace calleval

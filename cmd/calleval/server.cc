@@ -514,6 +514,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
       return call;
     };
     run_options.deps.scratch_dir = calls_options.recordings_dir;
+    if (!config.tts_base_url.empty()) {
+      runs::OpenAiSpeechConfig tts;
+      tts.base_url = config.tts_base_url;
+      tts.api_key = config.tts_api_key;
+      tts.model = config.tts_model;
+      tts.voice = config.tts_voice;
+      run_options.deps.make_synthesizer = [tts](const std::atomic<bool>* cancel) {
+        runs::OpenAiSpeechConfig with_cancel = tts;
+        with_cancel.cancel = cancel;
+        return runs::NewOpenAiSpeechSynthesizer(std::move(with_cancel));
+      };
+    }
     run_options.deps.url_guard.allowed_hosts = config.allow_private_hosts;
     s->run_workers = std::make_unique<runs::RunWorkers>(s->runs_store.get(), run_options);
   }

@@ -194,6 +194,26 @@ const std::map<std::string, Setter>& Setters() {
          c->run_workers = static_cast<int>(n);
          return absl::OkStatus();
        }},
+      {"tts-base-url",
+       [](const std::string& v, ServerConfig* c) {
+         c->tts_base_url = v;
+         return absl::OkStatus();
+       }},
+      {"tts-api-key",
+       [](const std::string& v, ServerConfig* c) {
+         c->tts_api_key = v;
+         return absl::OkStatus();
+       }},
+      {"tts-model",
+       [](const std::string& v, ServerConfig* c) {
+         c->tts_model = v;
+         return absl::OkStatus();
+       }},
+      {"tts-voice",
+       [](const std::string& v, ServerConfig* c) {
+         c->tts_voice = v;
+         return absl::OkStatus();
+       }},
       {"stt-base-url",
        [](const std::string& v, ServerConfig* c) {
          c->stt_base_url = v;

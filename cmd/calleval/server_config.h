@@ -70,6 +70,12 @@ struct ServerConfig {
   // Recordings transcribed at once by this process; each embedded recognizer holds its model
   // (about 140 MB) and one core while it runs.
   int stt_workers = 1;
+  // Text-to-speech for simulated callers (SPEC §7): any OpenAI-compatible /audio/speech
+  // endpoint; empty: the embedded synthesizer (eSpeak NG).
+  std::string tts_base_url;
+  std::string tts_api_key;
+  std::string tts_model = "tts-1";
+  std::string tts_voice = "alloy";
   // How long a transcription worker holds a recording before another may take it over (an
   // hour of audio takes about 6 minutes with the embedded recognizer).
   absl::Duration transcription_lease = absl::Minutes(30);

@@ -156,7 +156,8 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
                                            : agent.max_call_duration_seconds());
   session.auth_token = token;
   session.cancel = &cancel_;
-  std::unique_ptr<SpeechSynthesizer> voice = NewEspeakSynthesizer();
+  std::unique_ptr<SpeechSynthesizer> voice =
+      deps.make_synthesizer ? deps.make_synthesizer(&cancel_) : NewEspeakSynthesizer();
   absl::StatusOr<VoiceRecording> recording = RunVoiceSession(**connection, *voice, session);
   if (!recording.ok()) {
     if (recording.status().code() == absl::StatusCode::kCancelled) return recording.status();

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "common/url_guard.h"
 #include "services/agents/web_channel.h"
 #include "services/runs/runs_store.h"
+#include "services/runs/speech_synthesizer.h"
 
 namespace calleval::runs {
 
@@ -47,6 +49,9 @@ struct RunDependencies {
                                          const std::string& recorded_wav)>
       ingest_recorded;
   std::string scratch_dir;
+  // The caller's voice: an OpenAI-compatible speech endpoint when configured; null: eSpeak NG.
+  std::function<std::unique_ptr<SpeechSynthesizer>(const std::atomic<bool>* cancel)>
+      make_synthesizer;
   UrlGuardOptions url_guard;  // the operator's allow-list for the agents' URLs
 };
 

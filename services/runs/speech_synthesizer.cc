@@ -11,7 +11,10 @@ extern "C" {
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/errors.h"
+#include "common/provider_http.h"
+#include "nlohmann/json.hpp"
 
 namespace calleval::runs {
 namespace {
@@ -90,7 +93,55 @@ class EspeakSynthesizer : public SpeechSynthesizer {
   const EspeakOptions options_;
 };
 
+constexpr int kOpenAiPcmRate = 24000;
+
+class OpenAiSpeechSynthesizer : public SpeechSynthesizer {
+ public:
+  explicit OpenAiSpeechSynthesizer(OpenAiSpeechConfig config) : config_(std::move(config)) {}
+
+  absl::StatusOr<std::vector<int16_t>> Synthesize(const std::string& text,
+                                                  int sample_rate) override {
+    if (text.empty()) return std::vector<int16_t>();
+    ProviderPost post;
+    post.url = absl::StrCat(absl::StripSuffix(config_.base_url, "/"), "/audio/speech");
+    if (!config_.api_key.empty()) {
+      post.headers.push_back(absl::StrCat("Authorization: Bearer ", config_.api_key));
+    }
+    post.body = nlohmann::json{{"model", config_.model},
+                               {"input", text},
+                               {"voice", config_.voice},
+                               {"response_format", "pcm"}}
+                    .dump();
+    post.request_timeout = config_.request_timeout;
+    post.max_attempts = config_.max_attempts;
+    post.initial_backoff = config_.initial_backoff;
+    post.cancel = config_.cancel;
+    post.label = "text-to-speech failed: ";
+    post.error_code = "tts_error";
+    post.cancelled_code = "tts_cancelled";
+    absl::StatusOr<std::string> body = PostToProvider(post);
+    if (!body.ok()) return body.status();
+    if (body->size() % 2 != 0) {
+      return MakeError(absl::StatusCode::kUnavailable, "tts_bad_response",
+                       "text-to-speech failed: the answer is not 16-bit PCM (odd length)");
+    }
+    std::vector<int16_t> pcm(body->size() / 2);
+    for (size_t i = 0; i < pcm.size(); ++i) {
+      pcm[i] = static_cast<int16_t>(static_cast<uint8_t>((*body)[2 * i]) |
+                                    (static_cast<uint8_t>((*body)[2 * i + 1]) << 8));
+    }
+    return ResamplePcm16(pcm, kOpenAiPcmRate, sample_rate);
+  }
+
+ private:
+  const OpenAiSpeechConfig config_;
+};
+
 }  // namespace
+
+std::unique_ptr<SpeechSynthesizer> NewOpenAiSpeechSynthesizer(OpenAiSpeechConfig config) {
+  return std::make_unique<OpenAiSpeechSynthesizer>(std::move(config));
+}
 
 std::unique_ptr<SpeechSynthesizer> NewEspeakSynthesizer(EspeakOptions options) {
   return std::make_unique<EspeakSynthesizer>(std::move(options));

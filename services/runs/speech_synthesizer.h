@@ -4,12 +4,14 @@
 // libespeak-ng) by default. Audio comes out as mono PCM16 at the rate the channel needs (8 kHz
 // for Twilio Media Streams).
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 
 namespace calleval::runs {
@@ -30,6 +32,24 @@ struct EspeakOptions {
 // eSpeak NG keeps process-wide state, so every EspeakSynthesizer shares one engine behind a
 // mutex; synthesis takes a few milliseconds per second of speech.
 std::unique_ptr<SpeechSynthesizer> NewEspeakSynthesizer(EspeakOptions options = {});
+
+// Any OpenAI-compatible POST {base_url}/audio/speech (SPEC §7): the text in, raw PCM out
+// (response_format "pcm": 24 kHz mono 16-bit little-endian), resampled to the rate asked for.
+// Requests are bounded (10 s to connect, `request_timeout` per attempt, 16 MiB answers) and
+// retried on 429/5xx with backoff. Errors carry the code tts_error (kFailedPrecondition when
+// the provider refused, kUnavailable when it could not be reached), tts_bad_response for an
+// answer that is not audio, tts_cancelled.
+struct OpenAiSpeechConfig {
+  std::string base_url;  // "https://api.openai.com/v1"
+  std::string api_key;
+  std::string model = "tts-1";
+  std::string voice = "alloy";
+  absl::Duration request_timeout = absl::Seconds(60);
+  int max_attempts = 3;
+  absl::Duration initial_backoff = absl::Seconds(1);
+  const std::atomic<bool>* cancel = nullptr;
+};
+std::unique_ptr<SpeechSynthesizer> NewOpenAiSpeechSynthesizer(OpenAiSpeechConfig config);
 
 // Mono PCM16 from one rate to another (FFmpeg's resampler).
 absl::StatusOr<std::vector<int16_t>> ResamplePcm16(absl::Span<const int16_t> samples, int from_rate,

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -193,6 +194,122 @@ TEST(WebsocketRunTest, RunDialsATwilioAgentRecordsStereoAndMeasuresItsLatency) {
     RecordProperty(absl::StrCat("latency_ms_", k++), turn["latency_ms"].dump());
   }
 
+  server->reset();
+  std::filesystem::remove_all(dir);
+}
+
+// The same agent over raw PCM16 (16 kHz, 20 ms binary frames; stream time by frame count).
+void Pcm16Agent(runs::WebSocketConnection& c, AgentLog* log) {
+  auto tone = [](int ms, double hz) {
+    std::string bytes;
+    for (int i = 0; i < 16 * ms; ++i) {
+      const auto v = static_cast<int16_t>(9000 * std::sin(2 * 3.14159265358979 * hz * i / 16000.0));
+      bytes.push_back(static_cast<char>(v & 0xFF));
+      bytes.push_back(static_cast<char>((v >> 8) & 0xFF));
+    }
+    return bytes;
+  };
+  (void)c.SendBinary(tone(1200, 300));  // the greeting, in one burst
+  int64_t frames = 0;
+  int64_t last_loud_end_ms = -1;
+  bool caller_spoke = false;
+  for (int idle = 0; idle < 300;) {
+    auto messages = c.Poll(absl::Milliseconds(10));
+    if (!messages.ok()) break;
+    if (messages->empty()) {
+      ++idle;
+      continue;
+    }
+    idle = 0;
+    for (const auto& m : *messages) {
+      if (!m.binary) continue;
+      double energy = 0;
+      const size_t n = m.data.size() / 2;
+      for (size_t i = 0; i < n; ++i) {
+        const auto s = static_cast<int16_t>(static_cast<uint8_t>(m.data[2 * i]) |
+                                            (static_cast<uint8_t>(m.data[2 * i + 1]) << 8));
+        energy += static_cast<double>(s) * s;
+      }
+      const int64_t ts = 20 * frames++;
+      if (n > 0 && std::sqrt(energy / n) > 200) {
+        last_loud_end_ms = ts + 20;
+        caller_spoke = true;
+      }
+      if (caller_spoke && ts + 20 >= last_loud_end_ms + kAgentDelayMs) {
+        (void)c.SendBinary(tone(1500, 350));
+        caller_spoke = false;
+        std::lock_guard<std::mutex> lock(log->mu);
+        ++log->answers;
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(log->mu);
+  log->stopped = true;
+}
+
+TEST(WebsocketRunTest, Pcm16AgentWithTheCallerVoicedByASpeechEndpoint) {
+  AgentLog log;
+  WebSocketTestServer agent_server([&log](runs::WebSocketConnection& c) { Pcm16Agent(c, &log); });
+  // A local OpenAI-compatible /v1/audio/speech: 1.2 s of 24 kHz PCM per line.
+  TestHttpServer speech;
+  std::atomic<int> lines{0};
+  speech.Handle("/v1/audio/speech", [&lines](const TestHttpServer::Request& r) {
+    ++lines;
+    TestHttpServer::Response response;
+    response.content_type = "audio/pcm";
+    for (int i = 0; i < 24 * 1200; ++i) {
+      const auto v = static_cast<int16_t>(7000 * std::sin(2 * 3.14159265358979 * 200 * i / 24000.0));
+      response.body.push_back(static_cast<char>(v & 0xFF));
+      response.body.push_back(static_cast<char>((v >> 8) & 0xFF));
+    }
+    return response;
+  });
+
+  const std::string dir = testing::MakeTempDir("websocket_pcm16");
+  ServerConfig config = testing::TestServerConfig(dir);
+  config.tts_base_url = speech.url("/v1");
+  auto server = Server::Start(config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  HttpClient client((*server)->http_base_url());
+  client.set_api_key((*server)->bootstrap()->key.api_key);
+  HttpResponse agent = client.Post(
+      "/api/v1/agents", json{{"name", "PCM bot"},
+                             {"language_id", 1},
+                             {"instructions", "x"},
+                             {"web_channel",
+                              {{"transport", "websocket"},
+                               {"protocol", "pcm16"},
+                               {"websocket_url", agent_server.url("/pcm")}}}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+  HttpResponse scenario = client.Post("/api/v1/scenarios",
+                                      json{{"agent_id", agent.json()["id"]},
+                                           {"name", "two lines"},
+                                           {"caller_script", {"One.", "Two."}},
+                                           {"metric_ids", {1}}});
+  ASSERT_EQ(scenario.status, 201) << scenario.body;
+  HttpResponse queued = client.Post(
+      absl::StrCat("/api/v1/scenarios/", scenario.json()["id"].get<int64_t>(), "/run"),
+      json{{"channel", "web"}});
+  ASSERT_EQ(queued.status, 202) << queued.body;
+  json run;
+  for (int i = 0; i < 1200; ++i) {
+    run = client.Get(absl::StrCat("/api/v1/runs/", queued.json()["id"].get<int64_t>())).json();
+    if (run["status"] == "completed" || run["status"] == "failed") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(lines.load(), 2);
+  const json call =
+      client.Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
+  const json* latency = nullptr;
+  for (const json& m : call["standard_metrics"]) {
+    if (m["standard_metric_key"] == "latency") latency = &m;
+  }
+  ASSERT_NE(latency, nullptr);
+  ASSERT_EQ(latency->at("result")["count"], 2) << latency->dump();
+  for (const json& turn : latency->at("result")["turns"]) {
+    EXPECT_NEAR(turn["latency_ms"].get<double>(), kAgentDelayMs, 100) << turn.dump();
+  }
   server->reset();
   std::filesystem::remove_all(dir);
 }

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 
@@ -8,6 +9,7 @@
 #include "services/runs/mulaw.h"
 #include "services/runs/speech_synthesizer.h"
 #include "services/runs/twilio_media_streams.h"
+#include "tests/support/test_http_server.h"
 
 namespace calleval::runs {
 namespace {
@@ -109,6 +111,76 @@ TEST(SpeechSynthesizerTest, ResamplingKeepsDurationAndPitch) {
   int crossings = 0;
   for (size_t i = 1; i < out->size(); ++i) crossings += ((*out)[i - 1] < 0) != ((*out)[i] < 0);
   EXPECT_NEAR(crossings, 880, 6);
+}
+
+// A local OpenAI-compatible /v1/audio/speech: checks the request, answers 24 kHz PCM.
+class SpeechEndpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_.Handle("/v1/audio/speech", [this](const TestHttpServer::Request& r) {
+      TestHttpServer::Response response;
+      ++requests_;
+      if (r.Header("authorization") != "Bearer sk-tts") {
+        response.status = 401;
+        response.content_type = "application/json";
+        response.body = R"({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}})";
+        return response;
+      }
+      if (failures_ > 0) {
+        --failures_;
+        response.status = 503;
+        response.body = R"({"error": {"message": "overloaded"}})";
+        return response;
+      }
+      const json body = json::parse(r.body, nullptr, false);
+      last_body_ = body;
+      // One second of 24 kHz samples per request: a 440 Hz tone.
+      std::string pcm;
+      for (int i = 0; i < 24000; ++i) {
+        const auto v = static_cast<int16_t>(8000 * std::sin(2 * 3.14159265358979 * 440 * i / 24000.0));
+        pcm.push_back(static_cast<char>(v & 0xFF));
+        pcm.push_back(static_cast<char>((v >> 8) & 0xFF));
+      }
+      response.content_type = "audio/pcm";
+      response.body = pcm;
+      return response;
+    });
+  }
+  OpenAiSpeechConfig Config(std::string key = "sk-tts") {
+    OpenAiSpeechConfig config;
+    config.base_url = server_.url("/v1");
+    config.api_key = std::move(key);
+    config.initial_backoff = absl::Milliseconds(10);
+    return config;
+  }
+  TestHttpServer server_;
+  std::atomic<int> requests_{0};
+  std::atomic<int> failures_{0};
+  json last_body_;
+};
+
+TEST_F(SpeechEndpointTest, SpeaksThroughTheEndpointAtTheRequestedRate) {
+  auto tts = NewOpenAiSpeechSynthesizer(Config());
+  auto audio = tts->Synthesize("Friday morning, please.", 8000);
+  ASSERT_TRUE(audio.ok()) << audio.status();
+  EXPECT_NEAR(static_cast<double>(audio->size()), 8000, 20);
+  EXPECT_EQ(last_body_["input"], "Friday morning, please.");
+  EXPECT_EQ(last_body_["model"], "tts-1");
+  EXPECT_EQ(last_body_["voice"], "alloy");
+  EXPECT_EQ(last_body_["response_format"], "pcm");
+}
+
+TEST_F(SpeechEndpointTest, OverloadIsRetriedARefusalIsNot) {
+  failures_ = 2;
+  auto tts = NewOpenAiSpeechSynthesizer(Config());
+  ASSERT_TRUE(tts->Synthesize("hello", 8000).ok());
+  EXPECT_EQ(requests_.load(), 3);
+  requests_ = 0;
+  auto refused = NewOpenAiSpeechSynthesizer(Config("sk-wrong"))->Synthesize("hello", 8000);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(refused.status().message()).find("Incorrect API key"), std::string::npos);
+  EXPECT_EQ(requests_.load(), 1);
 }
 
 }  // namespace
