@@ -22,48 +22,28 @@ bool IsTransient(const absl::Status& status) {
 
 RecordingDownloader::RecordingDownloader(CallsStore* store, Options options)
     : store_(store), options_(std::move(options)) {
-  options_.fetch.cancel = &cancel_;
+  options_.fetch.cancel = workers_.cancel_flag();
 }
 
 RecordingDownloader::~RecordingDownloader() { Stop(); }
 
 void RecordingDownloader::Start() {
-  for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { Loop(); });
+  workers_.Start(options_.workers, options_.poll_interval, [this] { return WorkOnce(); });
 }
 
-void RecordingDownloader::Notify() {
-  absl::MutexLock lock(&mu_);
-  ++wakeups_;
-}
+void RecordingDownloader::Notify() { workers_.Notify(); }
 
-void RecordingDownloader::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
+void RecordingDownloader::Stop() { workers_.Stop(); }
+
+bool RecordingDownloader::WorkOnce() {
+  auto job = store_->ClaimRecordingJob(LeaseFor(options_.fetch));
+  if (!job.ok()) {
+    std::cerr << "recording downloader: " << job.status() << "\n";
+    return false;
   }
-  cancel_.store(true);
-  for (auto& t : threads_) t.join();
-  threads_.clear();
-}
-
-void RecordingDownloader::Loop() {
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return;
-    }
-    auto job = store_->ClaimRecordingJob(LeaseFor(options_.fetch));
-    if (!job.ok()) {
-      std::cerr << "recording downloader: " << job.status() << "\n";
-    } else if (job->has_value()) {
-      Process(**job);
-      continue;
-    }
-    absl::MutexLock lock(&mu_);
-    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || wakeups_ > 0; };
-    mu_.AwaitWithTimeout(absl::Condition(&woken), options_.poll_interval);
-    if (wakeups_ > 0) --wakeups_;
-  }
+  if (!job->has_value()) return false;
+  Process(**job);
+  return true;
 }
 
 void RecordingDownloader::Process(const RecordingJob& job) {

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/http_fetch.h"
+#include "common/polling_workers.h"
 #include "services/calls/calls_store.h"
 
 namespace calleval::calls {
@@ -41,17 +42,13 @@ class RecordingDownloader {
   void Stop();
 
  private:
-  void Loop();
+  // Claims and downloads one recording; false when there was none.
+  bool WorkOnce();
   void Process(const RecordingJob& job);
 
   CallsStore* store_;
   Options options_;
-  absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // The same as stopping_, readable by libcurl's progress callback without the lock.
-  std::atomic<bool> cancel_{false};
-  int wakeups_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::thread> threads_;
+  PollingWorkers workers_;
 };
 
 }  // namespace calleval::calls

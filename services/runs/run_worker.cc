@@ -53,27 +53,7 @@ bool RunPassed(const v1::Call& call, const std::vector<v1::Metric>& definitions)
 }
 
 void RunWorkers::Start() {
-  for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { Loop(); });
-}
-
-void RunWorkers::Notify() {
-  absl::MutexLock lock(&mu_);
-  ++wakeups_;
-}
-
-void RunWorkers::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  cancel_ = true;
-  for (auto& t : threads_) t.join();
-  threads_.clear();
-}
-
-bool RunWorkers::stopping() {
-  absl::MutexLock lock(&mu_);
-  return stopping_;
+  workers_.Start(options_.workers, options_.poll_interval, [this] { return WorkOnce(); });
 }
 
 absl::StatusOr<int64_t> RunWorkers::TextRun(const RunJob& job, const v1::Scenario& scenario,
@@ -155,9 +135,9 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
                                            ? scenario.max_duration_seconds()
                                            : agent.max_call_duration_seconds());
   session.auth_token = token;
-  session.cancel = &cancel_;
+  session.cancel = workers_.cancel_flag();
   std::unique_ptr<SpeechSynthesizer> voice =
-      deps.make_synthesizer ? deps.make_synthesizer(&cancel_) : NewEspeakSynthesizer();
+      deps.make_synthesizer ? deps.make_synthesizer(workers_.cancel_flag()) : NewEspeakSynthesizer();
   absl::StatusOr<VoiceRecording> recording = RunVoiceSession(**connection, *voice, session);
   if (!recording.ok()) {
     if (recording.status().code() == absl::StatusCode::kCancelled) return recording.status();
@@ -242,7 +222,7 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job) {
   const absl::Time give_up = absl::Now() + options_.scoring_timeout;
   absl::Time renew_at = absl::Now() + options_.lease / 2;
   while (true) {
-    if (stopping()) return std::nullopt;
+    if (workers_.stopping()) return std::nullopt;
     absl::StatusOr<v1::Call> call =
         deps.call(job.workspace_id, absl::StrCat(*job.call_id));
     if (!call.ok()) return Failed(absl::StrCat("the run's call is gone: ", call.status().message()));
@@ -275,25 +255,19 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job) {
   }
 }
 
-void RunWorkers::Loop() {
-  while (true) {
-    if (stopping()) return;
-    auto job = store_->Lease(options_.lease, options_.max_attempts);
-    if (!job.ok()) {
-      std::cerr << "runs: lease failed: " << job.status() << "\n";
-    } else if (job->has_value()) {
-      RunJob& leased = **job;
-      std::optional<RunOutcome> outcome = Execute(leased);
-      absl::Status reported = outcome ? store_->Finish(leased.run_id, leased.token, *outcome)
-                                      : store_->Release(leased.run_id, leased.token);
-      if (!reported.ok()) std::cerr << "runs: run " << leased.run_id << ": " << reported << "\n";
-      continue;
-    }
-    absl::MutexLock lock(&mu_);
-    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || wakeups_ > 0; };
-    mu_.AwaitWithTimeout(absl::Condition(&woken), options_.poll_interval);
-    if (wakeups_ > 0) --wakeups_;
+bool RunWorkers::WorkOnce() {
+  auto job = store_->Lease(options_.lease, options_.max_attempts);
+  if (!job.ok()) {
+    std::cerr << "runs: lease failed: " << job.status() << "\n";
+    return false;
   }
+  if (!job->has_value()) return false;
+  RunJob& leased = **job;
+  std::optional<RunOutcome> outcome = Execute(leased);
+  absl::Status reported = outcome ? store_->Finish(leased.run_id, leased.token, *outcome)
+                                  : store_->Release(leased.run_id, leased.token);
+  if (!reported.ok()) std::cerr << "runs: run " << leased.run_id << ": " << reported << "\n";
+  return true;
 }
 
 }  // namespace calleval::runs

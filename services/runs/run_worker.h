@@ -20,6 +20,7 @@
 #include "calleval/v1/calls.pb.h"
 #include "calleval/v1/metrics.pb.h"
 #include "common/llm_client.h"
+#include "common/polling_workers.h"
 #include "common/url_guard.h"
 #include "services/agents/web_channel.h"
 #include "services/runs/runs_store.h"
@@ -75,12 +76,13 @@ class RunWorkers {
 
   void Start();
   // Wakes a worker now (a run was queued).
-  void Notify();
+  void Notify() { workers_.Notify(); }
   // Stops leasing; runs in progress give their lease back and resume on the next start.
-  void Stop();
+  void Stop() { workers_.Stop(); }
 
  private:
-  void Loop();
+  // Leases one run and holds it to its end; false when none was queued.
+  bool WorkOnce();
   // Runs one leased job to its end; nullopt when it was interrupted by Stop() (released).
   std::optional<RunOutcome> Execute(RunJob& job);
   // Holds the conversation of a text run and ingests it; the call's id.
@@ -90,15 +92,10 @@ class RunWorkers {
   // the call's id. kCancelled when the workers stop.
   absl::StatusOr<int64_t> WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
                                        const v1::Agent& agent, std::string* end_reason);
-  bool stopping();
 
   RunsStore* store_;
   Options options_;
-  absl::Mutex mu_;
-  std::atomic<bool> cancel_{false};  // ends voice sessions in progress
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  int wakeups_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::thread> threads_;
+  PollingWorkers workers_;
 };
 
 }  // namespace calleval::runs

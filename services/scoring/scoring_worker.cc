@@ -281,61 +281,35 @@ absl::Status GrpcAnalysisQueue::Release(const calls::AnalysisJob& job) {
 }
 
 void ScoringWorkers::Start() {
-  for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { Loop(); });
+  workers_.Start(options_.workers, options_.poll_interval, [this] { return WorkOnce(); });
 }
 
-void ScoringWorkers::Notify() {
-  absl::MutexLock lock(&mu_);
-  ++wakeups_;
-}
-
-void ScoringWorkers::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
+bool ScoringWorkers::WorkOnce() {
+  auto job = queue_->Lease();
+  if (!job.ok()) {
+    std::cerr << "scoring: lease failed: " << job.status() << "\n";
+    return false;
   }
-  for (auto& t : threads_) t.join();
-  threads_.clear();
-}
-
-void ScoringWorkers::Loop() {
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return;
-    }
-    auto job = queue_->Lease();
-    if (!job.ok()) {
-      std::cerr << "scoring: lease failed: " << job.status() << "\n";
-    } else if (job->has_value()) {
-      const calls::AnalysisJob& leased = **job;
-      if (options_.on_leased) options_.on_leased();
-      JobOutcome outcome = ScoreJob(leased, options_.judges);
-      // A stop that cancelled provider requests mid-job gives the call back unscored rather
-      // than recording "cancelled" failures: another worker, or this one after a restart,
-      // scores it in full.
-      absl::Status reported;
-      if (CancelledByShutdown(outcome)) {
-        reported = queue_->Release(leased);
-      } else if (!outcome.status.ok()) {
-        reported = queue_->Fail(leased, outcome.failure_reason, outcome.status.message());
-      } else if (outcome.audio_stage_only) {
-        reported = queue_->RecordAudioStage(leased, outcome.duration_s, outcome.results,
-                                            outcome.audio_results);
-      } else {
-        reported =
-            queue_->Record(leased, outcome.duration_s, outcome.results, outcome.metric_results);
-      }
-      if (!reported.ok()) {
-        std::cerr << "scoring: call " << leased.call_id << ": " << reported << "\n";
-      }
-      continue;
-    }
-    absl::MutexLock lock(&mu_);
-    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || wakeups_ > 0; };
-    mu_.AwaitWithTimeout(absl::Condition(&woken), options_.poll_interval);
-    if (wakeups_ > 0) --wakeups_;
+  if (!job->has_value()) return false;
+  const calls::AnalysisJob& leased = **job;
+  if (options_.on_leased) options_.on_leased();
+  JobOutcome outcome = ScoreJob(leased, options_.judges);
+  // A stop that cancelled provider requests mid-job gives the call back unscored rather than
+  // recording "cancelled" failures: another worker, or this one after a restart, scores it in
+  // full.
+  absl::Status reported;
+  if (CancelledByShutdown(outcome)) {
+    reported = queue_->Release(leased);
+  } else if (!outcome.status.ok()) {
+    reported = queue_->Fail(leased, outcome.failure_reason, outcome.status.message());
+  } else if (outcome.audio_stage_only) {
+    reported = queue_->RecordAudioStage(leased, outcome.duration_s, outcome.results,
+                                        outcome.audio_results);
+  } else {
+    reported = queue_->Record(leased, outcome.duration_s, outcome.results, outcome.metric_results);
   }
+  if (!reported.ok()) std::cerr << "scoring: call " << leased.call_id << ": " << reported << "\n";
+  return true;
 }
 
 }  // namespace calleval::scoring

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "calleval/v1/calls.grpc.pb.h"
+#include "common/polling_workers.h"
 #include "services/calls/calls_store.h"
 #include "services/judges/sandbox.h"
 #include "services/scoring/custom_metrics.h"
@@ -133,19 +134,17 @@ class ScoringWorkers {
 
   void Start();
   // Wakes a worker now (a call became ready) instead of at the next poll.
-  void Notify();
+  void Notify() { workers_.Notify(); }
   // Stops leasing, lets analyses in progress finish and report, joins the workers.
-  void Stop();
+  void Stop() { workers_.Stop(); }
 
  private:
-  void Loop();
+  // Leases, scores and reports one call; false when none was ready.
+  bool WorkOnce();
 
   AnalysisQueue* queue_;
   Options options_;
-  absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  int wakeups_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::thread> threads_;
+  PollingWorkers workers_;
 };
 
 }  // namespace calleval::scoring

@@ -156,22 +156,7 @@ absl::Status GrpcTranscriptionQueue::Release(const calls::TranscriptionJob& job)
 }
 
 void TranscriptionWorkers::Start() {
-  for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { Loop(); });
-}
-
-void TranscriptionWorkers::Notify() {
-  absl::MutexLock lock(&mu_);
-  ++wakeups_;
-}
-
-void TranscriptionWorkers::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  cancel_ = true;
-  for (auto& t : threads_) t.join();
-  threads_.clear();
+  workers_.Start(options_.workers, options_.poll_interval, [this] { return WorkOnce(); });
 }
 
 void TranscriptionWorkers::Run(const calls::TranscriptionJob& job,
@@ -181,7 +166,7 @@ void TranscriptionWorkers::Run(const calls::TranscriptionJob& job,
     // Made on the first job, not at start: a process that never sees a voice call never loads
     // a model. A factory that fails (model files missing) fails this job and is tried again on
     // the next.
-    absl::StatusOr<std::unique_ptr<SpeechRecognizer>> made = options_.make_recognizer(&cancel_);
+    absl::StatusOr<std::unique_ptr<SpeechRecognizer>> made = options_.make_recognizer(workers_.cancel_flag());
     if (!made.ok()) {
       reported = queue_->Fail(job, made.status().message());
       if (!reported.ok()) std::cerr << "transcription: call " << job.call_id << ": " << reported << "\n";
@@ -204,25 +189,17 @@ void TranscriptionWorkers::Run(const calls::TranscriptionJob& job,
   if (options_.on_reported) options_.on_reported();
 }
 
-void TranscriptionWorkers::Loop() {
-  std::unique_ptr<SpeechRecognizer> recognizer;
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return;
-    }
-    auto job = queue_->Lease();
-    if (!job.ok()) {
-      std::cerr << "transcription: lease failed: " << job.status() << "\n";
-    } else if (job->has_value()) {
-      Run(**job, &recognizer);
-      continue;
-    }
-    absl::MutexLock lock(&mu_);
-    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || wakeups_ > 0; };
-    mu_.AwaitWithTimeout(absl::Condition(&woken), options_.poll_interval);
-    if (wakeups_ > 0) --wakeups_;
+bool TranscriptionWorkers::WorkOnce() {
+  // Each thread keeps its recognizer (a loaded model) across jobs.
+  thread_local std::unique_ptr<SpeechRecognizer> recognizer;
+  auto job = queue_->Lease();
+  if (!job.ok()) {
+    std::cerr << "transcription: lease failed: " << job.status() << "\n";
+    return false;
   }
+  if (!job->has_value()) return false;
+  Run(**job, &recognizer);
+  return true;
 }
 
 }  // namespace calleval::scoring

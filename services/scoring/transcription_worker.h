@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "calleval/v1/calls.grpc.pb.h"
+#include "common/polling_workers.h"
 #include "services/calls/calls_store.h"
 #include "services/scoring/speech_to_text.h"
 #include "services/scoring/timeline.h"
@@ -117,22 +118,19 @@ class TranscriptionWorkers {
   }
   void Start();
   // Wakes a worker now (a call was leased for analysis) instead of at the next poll.
-  void Notify();
+  void Notify() { workers_.Notify(); }
   // Stops leasing, cancels transcriptions in progress (their leases are given back), joins.
-  void Stop();
+  void Stop() { workers_.Stop(); }
 
  private:
-  void Loop();
+  // Leases one recording, transcribes it and reports; false when none was waiting.
+  bool WorkOnce();
   // One leased job: transcribe and report.
   void Run(const calls::TranscriptionJob& job, std::unique_ptr<SpeechRecognizer>* recognizer);
 
   TranscriptionQueue* queue_;
   Options options_;
-  std::atomic<bool> cancel_{false};
-  absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  int wakeups_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::thread> threads_;
+  PollingWorkers workers_;
 };
 
 }  // namespace calleval::scoring

@@ -90,7 +90,7 @@ HttpResponse HttpClient::Send(const std::string& method, const std::string& path
 
 nlohmann::json HttpClient::WaitForAnalysis(const std::string& id_or_key) {
   nlohmann::json call;
-  for (int i = 0; i < 800; ++i) {
+  for (int i = 0; i < 2400; ++i) {  // up to a minute (a transcription may be part of it)
     call = Get("/api/public/v1/calls/" + id_or_key).json();
     const std::string status = call.is_object() ? call.value("analysis_status", "") : "";
     if (status == "completed" || status == "failed" || status == "skipped") break;

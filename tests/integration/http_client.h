@@ -53,7 +53,7 @@ class HttpClient {
   int connections_opened() const;
 
   // Polls GET /api/public/v1/calls/{id_or_key} until analysis_status is final (completed,
-  // failed or skipped) or about 20 s have passed, and returns the last record read.
+  // failed or skipped) or about a minute has passed, and returns the last record read.
   nlohmann::json WaitForAnalysis(const std::string& id_or_key);
 
  private:

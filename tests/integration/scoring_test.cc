@@ -50,9 +50,12 @@ class ScoringTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
+  // Up to 2 minutes: a voice call with a provided transcript completes once the embedded
+  // recognizer has transcribed it (about 10 s of CPU for the 42 s corpus call, more on a
+  // loaded machine).
   json WaitFinal(const std::string& key) {
     json call;
-    for (int i = 0; i < 400; ++i) {
+    for (int i = 0; i < 4800; ++i) {
       call = client_->Get("/api/public/v1/calls/" + key).json();
       const std::string status =
           call.is_object() ? call.value("analysis_status", std::string()) : std::string();

@@ -77,10 +77,10 @@ class TranscriptionServer {
     return r.json();
   }
 
-  // Polls until both the analysis and the transcription have ended (up to 60 s).
+  // Polls until both the analysis and the transcription have ended (up to 2 minutes).
   json WaitSettled(const std::string& key) {
     json call;
-    for (int i = 0; i < 2400; ++i) {
+    for (int i = 0; i < 4800; ++i) {
       call = client_->Get("/api/public/v1/calls/" + key).json();
       const std::string analysis = call.value("analysis_status", "");
       const std::string transcription = call.value("transcription_status", "");
