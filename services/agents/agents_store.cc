@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "common/clock.h"
 #include "common/errors.h"
+#include "common/pagination.h"
 #include "common/sent_fields.h"
 #include "common/status_macros.h"
 #include "common/crypto.h"
@@ -749,11 +750,7 @@ absl::StatusOr<v1::ListAgentsResponse> AgentsStore::List(int64_t workspace_id, i
           ASSIGN_OR_RETURN(AgentRecord record, RecordFromRow(select));
           *response.add_data() = ToProto(record);
         }
-        auto* pagination = response.mutable_pagination();
-        pagination->set_current_page(page);
-        pagination->set_per_page(per_page);
-        pagination->set_total_count(total);
-        pagination->set_total_pages(static_cast<int32_t>((total + per_page - 1) / per_page));
+        SetPagination(response.mutable_pagination(), page, per_page, total);
         return response;
       });
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
 #include "common/errors.h"
+#include "common/pagination.h"
 #include "common/sent_fields.h"
 #include "common/standard_metrics.h"
 #include "common/status_macros.h"
@@ -301,14 +302,7 @@ absl::StatusOr<v1::ListScenariosResponse> ScenariosStore::List(
     int64_t workspace_id, const v1::ListScenariosRequest& request) {
   const int page = request.has_page() ? request.page() : 1;
   const int per_page = request.has_per_page() ? request.per_page() : kDefaultPerPage;
-  std::vector<FieldIssue> issues;
-  if (page < 1) issues.push_back({"page", "must be at least 1"});
-  if (per_page < 1 || per_page > kMaxPerPage) {
-    issues.push_back({"per_page", absl::StrCat("must be between 1 and ", kMaxPerPage)});
-  }
-  if (!issues.empty()) {
-    return ValidationError("validation_failed", "invalid pagination", std::move(issues));
-  }
+  RETURN_IF_ERROR(ValidatePagination(page, per_page));
   return db::ReadResult<v1::ListScenariosResponse>(
       *db_, [&](db::Connection& c) -> absl::StatusOr<v1::ListScenariosResponse> {
         const std::string where = request.has_agent_id()
@@ -331,11 +325,7 @@ absl::StatusOr<v1::ListScenariosResponse> ScenariosStore::List(
           if (!row) break;
           *response.add_data() = FromRow(select);
         }
-        auto* pagination = response.mutable_pagination();
-        pagination->set_current_page(page);
-        pagination->set_per_page(per_page);
-        pagination->set_total_count(total);
-        pagination->set_total_pages(static_cast<int32_t>((total + per_page - 1) / per_page));
+        SetPagination(response.mutable_pagination(), page, per_page, total);
         return response;
       });
 }

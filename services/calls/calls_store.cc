@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/errors.h"
+#include "common/pagination.h"
 #include "common/standard_metrics.h"
 #include "common/status_macros.h"
 #include "services/calls/call_rules.h"
@@ -19,8 +20,6 @@
 namespace calleval::calls {
 namespace {
 
-constexpr int kDefaultPerPage = 25;
-constexpr int kMaxPerPage = 100;
 
 constexpr absl::string_view kCallColumns =
     "id, workspace_id, agent_id, call_identifier, observation_type, call_direction, "
@@ -121,13 +120,7 @@ absl::StatusOr<v1::Call> ReadCall(db::Connection& c, int64_t id, const Recording
 }
 
 absl::Status ValidatePage(std::optional<int> page, std::optional<int> per_page) {
-  std::vector<FieldIssue> issues;
-  if (page && *page < 1) issues.push_back({"page", "must be at least 1"});
-  if (per_page && (*per_page < 1 || *per_page > kMaxPerPage)) {
-    issues.push_back({"per_page", absl::StrCat("must be between 1 and ", kMaxPerPage)});
-  }
-  if (issues.empty()) return absl::OkStatus();
-  return ValidationError("validation_failed", "invalid pagination", std::move(issues));
+  return ValidatePagination(page.value_or(1), per_page.value_or(kDefaultPerPage));
 }
 
 // One ledger movement for a call's metric, applied to the balance only the first time: the
@@ -572,11 +565,7 @@ absl::StatusOr<v1::ListCallsResponse> CallsStore::List(int64_t workspace_id,
           if (!more) break;
           *response.add_data() = CallFromRow(select, options_.signer);
         }
-        auto* pagination = response.mutable_pagination();
-        pagination->set_current_page(page);
-        pagination->set_per_page(per_page);
-        pagination->set_total_count(total);
-        pagination->set_total_pages(static_cast<int>((total + per_page - 1) / per_page));
+        SetPagination(response.mutable_pagination(), page, per_page, total);
         return response;
       });
 }

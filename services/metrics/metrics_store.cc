@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "common/clock.h"
 #include "common/errors.h"
+#include "common/pagination.h"
 #include "common/sent_fields.h"
 #include "common/standard_metrics.h"
 #include "common/status_macros.h"
@@ -730,11 +731,7 @@ absl::StatusOr<v1::ListMetricsResponse> MetricsStore::List(int64_t workspace_id,
     bind(global);
     RETURN_IF_ERROR(ReadRows(c, global, *response.mutable_global_metrics()));
 
-    auto* pagination = response.mutable_pagination();
-    pagination->set_current_page(page);
-    pagination->set_per_page(per_page);
-    pagination->set_total_count(total);
-    pagination->set_total_pages(static_cast<int32_t>((total + per_page - 1) / per_page));
+    SetPagination(response.mutable_pagination(), page, per_page, total);
     return absl::OkStatus();
   }));
   return response;

@@ -7,13 +7,11 @@
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/errors.h"
+#include "common/pagination.h"
 #include "common/status_macros.h"
 
 namespace calleval::runs {
 namespace {
-
-constexpr int kDefaultPerPage = 25;
-constexpr int kMaxPerPage = 100;
 
 constexpr absl::string_view kRunColumns =
     "id, scenario_id, agent_id, batch_run_id, channel, status, call_id, passed, started_at, "
@@ -104,16 +102,6 @@ absl::Status CheckToken(db::Connection& c, int64_t run_id, absl::string_view tok
   return absl::OkStatus();
 }
 
-absl::Status CheckPage(int page, int per_page) {
-  std::vector<FieldIssue> issues;
-  if (page < 1) issues.push_back({"page", "must be at least 1"});
-  if (per_page < 1 || per_page > kMaxPerPage) {
-    issues.push_back({"per_page", absl::StrCat("must be between 1 and ", kMaxPerPage)});
-  }
-  if (issues.empty()) return absl::OkStatus();
-  return ValidationError("validation_failed", "invalid pagination", std::move(issues));
-}
-
 absl::StatusOr<v1::BatchRun> ReadBatch(db::Connection& c, int64_t workspace_id, int64_t id) {
   ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT agent_id, channel, concurrency, created_at FROM "
                                         "batch_runs WHERE id = ? AND workspace_id = ?"));
@@ -177,7 +165,7 @@ absl::StatusOr<v1::ListRunsResponse> RunsStore::ListRuns(int64_t workspace_id,
                                                          const v1::ListRunsRequest& request) {
   const int page = request.has_page() ? request.page() : 1;
   const int per_page = request.has_per_page() ? request.per_page() : kDefaultPerPage;
-  RETURN_IF_ERROR(CheckPage(page, per_page));
+  RETURN_IF_ERROR(ValidatePagination(page, per_page));
   return db::ReadResult<v1::ListRunsResponse>(
       *db_, [&](db::Connection& c) -> absl::StatusOr<v1::ListRunsResponse> {
         // Unset filters match everything: "? = 0 OR column = ?".
@@ -205,11 +193,7 @@ absl::StatusOr<v1::ListRunsResponse> RunsStore::ListRuns(int64_t workspace_id,
           if (!row) break;
           *response.add_data() = RunFromRow(select);
         }
-        auto* pagination = response.mutable_pagination();
-        pagination->set_current_page(page);
-        pagination->set_per_page(per_page);
-        pagination->set_total_count(total);
-        pagination->set_total_pages(static_cast<int32_t>((total + per_page - 1) / per_page));
+        SetPagination(response.mutable_pagination(), page, per_page, total);
         return response;
       });
 }
