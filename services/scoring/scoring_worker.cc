@@ -292,7 +292,12 @@ bool ScoringWorkers::WorkOnce() {
   }
   if (!job->has_value()) return false;
   const calls::AnalysisJob& leased = **job;
-  if (options_.on_leased) options_.on_leased();
+  // Only a voice call whose recording waits for transcription concerns the transcription
+  // workers; waking them for every text call would cost a write transaction per call.
+  if (options_.on_leased && leased.observation_type == "voice" &&
+      leased.transcription_status == "pending") {
+    options_.on_leased();
+  }
   JobOutcome outcome = ScoreJob(leased, options_.judges);
   // A stop that cancelled provider requests mid-job gives the call back unscored rather than
   // recording "cancelled" failures: another worker, or this one after a restart, scores it in

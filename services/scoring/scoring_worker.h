@@ -125,8 +125,8 @@ class ScoringWorkers {
     int workers = 1;
     absl::Duration poll_interval = absl::Seconds(1);
     Judges judges;  // the code sandbox and the LLM provider, each may be null
-    // Runs after each lease (wakes the transcription workers: a voice call's transcription
-    // starts once its analysis has).
+    // Runs after leasing a voice call whose transcription is pending (wakes the transcription
+    // workers: a voice call's transcription starts once its analysis has).
     std::function<void()> on_leased;
   };
   ScoringWorkers(AnalysisQueue* queue, Options options) : queue_(queue), options_(options) {}
