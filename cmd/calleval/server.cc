@@ -527,6 +527,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
       };
     }
     run_options.deps.url_guard.allowed_hosts = config.allow_private_hosts;
+    run_options.deps.agent_ca_file = config.agent_ca_file;
     s->run_workers = std::make_unique<runs::RunWorkers>(s->runs_store.get(), run_options);
   }
   if (HasRole(config, "agents")) {

@@ -181,6 +181,11 @@ const std::map<std::string, Setter>& Setters() {
          c->llm_model = v;
          return absl::OkStatus();
        }},
+      {"agent-ca-file",
+       [](const std::string& v, ServerConfig* c) {
+         c->agent_ca_file = v;
+         return absl::OkStatus();
+       }},
       {"credentials-key-file",
        [](const std::string& v, ServerConfig* c) {
          c->credentials_key_file = v;

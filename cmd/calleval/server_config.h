@@ -70,6 +70,9 @@ struct ServerConfig {
   // Recordings transcribed at once by this process; each embedded recognizer holds its model
   // (about 140 MB) and one core while it runs.
   int stt_workers = 1;
+  // A PEM file of further certificate authorities trusted when dialing wss:// agents (an
+  // on-premise agent with a private CA); the system's trust store is always used.
+  std::string agent_ca_file;
   // Text-to-speech for simulated callers (SPEC §7): any OpenAI-compatible /audio/speech
   // endpoint; empty: the embedded synthesizer (eSpeak NG).
   std::string tts_base_url;

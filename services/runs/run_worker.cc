@@ -118,6 +118,7 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
   const agents::WebChannel& web = **channel;
   WebSocketOptions ws_options;
   ws_options.guard = deps.url_guard;
+  ws_options.ca_file = deps.agent_ca_file;
   const std::string token = web.credentials.value("auth_token", "");
   if (!token.empty()) ws_options.headers.emplace_back("Authorization", "Bearer " + token);
   absl::StatusOr<std::unique_ptr<WebSocketConnection>> connection =

@@ -54,6 +54,7 @@ struct RunDependencies {
   std::function<std::unique_ptr<SpeechSynthesizer>(const std::atomic<bool>* cancel)>
       make_synthesizer;
   UrlGuardOptions url_guard;  // the operator's allow-list for the agents' URLs
+  std::string agent_ca_file;  // further trusted CAs for wss:// agents (--agent-ca-file)
 };
 
 // SPEC §5: true when every metric with a structured_output ended meets_expectations or

@@ -38,6 +38,8 @@ class Connection : public WebSocketConnection {
       : ioc_(std::move(ioc)), ws_(std::forward<Args>(args)...) {}
 
   websocket::stream<Stream>& ws() { return ws_; }
+  // Keeps what the stream refers to (its TLS context) alive as long as the connection.
+  void KeepAlive(std::shared_ptr<void> owned) { owned_ = std::move(owned); }
   asio::io_context& ioc() { return *ioc_; }
 
   absl::Status SendText(absl::string_view text) override { return Send(text, false); }
@@ -106,6 +108,7 @@ class Connection : public WebSocketConnection {
     });
   }
 
+  std::shared_ptr<void> owned_;  // the TLS context: declared before ws_, destroyed after it
   std::unique_ptr<asio::io_context> ioc_;
   websocket::stream<Stream> ws_;
   beast::flat_buffer buffer_;
@@ -196,6 +199,41 @@ absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::Accept
   return std::unique_ptr<WebSocketConnection>(std::move(conn));
 }
 
+absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::AcceptTls(
+    int fd, const std::string& cert_file, const std::string& key_file, absl::Duration timeout) {
+  auto tls = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+  beast::error_code ec;
+  tls->use_certificate_chain_file(cert_file, ec);
+  if (!ec) tls->use_private_key_file(key_file, asio::ssl::context::pem, ec);
+  if (ec) return absl::FailedPreconditionError(absl::StrCat("TLS key pair: ", ec.message()));
+  auto ioc = std::make_unique<asio::io_context>();
+  asio::io_context& io = *ioc;
+  tcp::socket socket(io);
+  socket.assign(tcp::v4(), fd, ec);
+  if (ec) return absl::InternalError(absl::StrCat("socket: ", ec.message()));
+  auto conn = std::make_unique<Connection<beast::ssl_stream<beast::tcp_stream>>>(
+      std::move(ioc), std::move(socket), *tls);
+  conn->KeepAlive(tls);
+  bool done = false;
+  beast::error_code result;
+  conn->ws().next_layer().async_handshake(asio::ssl::stream_base::server,
+                                          [&](beast::error_code e) {
+                                            result = e;
+                                            done = true;
+                                          });
+  if (!conn->RunUntil(done, timeout) || result) {
+    return absl::UnavailableError(absl::StrCat("TLS handshake: ", result.message()));
+  }
+  done = false;
+  conn->ws().async_accept([&](beast::error_code e) {
+    result = e;
+    done = true;
+  });
+  if (!conn->RunUntil(done, timeout)) return absl::DeadlineExceededError("upgrade timed out");
+  if (result) return absl::UnavailableError(absl::StrCat("upgrade: ", result.message()));
+  return std::unique_ptr<WebSocketConnection>(std::move(conn));
+}
+
 absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::Connect(
     const std::string& url, const WebSocketOptions& options) {
   UrlGuardOptions guard = options.guard;
@@ -230,16 +268,22 @@ absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::Connec
     RETURN_IF_ERROR(Handshake(*conn, parsed, host, options));
     return std::unique_ptr<WebSocketConnection>(std::move(conn));
   }
-  // wss: TLS with the system's trust store and host name verification.
-  static asio::ssl::context* tls = [] {
-    auto* ctx = new asio::ssl::context(asio::ssl::context::tls_client);
-    ctx->set_default_verify_paths();
-    ctx->set_verify_mode(asio::ssl::verify_peer);
-    return ctx;
-  }();
+  // wss: TLS with the system's trust store (plus `ca_file`) and host name verification.
+  auto tls = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  tls->set_default_verify_paths();
+  tls->set_verify_mode(asio::ssl::verify_peer);
+  if (!options.ca_file.empty()) {
+    beast::error_code ca_error;
+    tls->load_verify_file(options.ca_file, ca_error);
+    if (ca_error) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot read the CA file ", options.ca_file, ": ", ca_error.message()));
+    }
+  }
   asio::io_context& io = *ioc;
   auto conn = std::make_unique<Connection<beast::ssl_stream<beast::tcp_stream>>>(std::move(ioc),
                                                                                  io, *tls);
+  conn->KeepAlive(tls);
   RETURN_IF_ERROR(connect(beast::get_lowest_layer(conn->ws()), *conn));
   auto& tls_stream = conn->ws().next_layer();
   SSL_set_tlsext_host_name(tls_stream.native_handle(), host.c_str());

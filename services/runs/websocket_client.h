@@ -29,6 +29,9 @@ struct WebSocketOptions {
   // Extra headers of the upgrade request (e.g. Authorization for an agent's auth_token).
   std::vector<std::pair<std::string, std::string>> headers;
   std::string field = "web_channel.websocket_url";  // named in URL errors
+  // A PEM file of further trusted certificate authorities for wss:// (an on-premise agent's
+  // private CA); empty: the system's trust store only.
+  std::string ca_file;
   // Tests only: host -> IP address, used instead of the resolver (the address is still checked).
   std::vector<std::pair<std::string, std::string>> resolve_override;
 };
@@ -53,6 +56,9 @@ class WebSocketConnection {
   // upgrade within `timeout`. For local peers (the test agents).
   static absl::StatusOr<std::unique_ptr<WebSocketConnection>> Accept(int fd,
                                                                     absl::Duration timeout);
+  // The same over TLS, with this certificate chain and private key (PEM files).
+  static absl::StatusOr<std::unique_ptr<WebSocketConnection>> AcceptTls(
+      int fd, const std::string& cert_file, const std::string& key_file, absl::Duration timeout);
 
   // Everything that arrived, waiting up to `wait` for the first message. An error once the
   // peer closed (kCancelled, "closed") or the connection broke.

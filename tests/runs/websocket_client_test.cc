@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -124,6 +125,65 @@ TEST(WebSocketClientTest, APeerThatClosesEndsThePoll) {
   }
   EXPECT_EQ(got, std::vector<std::string>{"bye"});
   EXPECT_EQ(ended.code(), absl::StatusCode::kCancelled) << ended;
+}
+
+}  // namespace
+}  // namespace calleval::runs
+
+namespace calleval::runs {
+namespace {
+
+// A throwaway certificate authority and server certificate, made with the openssl tool.
+class TlsFiles {
+ public:
+  explicit TlsFiles(const std::string& subject_alt_name) {
+    char tmpl[] = "/tmp/wss_XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    const std::string command = absl::StrCat(
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=calleval-test -addext "
+        "subjectAltName=",
+        subject_alt_name, " -keyout ", key(), " -out ", cert(), " >/dev/null 2>&1");
+    ok_ = std::system(command.c_str()) == 0;
+  }
+  ~TlsFiles() { std::system(absl::StrCat("rm -rf ", dir_).c_str()); }
+  bool ok() const { return ok_; }
+  std::string cert() const { return dir_ + "/cert.pem"; }
+  std::string key() const { return dir_ + "/key.pem"; }
+
+ private:
+  std::string dir_;
+  bool ok_ = false;
+};
+
+TEST(WebSocketClientTest, WssVerifiesTheCertificateAndTheHostName) {
+  TlsFiles tls("IP:127.0.0.1");
+  if (!tls.ok()) GTEST_SKIP() << "the openssl tool is not installed";
+  WebSocketTestServer server(Echo, tls.cert(), tls.key());
+  WebSocketOptions options = Allowed();
+  // Not in the system's trust store: refused.
+  auto untrusted = WebSocketConnection::Connect(server.url("/"), options);
+  ASSERT_FALSE(untrusted.ok());
+  EXPECT_EQ(untrusted.status().code(), absl::StatusCode::kUnavailable) << untrusted.status();
+  // Trusted through ca_file: a working TLS websocket.
+  options.ca_file = tls.cert();
+  auto c = WebSocketConnection::Connect(server.url("/secure"), options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*c)->SendText("over tls").ok());
+  const auto got = ReceiveAtLeast(**c, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].data, "over tls");
+  (*c)->Close();
+}
+
+TEST(WebSocketClientTest, WssRefusesACertificateForAnotherHost) {
+  TlsFiles tls("DNS:other.test");
+  if (!tls.ok()) GTEST_SKIP() << "the openssl tool is not installed";
+  WebSocketTestServer server(Echo, tls.cert(), tls.key());
+  WebSocketOptions options = Allowed();
+  options.ca_file = tls.cert();
+  auto c = WebSocketConnection::Connect(server.url("/"), options);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable) << c.status();
 }
 
 }  // namespace

@@ -10,7 +10,14 @@
 
 namespace calleval {
 
-WebSocketTestServer::WebSocketTestServer(Session session) : session_(std::move(session)) {
+WebSocketTestServer::WebSocketTestServer(Session session)
+    : WebSocketTestServer(std::move(session), "", "") {}
+
+WebSocketTestServer::WebSocketTestServer(Session session, std::string cert_file,
+                                         std::string key_file)
+    : session_(std::move(session)),
+      cert_file_(std::move(cert_file)),
+      key_file_(std::move(key_file)) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -39,7 +46,8 @@ WebSocketTestServer::~WebSocketTestServer() {
 }
 
 std::string WebSocketTestServer::url(const std::string& path) const {
-  return "ws://127.0.0.1:" + std::to_string(port_) + path;
+  return (cert_file_.empty() ? "ws://127.0.0.1:" : "wss://127.0.0.1:") + std::to_string(port_) +
+         path;
 }
 
 void WebSocketTestServer::AcceptLoop() {
@@ -51,7 +59,10 @@ void WebSocketTestServer::AcceptLoop() {
     ++connections_;
     std::lock_guard<std::mutex> lock(mu_);
     sessions_.emplace_back([this, fd] {
-      auto connection = runs::WebSocketConnection::Accept(fd, absl::Seconds(5));
+      auto connection =
+          cert_file_.empty()
+              ? runs::WebSocketConnection::Accept(fd, absl::Seconds(5))
+              : runs::WebSocketConnection::AcceptTls(fd, cert_file_, key_file_, absl::Seconds(5));
       if (!connection.ok()) {
         std::cerr << "websocket test server: " << connection.status() << "\n";
         return;

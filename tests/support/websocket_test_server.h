@@ -20,10 +20,12 @@ class WebSocketTestServer {
  public:
   using Session = std::function<void(runs::WebSocketConnection& connection)>;
   explicit WebSocketTestServer(Session session);
+  // wss://: TLS with this certificate chain and key (PEM files).
+  WebSocketTestServer(Session session, std::string cert_file, std::string key_file);
   ~WebSocketTestServer();
 
   int port() const { return port_; }
-  // ws://127.0.0.1:<port><path>
+  // ws://127.0.0.1:<port><path> (wss:// with TLS)
   std::string url(const std::string& path) const;
   int connections() const { return connections_.load(); }
 
@@ -31,6 +33,7 @@ class WebSocketTestServer {
   void AcceptLoop();
 
   Session session_;
+  std::string cert_file_, key_file_;  // TLS when set
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
