@@ -73,6 +73,33 @@ absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& add
 }
 
 // Reads a secret file, creating it with `bytes` random bytes (mode 0600) when missing.
+// Speech-to-text (SPEC §7): the configured OpenAI-compatible endpoint, else the embedded
+// recognizer. Used by the transcription workers and by LLM-played callers on the websocket
+// channel.
+scoring::RecognizerFactory RecognizerFactoryFor(const ServerConfig& config) {
+  if (!config.stt_base_url.empty()) {
+    scoring::OpenAiTranscriberConfig stt;
+    stt.base_url = config.stt_base_url;
+    stt.api_key = config.stt_api_key;
+    stt.model = config.stt_model;
+    stt.language = config.stt_language;
+    return [stt](const std::atomic<bool>* cancel)
+               -> absl::StatusOr<std::unique_ptr<scoring::SpeechRecognizer>> {
+      scoring::OpenAiTranscriberConfig with_cancel = stt;
+      with_cancel.cancel = cancel;
+      return std::make_unique<scoring::OpenAiTranscriber>(std::move(with_cancel));
+    };
+  }
+  return [](const std::atomic<bool>* cancel)
+             -> absl::StatusOr<std::unique_ptr<scoring::SpeechRecognizer>> {
+    scoring::PocketsphinxOptions options;
+    options.cancel = cancel;
+    ASSIGN_OR_RETURN(std::unique_ptr<scoring::PocketsphinxRecognizer> recognizer,
+                     scoring::PocketsphinxRecognizer::Create(std::move(options)));
+    return std::unique_ptr<scoring::SpeechRecognizer>(std::move(recognizer));
+  };
+}
+
 absl::StatusOr<std::string> LoadOrCreateSecret(const std::string& path, size_t bytes) {
   if (std::ifstream in(path, std::ios::binary); in) {
     std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -528,6 +555,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     }
     run_options.deps.url_guard.allowed_hosts = config.allow_private_hosts;
     run_options.deps.agent_ca_file = config.agent_ca_file;
+    // An LLM-played caller on the websocket channel hears the agent the way transcription
+    // does.
+    run_options.deps.make_recognizer = RecognizerFactoryFor(config);
     s->run_workers = std::make_unique<runs::RunWorkers>(s->runs_store.get(), run_options);
   }
   if (HasRole(config, "agents")) {
@@ -559,28 +589,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     // to transcribe, and the audio metrics of other calls must not wait behind it.
     scoring::TranscriptionWorkers::Options transcribers;
     transcribers.workers = config.stt_workers;
-    if (!config.stt_base_url.empty()) {
-      scoring::OpenAiTranscriberConfig stt;
-      stt.base_url = config.stt_base_url;
-      stt.api_key = config.stt_api_key;
-      stt.model = config.stt_model;
-      stt.language = config.stt_language;
-      transcribers.make_recognizer = [stt](const std::atomic<bool>* cancel)
-          -> absl::StatusOr<std::unique_ptr<scoring::SpeechRecognizer>> {
-        scoring::OpenAiTranscriberConfig with_cancel = stt;
-        with_cancel.cancel = cancel;
-        return std::make_unique<scoring::OpenAiTranscriber>(std::move(with_cancel));
-      };
-    } else {
-      transcribers.make_recognizer = [](const std::atomic<bool>* cancel)
-          -> absl::StatusOr<std::unique_ptr<scoring::SpeechRecognizer>> {
-        scoring::PocketsphinxOptions options;
-        options.cancel = cancel;
-        ASSIGN_OR_RETURN(std::unique_ptr<scoring::PocketsphinxRecognizer> recognizer,
-                         scoring::PocketsphinxRecognizer::Create(std::move(options)));
-        return std::unique_ptr<scoring::SpeechRecognizer>(std::move(recognizer));
-      };
-    }
+    transcribers.make_recognizer = RecognizerFactoryFor(config);
     s->transcription_workers = std::make_unique<scoring::TranscriptionWorkers>(
         s->transcription_queue.get(), std::move(transcribers));
     scoring::ScoringWorkers::Options workers;

@@ -98,10 +98,11 @@ absl::StatusOr<int64_t> RunWorkers::TextRun(const RunJob& job, const v1::Scenari
 absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
                                                  const v1::Agent& agent, std::string* end_reason) {
   const RunDependencies& deps = options_.deps;
-  if (scenario.caller_script_size() == 0) {
+  const bool scripted = scenario.caller_script_size() > 0;
+  if (!scripted && (deps.llm == nullptr || !deps.make_recognizer)) {
     return absl::FailedPreconditionError(
-        "the websocket channel speaks the scenario's caller_script; this scenario has none (a "
-        "caller played from persona and goal is offered on the text channel)");
+        "llm_unavailable: without a caller_script the caller is played by the LLM provider from "
+        "persona and goal, and none is configured");
   }
   if (!deps.web_channel || !deps.ingest_recorded) {
     return absl::FailedPreconditionError("the websocket channel is not configured here");
@@ -130,6 +131,35 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
   VoiceSessionOptions session;
   session.protocol = web.fields.value("protocol", "twilio_media_streams");
   session.caller_lines.assign(scenario.caller_script().begin(), scenario.caller_script().end());
+  std::unique_ptr<scoring::SpeechRecognizer> ears;
+  if (!scripted) {
+    absl::StatusOr<std::unique_ptr<scoring::SpeechRecognizer>> made =
+        deps.make_recognizer(workers_.cancel_flag());
+    if (!made.ok()) return made.status();
+    ears = *std::move(made);
+    TextCaller caller;
+    caller.persona = scenario.persona();
+    caller.goal = scenario.goal();
+    LlmClient* llm = deps.llm;
+    session.next_line = [llm, caller](const std::vector<v1::Turn>& conversation)
+        -> absl::StatusOr<NextCallerLine> {
+      absl::StatusOr<CallerMessage> said = NextCallerMessage(*llm, caller, conversation);
+      if (!said.ok()) return said.status();
+      return NextCallerLine{said->message, said->goal_reached};
+    };
+    scoring::SpeechRecognizer* recognizer = ears.get();
+    session.transcribe = [recognizer](const std::vector<int16_t>& audio,
+                                      int rate) -> absl::StatusOr<std::string> {
+      absl::StatusOr<std::vector<int16_t>> wide =
+          ResamplePcm16(audio, rate, scoring::kSpeechSampleRate);
+      if (!wide.ok()) return wide.status();
+      absl::StatusOr<scoring::ChannelTranscript> heard = recognizer->Transcribe(*wide);
+      if (!heard.ok()) return heard.status();
+      std::string text;
+      for (const auto& word : heard->words) absl::StrAppend(&text, text.empty() ? "" : " ", word.text);
+      return text;
+    };
+  }
   session.agent_speaks_first = agent.opening_message().mode() != "user_speaks_first";
   session.max_turns = scenario.max_turns();
   session.max_duration = absl::Seconds(scenario.has_max_duration_seconds()

@@ -25,6 +25,7 @@
 #include "services/agents/web_channel.h"
 #include "services/runs/runs_store.h"
 #include "services/runs/speech_synthesizer.h"
+#include "services/scoring/speech_to_text.h"
 
 namespace calleval::runs {
 
@@ -50,6 +51,11 @@ struct RunDependencies {
                                          const std::string& recorded_wav)>
       ingest_recorded;
   std::string scratch_dir;
+  // Hears the agent's turns for a caller played by the LLM over the websocket channel (the
+  // embedded recognizer or an OpenAI-compatible transcriptions endpoint); null: such runs fail.
+  std::function<absl::StatusOr<std::unique_ptr<scoring::SpeechRecognizer>>(
+      const std::atomic<bool>* cancel)>
+      make_recognizer;
   // The caller's voice: an OpenAI-compatible speech endpoint when configured; null: eSpeak NG.
   std::function<std::unique_ptr<SpeechSynthesizer>(const std::atomic<bool>* cancel)>
       make_synthesizer;

@@ -69,13 +69,24 @@ std::string CallerSystemPrompt(const TextCaller& caller) {
       "ending the conversation, else false>}.");
 }
 
+absl::StatusOr<CallerMessage> NextCallerMessage(LlmClient& llm, const TextCaller& caller,
+                                                const std::vector<v1::Turn>& transcript) {
+  ChatRequest request;
+  request.messages = History(transcript, kUserRole, CallerSystemPrompt(caller));
+  if (transcript.empty()) {
+    request.messages.push_back({"user", "(You are connected. Say your first message.)"});
+  }
+  ASSIGN_OR_RETURN(ChatResponse response, llm.Complete(request));
+  Utterance said = ParseUtterance(response.content, "goal_reached");
+  return CallerMessage{std::move(said.message), said.ends};
+}
+
 absl::StatusOr<Conversation> RunTextConversation(LlmClient& llm, const TextAgent& agent,
                                                  const TextCaller& caller,
                                                  const ConversationLimits& limits) {
   Conversation out;
   const absl::Time deadline = absl::Now() + limits.max_duration;
   const std::string agent_prompt = AgentSystemPrompt(agent);
-  const std::string caller_prompt = CallerSystemPrompt(caller);
 
   auto agent_says = [&]() -> absl::StatusOr<Utterance> {
     ChatRequest request;
@@ -119,15 +130,9 @@ absl::StatusOr<Conversation> RunTextConversation(LlmClient& llm, const TextAgent
       }
       out.transcript.push_back(MakeTurn(kUserRole, caller.script[script_line++]));
     } else {
-      ChatRequest request;
-      request.messages = History(out.transcript, kUserRole, caller_prompt);
-      if (out.transcript.empty()) {
-        request.messages.push_back({"user", "(You are connected. Say your first message.)"});
-      }
-      ASSIGN_OR_RETURN(ChatResponse response, llm.Complete(request));
-      Utterance said = ParseUtterance(response.content, "goal_reached");
+      ASSIGN_OR_RETURN(CallerMessage said, NextCallerMessage(llm, caller, out.transcript));
       if (!said.message.empty()) out.transcript.push_back(MakeTurn(kUserRole, said.message));
-      caller_done = said.ends;
+      caller_done = said.goal_reached;
     }
     if (caller_done) {
       out.end_reason = "goal_reached";

@@ -41,6 +41,16 @@ struct Conversation {
   std::string end_reason;
 };
 
+// The LLM-played caller's next message given the conversation so far (roles "AI Assistant"
+// and "User"), and whether the caller ends the conversation with it (goal reached). Shared by
+// the text and the websocket channels.
+struct CallerMessage {
+  std::string message;  // may be empty when the caller only ends the conversation
+  bool goal_reached = false;
+};
+absl::StatusOr<CallerMessage> NextCallerMessage(LlmClient& llm, const TextCaller& caller,
+                                                const std::vector<v1::Turn>& transcript);
+
 // Fails (with the provider's error) only when a needed LLM answer cannot be had.
 absl::StatusOr<Conversation> RunTextConversation(LlmClient& llm, const TextAgent& agent,
                                                  const TextCaller& caller,

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "common/crypto.h"
@@ -72,6 +73,17 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
   bool agent_answered = false;
   int64_t waiting_since = 0;  // tick when the caller started waiting for the agent
   bool caller_turn_pending = !options.agent_speaks_first;
+  // An LLM-played caller: its next line is prepared beside the clock (transcribe the agent's
+  // turn, ask for the line, synthesize it); `ending` once the goal is reached.
+  const bool scripted = !options.caller_lines.empty() || !options.next_line;
+  struct Prepared {
+    std::string agent_said;
+    NextCallerLine line;
+    std::vector<int16_t> speech;
+  };
+  std::future<absl::StatusOr<Prepared>> preparing;
+  size_t agent_turn_start = 0;  // where the agent's current turn begins in rec.agent
+  bool ending = false;
   const int64_t end_of_turn_ticks = options.end_of_agent_turn / kFrame;
   const int64_t answer_timeout_ticks = options.answer_timeout / kFrame;
   const int64_t max_ticks = options.max_duration / kFrame;
@@ -142,28 +154,84 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
     }
 
     // The caller: go on with the line being said, or decide whether to start the next.
-    const bool caller_busy = speaking_at < speaking.size();
+    const bool caller_busy = speaking_at < speaking.size() || preparing.valid();
     if (!caller_busy) {
       const bool agent_done = agent_answered && tick - last_agent_voice >= end_of_turn_ticks;
       const bool agent_silent_too_long =
           !agent_answered && tick - waiting_since >= answer_timeout_ticks;
       if (caller_turn_pending || agent_done || agent_silent_too_long) {
-        if (next_line >= options.caller_lines.size()) return finish("script_finished");
+        if (ending) return finish("goal_reached");
+        if (scripted && next_line >= options.caller_lines.size()) return finish("script_finished");
         if (turns >= options.max_turns) return finish("max_turns");
-        ASSIGN_OR_RETURN(speaking,
-                         synthesizer.Synthesize(options.caller_lines[next_line++], rec.sample_rate));
-        speaking_at = 0;
-        ++turns;
+        if (scripted) {
+          ASSIGN_OR_RETURN(speaking, synthesizer.Synthesize(options.caller_lines[next_line++],
+                                                            rec.sample_rate));
+          speaking_at = 0;
+          ++turns;
+        } else {
+          std::vector<int16_t> agent_turn(rec.agent.begin() + agent_turn_start, rec.agent.end());
+          const bool agent_spoke = agent_answered;
+          preparing = std::async(
+              std::launch::async,
+              [&options, &synthesizer, agent_turn = std::move(agent_turn), agent_spoke,
+               conversation = rec.conversation, rate = rec.sample_rate]() mutable
+              -> absl::StatusOr<Prepared> {
+                Prepared p;
+                if (agent_spoke) {
+                  ASSIGN_OR_RETURN(p.agent_said, options.transcribe(agent_turn, rate));
+                  v1::Turn turn;
+                  turn.set_role("AI Assistant");
+                  turn.set_content(p.agent_said);
+                  if (!p.agent_said.empty()) conversation.push_back(std::move(turn));
+                }
+                ASSIGN_OR_RETURN(p.line, options.next_line(conversation));
+                ASSIGN_OR_RETURN(p.speech, synthesizer.Synthesize(p.line.text, rate));
+                return p;
+              });
+        }
         caller_turn_pending = false;
         agent_answered = false;
       }
+    }
+    if (preparing.valid() &&
+        preparing.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      absl::StatusOr<Prepared> prepared = preparing.get();
+      if (!prepared.ok()) {
+        ws.Close();
+        return prepared.status();
+      }
+      if (!prepared->agent_said.empty()) {
+        v1::Turn turn;
+        turn.set_role("AI Assistant");
+        turn.set_content(prepared->agent_said);
+        rec.conversation.push_back(std::move(turn));
+      }
+      if (!prepared->line.text.empty()) {
+        v1::Turn turn;
+        turn.set_role("User");
+        turn.set_content(prepared->line.text);
+        rec.conversation.push_back(std::move(turn));
+      }
+      ending = prepared->line.last;
+      if (prepared->speech.empty()) {
+        if (ending) return finish("goal_reached");
+      } else {
+        speaking = std::move(prepared->speech);
+        speaking_at = 0;
+        ++turns;
+      }
+      agent_answered = false;
+      waiting_since = tick;
     }
     int16_t caller_frame[320] = {0};
     if (speaking_at < speaking.size()) {
       const size_t m = std::min(frame, speaking.size() - speaking_at);
       std::copy(speaking.begin() + speaking_at, speaking.begin() + speaking_at + m, caller_frame);
       speaking_at += m;
-      if (speaking_at >= speaking.size()) waiting_since = tick;
+      if (speaking_at >= speaking.size()) {
+        waiting_since = tick;
+        agent_turn_start = rec.agent.size();  // the agent's answer starts after this line
+      }
     }
     rec.caller.insert(rec.caller.end(), caller_frame, caller_frame + frame);
     if (twilio) {

@@ -10,19 +10,38 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "calleval/v1/calls.pb.h"
 #include "services/runs/speech_synthesizer.h"
 #include "services/runs/websocket_client.h"
 
 namespace calleval::runs {
 
+// The caller's next line when it is not scripted: `last` ends the conversation after it (the
+// caller's goal is reached); an empty `text` with `last` ends it at once.
+struct NextCallerLine {
+  std::string text;
+  bool last = false;
+};
+// Given the conversation so far (the agent's turns as transcribed, the caller's lines).
+using NextCallerLineFn =
+    std::function<absl::StatusOr<NextCallerLine>(const std::vector<v1::Turn>& conversation)>;
+// What the agent said in one turn of audio (mono PCM16 at `sample_rate`).
+using TranscribeFn = std::function<absl::StatusOr<std::string>(const std::vector<int16_t>& audio,
+                                                                int sample_rate)>;
+
 struct VoiceSessionOptions {
   std::string protocol = "twilio_media_streams";  // or pcm16
   std::vector<std::string> caller_lines;          // said in order
+  // Without caller_lines: each line comes from next_line once the agent's turn is transcribed
+  // (both run beside the session's clock, which keeps playing the agent meanwhile).
+  NextCallerLineFn next_line;
+  TranscribeFn transcribe;
   bool agent_speaks_first = true;
   int max_turns = 20;  // caller lines
   absl::Duration max_duration = absl::Minutes(10);
@@ -38,8 +57,11 @@ struct VoiceRecording {
   int sample_rate = 8000;
   std::vector<int16_t> agent;   // left channel
   std::vector<int16_t> caller;  // right channel
-  // script_finished | max_turns | max_duration | agent_ended
+  // script_finished | goal_reached | max_turns | max_duration | agent_ended
   std::string end_reason;
+  // The conversation as the caller knew it: its lines and the agent's turns as transcribed
+  // (LLM-played callers only).
+  std::vector<v1::Turn> conversation;
 };
 
 // Holds the conversation until it ends; kCancelled when `cancel` became true.

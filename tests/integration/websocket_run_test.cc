@@ -20,6 +20,7 @@
 #include "services/runs/mulaw.h"
 #include "tests/integration/http_client.h"
 #include "tests/integration/test_server.h"
+#include "tests/support/fake_openai_server.h"
 #include "tests/support/test_http_server.h"
 #include "tests/support/websocket_test_server.h"
 
@@ -194,6 +195,83 @@ TEST(WebsocketRunTest, RunDialsATwilioAgentRecordsStereoAndMeasuresItsLatency) {
     RecordProperty(absl::StrCat("latency_ms_", k++), turn["latency_ms"].dump());
   }
 
+  server->reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(WebsocketRunTest, LlmPlayedCallerHearsTheAgentAndEndsAtItsGoal) {
+  AgentLog log;
+  WebSocketTestServer agent_server([&log](runs::WebSocketConnection& c) { TwilioAgent(c, &log); });
+  FakeOpenAiServer llm;
+  llm.AnswerInTurn("You play a caller",
+                   {R"({"message": "Hello, I would like to book a cleaning.", "goal_reached": false})",
+                    R"({"message": "Thank you, goodbye.", "goal_reached": true})"});
+  const std::string dir = testing::MakeTempDir("websocket_llm_caller");
+  ServerConfig config = testing::TestServerConfig(dir);
+  config.llm_base_url = llm.base_url();
+  config.llm_api_key = llm.api_key();
+  config.llm_model = "gpt-test";
+  auto server = Server::Start(config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  HttpClient client((*server)->http_base_url());
+  client.set_api_key((*server)->bootstrap()->key.api_key);
+  HttpResponse agent = client.Post(
+      "/api/v1/agents", json{{"name", "Voice bot"},
+                             {"language_id", 1},
+                             {"instructions", "Book cleanings."},
+                             {"web_channel",
+                              {{"transport", "websocket"},
+                               {"websocket_url", agent_server.url("/agent")}}}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+  HttpResponse scenario = client.Post("/api/v1/scenarios",
+                                      json{{"agent_id", agent.json()["id"]},
+                                           {"name", "Persona caller"},
+                                           {"persona", "A patient"},
+                                           {"goal", "Book a cleaning"},
+                                           {"metric_ids", {1}}});
+  ASSERT_EQ(scenario.status, 201) << scenario.body;
+  HttpResponse queued = client.Post(
+      absl::StrCat("/api/v1/scenarios/", scenario.json()["id"].get<int64_t>(), "/run"),
+      json{{"channel", "web"}});
+  ASSERT_EQ(queued.status, 202) << queued.body;
+  json run;
+  for (int i = 0; i < 1200; ++i) {
+    run = client.Get(absl::StrCat("/api/v1/runs/", queued.json()["id"].get<int64_t>())).json();
+    if (run["status"] == "completed" || run["status"] == "failed") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "goal_reached");
+  {
+    std::lock_guard<std::mutex> lock(log.mu);
+    EXPECT_EQ(log.answers, 2);  // both lines were spoken and answered
+  }
+  // The caller was asked twice; the second time the conversation held its first line.
+  int caller_requests = 0;
+  bool saw_first_line = false;
+  for (const json& request : llm.chat_requests()) {
+    if (request["messages"][0]["content"].get<std::string>().find("You play a caller") ==
+        std::string::npos) {
+      continue;
+    }
+    ++caller_requests;
+    for (const json& m : request["messages"]) {
+      if (m["content"] == "Hello, I would like to book a cleaning.") saw_first_line = true;
+    }
+  }
+  EXPECT_EQ(caller_requests, 2);
+  EXPECT_TRUE(saw_first_line);
+  const json call =
+      client.Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
+  const json* latency = nullptr;
+  for (const json& m : call["standard_metrics"]) {
+    if (m["standard_metric_key"] == "latency") latency = &m;
+  }
+  ASSERT_NE(latency, nullptr);
+  ASSERT_EQ(latency->at("result")["count"], 2) << latency->dump();
+  for (const json& turn : latency->at("result")["turns"]) {
+    EXPECT_NEAR(turn["latency_ms"].get<double>(), kAgentDelayMs, 100) << turn.dump();
+  }
   server->reset();
   std::filesystem::remove_all(dir);
 }
