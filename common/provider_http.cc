@@ -124,6 +124,19 @@ int StopWhenCancelled(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t
 
 }  // namespace
 
+std::string ShownUrl(absl::string_view url) {
+  const size_t scheme = url.find("://");
+  if (scheme != absl::string_view::npos) {
+    const size_t host = scheme + 3;
+    const size_t path = url.find('/', host);
+    const size_t at = url.substr(0, path).rfind('@');
+    if (at != absl::string_view::npos && at > host) {
+      return ShownUrl(absl::StrCat(url.substr(0, host), url.substr(at + 1)));
+    }
+  }
+  return std::string(url.substr(0, url.find('?')));
+}
+
 absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
   static std::once_flag curl_init;
   std::call_once(curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
@@ -145,7 +158,9 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
     CURL* c = curl.get();
     curl_slist* headers = nullptr;
     const std::string content_type = absl::StrCat("Content-Type: ", post.content_type);
-    headers = curl_slist_append(headers, content_type.c_str());
+    if (post.multipart.empty()) headers = curl_slist_append(headers, content_type.c_str());
+    // No "Expect: 100-continue": it costs a round trip (or a one-second stall with servers that
+    // ignore it) before every upload.
     headers = curl_slist_append(headers, "Expect:");
     for (const std::string& h : post.headers) headers = curl_slist_append(headers, h.c_str());
     std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_list(headers,
@@ -159,8 +174,21 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list.get());
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, post.body.data());
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(post.body.size()));
+    std::unique_ptr<curl_mime, decltype(&curl_mime_free)> mime(nullptr, &curl_mime_free);
+    if (post.multipart.empty()) {
+      curl_easy_setopt(c, CURLOPT_POSTFIELDS, post.body.data());
+      curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(post.body.size()));
+    } else {
+      mime.reset(curl_mime_init(c));
+      for (const MultipartPart& p : post.multipart) {
+        curl_mimepart* part = curl_mime_addpart(mime.get());
+        curl_mime_name(part, p.name.c_str());
+        if (!p.filename.empty()) curl_mime_filename(part, p.filename.c_str());
+        if (!p.content_type.empty()) curl_mime_type(part, p.content_type.c_str());
+        curl_mime_data(part, p.data.data(), p.data.size());
+      }
+      curl_easy_setopt(c, CURLOPT_MIMEPOST, mime.get());
+    }
     curl_easy_setopt(c, CURLOPT_USERAGENT, "calleval/1");
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
                      static_cast<long>(absl::ToInt64Milliseconds(post.connect_timeout)));
@@ -174,24 +202,28 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &StopWhenCancelled);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &exchange);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer);
+    if (post.requests != nullptr) post.requests->fetch_add(1);
     const CURLcode result = curl_easy_perform(c);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     if (result == CURLE_ABORTED_BY_CALLBACK) return cancelled();
+    const std::string shown = ShownUrl(post.url);
     if (exchange.over_cap) {
-      return MakeError(absl::StatusCode::kUnavailable, post.error_code,
-                       absl::StrCat(post.label, "the answer exceeds ", post.max_response_bytes,
-                                    " bytes"));
+      return MakeError(
+          absl::StatusCode::kUnavailable,
+          post.bad_response_code.empty() ? post.error_code : post.bad_response_code,
+          absl::StrCat(post.label, "the answer from ", shown, " exceeds ",
+                       post.max_response_bytes, " bytes"));
     }
     absl::Duration delay = absl::ZeroDuration();
     if (result != CURLE_OK) {
-      last_error = absl::StrCat(post.label, "cannot reach the provider (",
+      last_error = absl::StrCat(post.label, "cannot reach ", shown, " (",
                                 error_buffer[0] != 0 ? error_buffer : curl_easy_strerror(result),
                                 ")");
     } else if (status >= 200 && status < 300) {
       return std::move(exchange.body);
     } else {
-      const std::string message = absl::StrCat(post.label, "HTTP ", status, " from the provider: ",
+      const std::string message = absl::StrCat(post.label, "HTTP ", status, " from ", shown, ": ",
                                                ProviderErrorMessage(exchange.body));
       if (!IsRetryableHttpStatus(status)) {
         return MakeError(absl::StatusCode::kFailedPrecondition, post.error_code, message);

@@ -41,11 +41,21 @@ absl::Duration BackoffDelay(int attempt, absl::Duration initial, absl::Duration 
 // cancellation within about 100 ms. Errors start with `label` and carry `error_code`
 // (kFailedPrecondition: the provider refused; kUnavailable: unreachable or still failing;
 // kCancelled with code `cancelled_code`).
+// One part of a multipart/form-data body (an upload).
+struct MultipartPart {
+  std::string name;
+  std::string data;
+  std::string filename;      // set for a file part
+  std::string content_type;  // of a file part
+};
+
 struct ProviderPost {
   std::string url;
   std::vector<std::string> headers;  // "Name: value"
   std::string content_type = "application/json";
   std::string body;
+  // When not empty, sent as multipart/form-data instead of `body`.
+  std::vector<MultipartPart> multipart;
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration request_timeout = absl::Seconds(60);
   int64_t max_response_bytes = int64_t{16} << 20;
@@ -55,8 +65,13 @@ struct ProviderPost {
   const std::atomic<bool>* cancel = nullptr;
   std::string label;  // "text-to-speech failed: "
   std::string error_code;
+  std::string bad_response_code;  // an answer over max_response_bytes
   std::string cancelled_code;
+  std::atomic<int>* requests = nullptr;  // counts the HTTP requests made, when set
 };
+
+// The URL without credentials or query (either may hold secrets), for messages.
+std::string ShownUrl(absl::string_view url);
 // The body of the 2xx answer.
 absl::StatusOr<std::string> PostToProvider(const ProviderPost& post);
 

@@ -1,6 +1,5 @@
 #include "services/scoring/speech_to_text.h"
 
-#include <curl/curl.h>
 #include <pocketsphinx.h>
 #include <sphinxbase/err.h>
 
@@ -340,10 +339,6 @@ void AppendLe(std::string* out, uint32_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xff));
 }
 
-void GlobalInitOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 // Splits `text` at whitespace into words spread evenly over [start, end].
 void SpreadWords(absl::string_view text, double start, double end,
@@ -370,76 +365,6 @@ std::optional<std::string> StringField(const nlohmann::json& object, const char*
   return it->get<std::string>();
 }
 
-// One HTTP exchange, shared with libcurl's callbacks.
-struct Exchange {
-  int64_t max_bytes = 0;
-  std::string body;
-  bool over_cap = false;
-  std::string retry_after;
-  const std::atomic<bool>* cancel = nullptr;
-  long http_status = 0;
-  CURLcode curl = CURLE_OK;
-  std::string curl_error;
-};
-
-size_t WriteBody(char* data, size_t size, size_t nmemb, void* user) {
-  auto* exchange = static_cast<Exchange*>(user);
-  const size_t n = size * nmemb;
-  if (static_cast<int64_t>(exchange->body.size() + n) > exchange->max_bytes) {
-    exchange->over_cap = true;
-    return 0;
-  }
-  exchange->body.append(data, n);
-  return n;
-}
-
-size_t ReadHeader(char* data, size_t size, size_t nmemb, void* user) {
-  auto* exchange = static_cast<Exchange*>(user);
-  absl::string_view line(data, size * nmemb);
-  // A new response (after a 100 Continue, say) starts over.
-  if (absl::StartsWith(line, "HTTP/")) exchange->retry_after.clear();
-  constexpr absl::string_view kName = "retry-after:";
-  if (line.size() > kName.size() &&
-      absl::EqualsIgnoreCase(line.substr(0, kName.size()), kName)) {
-    exchange->retry_after = std::string(absl::StripAsciiWhitespace(line.substr(kName.size())));
-  }
-  return size * nmemb;
-}
-
-int CheckCancelled(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  auto* exchange = static_cast<Exchange*>(user);
-  return exchange->cancel != nullptr && exchange->cancel->load() ? 1 : 0;
-}
-
-absl::Status Cancelled() {
-  return MakeError(absl::StatusCode::kCancelled, "stt_cancelled",
-                   absl::StrCat(kLabel, "cancelled"));
-}
-
-// Sleeps for `delay` in short steps; false when cancelled meanwhile.
-bool SleepUnlessCancelled(absl::Duration delay, const std::atomic<bool>* cancel) {
-  const absl::Time until = absl::Now() + delay;
-  while (true) {
-    if (cancel != nullptr && cancel->load()) return false;
-    const absl::Duration left = until - absl::Now();
-    if (left <= absl::ZeroDuration()) return true;
-    absl::SleepFor(std::min(left, absl::Milliseconds(100)));
-  }
-}
-
-// The URL without credentials or query, for messages.
-std::string ShownUrl(absl::string_view url) {
-  const size_t scheme = url.find("://");
-  if (scheme != absl::string_view::npos) {
-    const size_t host = scheme + 3;
-    const size_t path = url.find('/', host);
-    const size_t at = url.substr(0, path).rfind('@');
-    if (at != absl::string_view::npos && at > host) {
-      return absl::StrCat(url.substr(0, host), url.substr(at + 1));
-    }
-  }
-  return std::string(url.substr(0, url.find('?')));
-}
 
 }  // namespace
 
@@ -542,7 +467,6 @@ std::vector<size_t> ChunkBoundaries(absl::Span<const int16_t> samples, double ch
 OpenAiTranscriber::OpenAiTranscriber(OpenAiTranscriberConfig config)
     : config_(std::move(config)),
       url_(absl::StrCat(absl::StripSuffix(config_.base_url, "/"), "/audio/transcriptions")) {
-  GlobalInitOnce();
 }
 
 absl::StatusOr<ChannelTranscript> OpenAiTranscriber::Transcribe(
@@ -567,114 +491,34 @@ absl::StatusOr<ChannelTranscript> OpenAiTranscriber::Transcribe(
 
 absl::StatusOr<ChannelTranscript> OpenAiTranscriber::TranscribePiece(
     absl::Span<const int16_t> samples, double offset_seconds) {
-  const std::string wav = EncodeWav(samples);
   const double duration = static_cast<double>(samples.size()) / kSpeechSampleRate;
-  const std::string shown_url = ShownUrl(url_);
-  const std::string authorization = absl::StrCat("Authorization: Bearer ", config_.api_key);
-  const int attempts = std::max(1, config_.max_attempts);
-  std::minstd_rand random(std::random_device{}());
-  std::string last_error;  // of a retryable failure
-
-  for (int attempt = 1; attempt <= attempts; ++attempt) {
-    if (config_.cancel != nullptr && config_.cancel->load()) return Cancelled();
-    std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(),
-                                                             &curl_easy_cleanup);
-    if (curl == nullptr) {
-      return MakeError(absl::StatusCode::kInternal, "stt_error",
-                       absl::StrCat(kLabel, "libcurl could not start"));
-    }
-    CURL* c = curl.get();
-    std::unique_ptr<curl_mime, decltype(&curl_mime_free)> mime(curl_mime_init(c),
-                                                               &curl_mime_free);
-    auto add_field = [&](const char* name, const std::string& value) {
-      curl_mimepart* part = curl_mime_addpart(mime.get());
-      curl_mime_name(part, name);
-      curl_mime_data(part, value.data(), value.size());
-    };
-    curl_mimepart* file = curl_mime_addpart(mime.get());
-    curl_mime_name(file, "file");
-    curl_mime_filename(file, "audio.wav");
-    curl_mime_type(file, "audio/wav");
-    curl_mime_data(file, wav.data(), wav.size());
-    add_field("model", config_.model);
-    add_field("response_format", "verbose_json");
-    add_field("timestamp_granularities[]", "word");
-    add_field("timestamp_granularities[]", "segment");
-    if (!config_.language.empty()) add_field("language", config_.language);
-
-    curl_slist* headers = curl_slist_append(nullptr, "Accept: application/json");
-    // No "Expect: 100-continue": it costs a round trip (or a one-second stall with servers that
-    // ignore it) before every upload.
-    headers = curl_slist_append(headers, "Expect:");
-    if (!config_.api_key.empty()) headers = curl_slist_append(headers, authorization.c_str());
-    std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_list(
-        headers, &curl_slist_free_all);
-
-    Exchange exchange;
-    exchange.max_bytes = config_.max_response_bytes;
-    exchange.cancel = config_.cancel;
-    char error_buffer[CURL_ERROR_SIZE] = {0};
-    curl_easy_setopt(c, CURLOPT_URL, url_.c_str());
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list.get());
-    curl_easy_setopt(c, CURLOPT_MIMEPOST, mime.get());
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "calleval/1");
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                     static_cast<long>(absl::ToInt64Milliseconds(config_.connect_timeout)));
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
-                     static_cast<long>(absl::ToInt64Milliseconds(config_.request_timeout)));
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &WriteBody);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &exchange);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &ReadHeader);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, &exchange);
-    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &CheckCancelled);
-    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &exchange);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer);
-    requests_.fetch_add(1);
-    exchange.curl = curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &exchange.http_status);
-
-    if (exchange.curl == CURLE_ABORTED_BY_CALLBACK) return Cancelled();
-    if (exchange.over_cap) {
-      return MakeError(absl::StatusCode::kUnavailable, "stt_bad_response",
-                       absl::StrCat(kLabel, "the answer from ", shown_url, " exceeds ",
-                                    config_.max_response_bytes, " bytes"));
-    }
-    bool retry = false;
-    absl::Duration delay = absl::ZeroDuration();
-    if (exchange.curl != CURLE_OK) {
-      last_error =
-          absl::StrCat(kLabel, "cannot reach ", shown_url, " (",
-                       error_buffer[0] != 0 ? error_buffer : curl_easy_strerror(exchange.curl),
-                       ")");
-      retry = true;
-    } else if (exchange.http_status >= 200 && exchange.http_status < 300) {
-      return ParseTranscriptionJson(exchange.body, offset_seconds, duration);
-    } else {
-      const std::string message = absl::StrCat(kLabel, "HTTP ", exchange.http_status, " from ",
-                                               shown_url, ": ", ProviderErrorMessage(exchange.body));
-      if (!IsRetryableHttpStatus(exchange.http_status)) {
-        return MakeError(absl::StatusCode::kFailedPrecondition, "stt_error", message);
-      }
-      last_error = message;
-      retry = true;
-      if (std::optional<absl::Duration> asked = ParseRetryAfter(exchange.retry_after, absl::Now())) {
-        delay = *asked;
-      }
-    }
-    if (!retry || attempt == attempts) break;
-    // Exponential backoff with full jitter; a longer Retry-After wins, up to max_backoff.
-    const absl::Duration backoff =
-        BackoffDelay(attempt, config_.initial_backoff, config_.max_backoff,
-                     std::uniform_real_distribution<double>(0.0, 1.0)(random));
-    delay = std::min(std::max(delay, backoff), config_.max_backoff);
-    if (!SleepUnlessCancelled(delay, config_.cancel)) return Cancelled();
+  ProviderPost post;
+  post.url = url_;
+  post.headers.push_back("Accept: application/json");
+  if (!config_.api_key.empty()) {
+    post.headers.push_back(absl::StrCat("Authorization: Bearer ", config_.api_key));
   }
-  if (attempts > 1) absl::StrAppend(&last_error, " (after ", attempts, " attempts)");
-  return MakeError(absl::StatusCode::kUnavailable, "stt_error", last_error);
+  post.multipart = {{"file", EncodeWav(samples), "audio.wav", "audio/wav"},
+                    {"model", config_.model, "", ""},
+                    {"response_format", "verbose_json", "", ""},
+                    {"timestamp_granularities[]", "word", "", ""},
+                    {"timestamp_granularities[]", "segment", "", ""}};
+  if (!config_.language.empty()) post.multipart.push_back({"language", config_.language, "", ""});
+  post.connect_timeout = config_.connect_timeout;
+  post.request_timeout = config_.request_timeout;
+  post.max_response_bytes = config_.max_response_bytes;
+  post.max_attempts = config_.max_attempts;
+  post.initial_backoff = config_.initial_backoff;
+  post.max_backoff = config_.max_backoff;
+  post.cancel = config_.cancel;
+  post.label = std::string(kLabel);
+  post.error_code = "stt_error";
+  post.bad_response_code = "stt_bad_response";
+  post.cancelled_code = "stt_cancelled";
+  post.requests = &requests_;
+  absl::StatusOr<std::string> body = PostToProvider(post);
+  if (!body.ok()) return body.status();
+  return ParseTranscriptionJson(*body, offset_seconds, duration);
 }
 
 // ---------------------------------------------------------------------------------------------
