@@ -21,6 +21,7 @@
 #include "common/errors.h"
 #include "common/llm_client.h"
 #include "common/schema.h"
+#include "common/server_reflection_v1.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "edge/direct_invoker.h"
@@ -29,6 +30,7 @@
 #include "edge/json_codec.h"
 #include "edge/openapi.h"
 #include "edge/route_table.h"
+#include "grpc/health/v1/health.pb.h"
 #include "services/accounts/accounts_service.h"
 #include "services/accounts/authenticator.h"
 #include "services/agents/agents_service.h"
@@ -221,6 +223,8 @@ struct Server::State {
   std::unique_ptr<metrics::MetricsService> metrics_service;
   std::unique_ptr<grpc::Server> grpc_server;
   int grpc_port = 0;
+  // The names grpc.health.v1.Health answers for: each service served here and "".
+  std::vector<std::string> health_names;
   std::unique_ptr<edge::RouteTable> routes;
   std::string openapi;
   std::unique_ptr<edge::GrpcInvoker> grpc_invoker;
@@ -664,17 +668,30 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   }
   if (grpc_roles) {
     grpc::EnableDefaultHealthCheckService(true);
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    // Reflection describes grpc.health.v1.Health from the generated pool: this links its file in.
+    grpc::health::v1::HealthCheckRequest::descriptor();
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();  // v1alpha
     grpc::ServerBuilder builder;
+    builder.SetOption(ServerReflectionV1());
     builder.AddListeningPort(config.grpc_addr, grpc::InsecureServerCredentials(), &s->grpc_port);
     builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_body_bytes * 2));
-    if (s->accounts_service) builder.RegisterService(s->accounts_service.get());
-    if (s->agents_service) builder.RegisterService(s->agents_service.get());
-    if (s->calls_service) builder.RegisterService(s->calls_service.get());
-    if (s->metrics_service) builder.RegisterService(s->metrics_service.get());
+    auto add = [&](grpc::Service* service, const char* name) {
+      if (service == nullptr) return;
+      builder.RegisterService(service);
+      s->health_names.push_back(name);
+    };
+    add(s->accounts_service.get(), v1::Accounts::service_full_name());
+    add(s->agents_service.get(), v1::Agents::service_full_name());
+    add(s->calls_service.get(), v1::Calls::service_full_name());
+    add(s->metrics_service.get(), v1::Metrics::service_full_name());
+    s->health_names.push_back("");  // the whole server
     s->grpc_server = builder.BuildAndStart();
     if (!s->grpc_server) {
       return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", config.grpc_addr));
+    }
+    // NOT_SERVING until every role here is up; unknown names answer NOT_FOUND.
+    for (const std::string& name : s->health_names) {
+      s->grpc_server->GetHealthCheckService()->SetServingStatus(name, false);
     }
   }
 
@@ -700,6 +717,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   }
   if (s->run_workers) s->run_workers->Start();
   s->ready.store(true);
+  if (s->grpc_server) {
+    for (const std::string& name : s->health_names) {
+      s->grpc_server->GetHealthCheckService()->SetServingStatus(name, true);
+    }
+  }
   return std::unique_ptr<Server>(new Server(std::move(s)));
 }
 
@@ -707,6 +729,9 @@ void Server::Shutdown() {
   State& s = *state_;
   if (s.shut_down) return;
   s.shut_down = true;
+  // Probes and load balancers see NOT_SERVING while in-flight work drains.
+  s.ready.store(false);
+  if (s.grpc_server) s.grpc_server->GetHealthCheckService()->Shutdown();
   if (s.http_server) s.http_server->Shutdown();
   if (s.grpc_server)
     s.grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
