@@ -8,7 +8,9 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "common/grpc_status.h"
+#include "common/internal_credential.h"
 #include "common/thread_pool.h"
 
 namespace calleval {
@@ -39,6 +41,28 @@ grpc::ServerUnaryReactor* RunUnaryInline(grpc::CallbackServerContext* context, W
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(work()));
   return reactor;
+}
+
+// RunUnary for an internal method (one without an HTTP route, called only by the installation's
+// own processes): a call without the internal credential fails UNAUTHENTICATED and `work`
+// never runs.
+template <typename Work>
+grpc::ServerUnaryReactor* RunInternalUnary(grpc::CallbackServerContext* context, ThreadPool* pool,
+                                           absl::string_view credential, Work work) {
+  if (absl::Status denied = CheckInternalCredential(*context, credential); !denied.ok()) {
+    return RunUnaryInline(context, [&denied] { return denied; });
+  }
+  return RunUnary(context, pool, std::move(work));
+}
+
+// RunUnaryInline for an internal method.
+template <typename Work>
+grpc::ServerUnaryReactor* RunInternalUnaryInline(grpc::CallbackServerContext* context,
+                                                 absl::string_view credential, Work work) {
+  if (absl::Status denied = CheckInternalCredential(*context, credential); !denied.ok()) {
+    return RunUnaryInline(context, [&denied] { return denied; });
+  }
+  return RunUnaryInline(context, std::move(work));
 }
 
 }  // namespace calleval

@@ -19,6 +19,7 @@
 #include "calleval/v1/metrics.grpc.pb.h"
 #include "common/crypto.h"
 #include "common/errors.h"
+#include "common/internal_credential.h"
 #include "common/llm_client.h"
 #include "common/schema.h"
 #include "common/server_reflection_v1.h"
@@ -374,6 +375,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   ASSIGN_OR_RETURN(std::string signing_key,
                    LoadOrCreateSecret((data_dir / "signing-key").string(), 32));
   ASSIGN_OR_RETURN(auto http_host_port, SplitHostPort(config.http_addr));
+  // Internal methods answer only the processes of this installation, which all hold this.
+  ASSIGN_OR_RETURN(const std::string internal_credential,
+                   config.internal_credential_file.empty()
+                       ? LoadOrCreateInternalCredential((data_dir / "internal-credential").string())
+                       : ReadInternalCredential(config.internal_credential_file));
 
   // Stores. With SQLite every role of an installation shares the data dir, the edge included
   // (it serves presigned recordings from it).
@@ -391,7 +397,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   // Keys are checked against the shared store unless accounts is explicitly remote.
   if (!HasRole(config, "accounts") && !config.accounts_addr.empty()) {
     s->authenticator = accounts::NewGrpcAuthenticator(
-        grpc::CreateChannel(config.accounts_addr, grpc::InsecureChannelCredentials()));
+        CreateInternalChannel(config.accounts_addr, internal_credential));
   } else {
     s->authenticator = accounts::NewStoreAuthenticator(s->accounts_store.get());
   }
@@ -495,7 +501,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   // Services of the roles run here, on gRPC and (for the edge) as direct handlers.
   if (HasRole(config, "accounts")) {
     s->accounts_service = std::make_unique<accounts::AccountsService>(
-        s->accounts_store.get(), s->authenticator.get(), s->pool.get());
+        s->accounts_store.get(), s->authenticator.get(), s->pool.get(), internal_credential);
   }
   s->scenarios_store = std::make_unique<agents::ScenariosStore>(s->database.get());
   s->runs_store = std::make_unique<runs::RunsStore>(s->database.get());
@@ -583,7 +589,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
           s->calls_store.get(), config.transcription_lease, /*max_attempts=*/3);
     } else {
       std::shared_ptr<grpc::Channel> calls =
-          grpc::CreateChannel(config.calls_addr, grpc::InsecureChannelCredentials());
+          CreateInternalChannel(config.calls_addr, internal_credential);
       s->analysis_queue = std::make_unique<scoring::GrpcAnalysisQueue>(
           calls, config.analysis_lease, /*max_attempts=*/3);
       s->transcription_queue = std::make_unique<scoring::GrpcTranscriptionQueue>(
@@ -635,7 +641,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
           } else if (scoring_workers != nullptr) {
             scoring_workers->Notify();  // a text call is ready at once
           }
-        });
+        },
+        internal_credential);
   }
   if (HasRole(config, "metrics")) {
     agents::AgentsStore* agents_store = s->agents_store.get();

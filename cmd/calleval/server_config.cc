@@ -191,6 +191,11 @@ const std::map<std::string, Setter>& Setters() {
          c->credentials_key_file = v;
          return absl::OkStatus();
        }},
+      {"internal-credential-file",
+       [](const std::string& v, ServerConfig* c) {
+         c->internal_credential_file = v;
+         return absl::OkStatus();
+       }},
       {"run-workers",
        [](const std::string& v, ServerConfig* c) -> absl::Status {
          int64_t n = 0;

@@ -35,6 +35,12 @@ struct ServerConfig {
   // (created on first start, mode 0600). Point it at a mounted secret to keep it off the disk
   // that holds the database.
   std::string credentials_key_file;
+  // The installation's internal credential (common/internal_credential.h): a file holding the
+  // secret that opens internal gRPC methods, sent by this process to the roles it calls. Every
+  // process of an installation must be given the same one (the same file, or a mounted
+  // Kubernetes Secret). Default <data-dir>/internal-credential, created on first start (mode
+  // 0600), so processes sharing a data dir share it.
+  std::string internal_credential_file;
   // Hosts exempt from the public-address rule of SPEC §8, exactly as written in URLs.
   std::vector<std::string> allow_private_hosts;
   // Where roles not run by this process are reached (default: grpc_addr).

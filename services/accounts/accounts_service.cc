@@ -40,9 +40,10 @@ grpc::ServerUnaryReactor* AccountsService::GetCurrentWorkspace(
 grpc::ServerUnaryReactor* AccountsService::Authenticate(grpc::CallbackServerContext* context,
                                                         const v1::AuthenticateRequest* request,
                                                         v1::Principal* response) {
-  return RunUnaryInline(context, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleAuthenticate(auth, *request, response);
-  });
+  return RunInternalUnaryInline(context, internal_credential_,
+                                [this, auth = AuthorizationOf(context), request, response] {
+                                  return HandleAuthenticate(auth, *request, response);
+                                });
 }
 
 }  // namespace calleval::accounts

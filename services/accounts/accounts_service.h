@@ -2,6 +2,8 @@
 
 // gRPC adapter of the Accounts service: converts messages and statuses, nothing more.
 
+#include <string>
+
 #include "calleval/v1/accounts.grpc.pb.h"
 #include "common/thread_pool.h"
 #include "services/accounts/accounts_store.h"
@@ -11,8 +13,13 @@ namespace calleval::accounts {
 
 class AccountsService final : public v1::Accounts::CallbackService {
  public:
-  AccountsService(AccountsStore* store, Authenticator* authenticator, ThreadPool* pool)
-      : store_(store), authenticator_(authenticator), pool_(pool) {}
+  // `internal_credential` opens Authenticate (common/internal_credential.h).
+  AccountsService(AccountsStore* store, Authenticator* authenticator, ThreadPool* pool,
+                  std::string internal_credential)
+      : store_(store),
+        authenticator_(authenticator),
+        pool_(pool),
+        internal_credential_(std::move(internal_credential)) {}
 
   grpc::ServerUnaryReactor* GetCurrentWorkspace(grpc::CallbackServerContext* context,
                                                 const v1::GetCurrentWorkspaceRequest* request,
@@ -32,6 +39,7 @@ class AccountsService final : public v1::Accounts::CallbackService {
   AccountsStore* store_;
   Authenticator* authenticator_;
   ThreadPool* pool_;
+  const std::string internal_credential_;
 };
 
 }  // namespace calleval::accounts

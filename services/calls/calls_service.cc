@@ -96,19 +96,20 @@ grpc::ServerUnaryReactor* CallsService::DeleteCall(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* CallsService::LeaseAnalysis(grpc::CallbackServerContext* context,
                                                       const v1::LeaseAnalysisRequest* request,
                                                       v1::LeaseAnalysisResponse* response) {
-  return RunUnary(context, pool_, [this, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(std::optional<AnalysisJob> job,
-                     store_->LeaseAnalysis(absl::Seconds(std::max(1, request->lease_seconds())),
-                                           std::max(1, request->max_attempts())));
-    if (job) *response->mutable_job() = ToProto(*job);
-    return absl::OkStatus();
-  });
+  return RunInternalUnary(
+      context, pool_, internal_credential_, [this, request, response]() -> absl::Status {
+        ASSIGN_OR_RETURN(std::optional<AnalysisJob> job,
+                         store_->LeaseAnalysis(absl::Seconds(std::max(1, request->lease_seconds())),
+                                               std::max(1, request->max_attempts())));
+        if (job) *response->mutable_job() = ToProto(*job);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* CallsService::RecordAnalysis(grpc::CallbackServerContext* context,
                                                        const v1::RecordAnalysisRequest* request,
                                                        google::protobuf::Empty* response) {
-  return RunUnary(context, pool_, [this, request]() {
+  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
     std::optional<double> duration;
     if (request->has_duration_seconds()) duration = request->duration_seconds();
     if (request->audio_stage_only()) {
@@ -127,7 +128,7 @@ grpc::ServerUnaryReactor* CallsService::RecordAnalysis(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* CallsService::FailAnalysis(grpc::CallbackServerContext* context,
                                                      const v1::FailAnalysisRequest* request,
                                                      google::protobuf::Empty* response) {
-  return RunUnary(context, pool_, [this, request]() {
+  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
     return store_->FailAnalysis(request->call_id(), request->token(), request->reason(),
                                 request->message());
   });
@@ -136,7 +137,7 @@ grpc::ServerUnaryReactor* CallsService::FailAnalysis(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* CallsService::ReleaseAnalysis(grpc::CallbackServerContext* context,
                                                         const v1::ReleaseAnalysisRequest* request,
                                                         google::protobuf::Empty* response) {
-  return RunUnary(context, pool_, [this, request]() {
+  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
     return store_->ReleaseAnalysis(request->call_id(), request->token());
   });
 }
@@ -144,20 +145,21 @@ grpc::ServerUnaryReactor* CallsService::ReleaseAnalysis(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* CallsService::LeaseTranscription(
     grpc::CallbackServerContext* context, const v1::LeaseTranscriptionRequest* request,
     v1::LeaseTranscriptionResponse* response) {
-  return RunUnary(context, pool_, [this, request, response]() -> absl::Status {
-    ASSIGN_OR_RETURN(
-        std::optional<TranscriptionJob> job,
-        store_->LeaseTranscription(absl::Seconds(std::max(1, request->lease_seconds())),
-                                   std::max(1, request->max_attempts())));
-    if (job) *response->mutable_job() = ToProto(*job);
-    return absl::OkStatus();
-  });
+  return RunInternalUnary(
+      context, pool_, internal_credential_, [this, request, response]() -> absl::Status {
+        ASSIGN_OR_RETURN(
+            std::optional<TranscriptionJob> job,
+            store_->LeaseTranscription(absl::Seconds(std::max(1, request->lease_seconds())),
+                                       std::max(1, request->max_attempts())));
+        if (job) *response->mutable_job() = ToProto(*job);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* CallsService::RecordTranscription(
     grpc::CallbackServerContext* context, const v1::RecordTranscriptionRequest* request,
     google::protobuf::Empty* response) {
-  return RunUnary(context, pool_, [this, request]() {
+  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
     return store_->RecordTranscription(
         request->call_id(), request->token(),
         {request->transcript().begin(), request->transcript().end()});
@@ -167,7 +169,7 @@ grpc::ServerUnaryReactor* CallsService::RecordTranscription(
 grpc::ServerUnaryReactor* CallsService::FailTranscription(
     grpc::CallbackServerContext* context, const v1::FailTranscriptionRequest* request,
     google::protobuf::Empty* response) {
-  return RunUnary(context, pool_, [this, request]() {
+  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
     return store_->FailTranscription(request->call_id(), request->token(), request->message());
   });
 }
@@ -175,7 +177,7 @@ grpc::ServerUnaryReactor* CallsService::FailTranscription(
 grpc::ServerUnaryReactor* CallsService::ReleaseTranscription(
     grpc::CallbackServerContext* context, const v1::ReleaseTranscriptionRequest* request,
     google::protobuf::Empty* response) {
-  return RunUnary(context, pool_, [this, request]() {
+  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
     return store_->ReleaseTranscription(request->call_id(), request->token());
   });
 }

@@ -14,12 +14,14 @@ namespace calleval::calls {
 class CallsService final : public v1::Calls::CallbackService {
  public:
   // `on_ingest` runs after each stored ingest (wakes the recording downloader).
+  // `internal_credential` opens the queue methods (common/internal_credential.h).
   CallsService(CallsStore* store, accounts::Authenticator* authenticator, ThreadPool* pool,
-               std::function<void(const v1::Call&)> on_ingest)
+               std::function<void(const v1::Call&)> on_ingest, std::string internal_credential)
       : store_(store),
         authenticator_(authenticator),
         pool_(pool),
-        on_ingest_(std::move(on_ingest)) {}
+        on_ingest_(std::move(on_ingest)),
+        internal_credential_(std::move(internal_credential)) {}
 
   grpc::ServerUnaryReactor* IngestCall(grpc::CallbackServerContext* context,
                                        const v1::IngestCallRequest* request,
@@ -36,7 +38,8 @@ class CallsService final : public v1::Calls::CallbackService {
                                        const v1::DeleteCallRequest* request,
                                        google::protobuf::Empty* response) override;
 
-  // The analysis queue for scoring workers in other processes (internal, no API key).
+  // The analysis queue for scoring workers in other processes (internal: the installation's
+  // credential, no API key).
   grpc::ServerUnaryReactor* LeaseAnalysis(grpc::CallbackServerContext* context,
                                           const v1::LeaseAnalysisRequest* request,
                                           v1::LeaseAnalysisResponse* response) override;
@@ -88,6 +91,7 @@ class CallsService final : public v1::Calls::CallbackService {
   accounts::Authenticator* authenticator_;
   ThreadPool* pool_;
   std::function<void(const v1::Call&)> on_ingest_;
+  const std::string internal_credential_;
 };
 
 // The analysis job on the wire and back.

@@ -7,7 +7,8 @@ Starts the built `calleval serve` on free ports with a fresh data dir, then:
   - reflection v1 and v1alpha: list the services and describe each, grpc.health.v1.Health too,
     building the messages from the served descriptors only (as grpcurl does);
   - errors: a public method with an unknown id fails NOT_FOUND, with grpc-status-details-bin a
-    google.rpc.Status of the same code and message whose details[0] is the ErrorInfo as an Any.
+    google.rpc.Status of the same code and message whose details[0] is the ErrorInfo as an Any;
+  - internal methods: UNAUTHENTICATED without or with a wrong internal credential.
 
 Only the reflection protocol and google.rpc.Status are compiled here (with protoc, from the
 project's copy of the upstream reflection.proto and Debian's status.proto); every calleval and
@@ -37,6 +38,7 @@ GOOGLEAPIS_DIR = os.environ.get("GOOGLEAPIS_DIR",
 
 SERVED = ["calleval.v1.Accounts", "calleval.v1.Agents", "calleval.v1.Calls",
           "calleval.v1.Metrics"]
+INTERNAL_HEADER = "x-calleval-internal"
 
 
 def compile_protos(out_dir):
@@ -218,6 +220,31 @@ class GrpcClientTest(unittest.TestCase):
         print("details[0] as calleval.v1.ErrorInfo: " + text_format.MessageToString(
             info, as_one_line=True))
         self.assertEqual(info.code, "not_found")
+
+    # Internal methods.
+
+    def test_internal_methods_need_the_internal_credential(self):
+        pool = self.pool_for("v1", "calleval.v1.Calls")
+        request_class = self.message_class(pool, "calleval.v1.LeaseAnalysisRequest")
+        response_class = self.message_class(pool, "calleval.v1.LeaseAnalysisResponse")
+        lease = self.channel.unary_unary("/calleval.v1.Calls/LeaseAnalysis",
+                                         request_serializer=request_class.SerializeToString,
+                                         response_deserializer=response_class.FromString)
+        request = request_class(lease_seconds=60, max_attempts=3)
+        # The API key is no internal credential.
+        for metadata in ([], [("authorization", "Bearer " + self.key)],
+                         [(INTERNAL_HEADER, "not-the-credential")]):
+            with self.assertRaises(grpc.RpcError) as raised:
+                lease(request, timeout=10, metadata=metadata)
+            self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAUTHENTICATED,
+                             metadata)
+        print("LeaseAnalysis without the internal credential: %s %r" %
+              (raised.exception.code(), raised.exception.details()))
+        credential_file = os.path.join(self.data_dir, "internal-credential")
+        self.assertEqual(os.stat(credential_file).st_mode & 0o077, 0)
+        with open(credential_file) as f:
+            credential = f.read().strip()
+        lease(request, timeout=10, metadata=[(INTERNAL_HEADER, credential)])
 
 
 def describe(service):

@@ -8,10 +8,12 @@
 
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "calleval/v1/accounts.grpc.pb.h"
 #include "calleval/v1/agents.grpc.pb.h"
 #include "calleval/v1/calls.grpc.pb.h"
@@ -19,9 +21,13 @@
 #include "cmd/calleval/server.h"
 #include "common/errors.h"
 #include "common/grpc_status.h"
+#include "common/internal_credential.h"
+#include "google/api/annotations.pb.h"
+#include "google/protobuf/dynamic_message.h"
 #include "google/rpc/status.pb.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpc/reflection/v1/reflection.pb.h"
+#include "services/accounts/authenticator.h"
 #include "tests/integration/test_server.h"
 
 namespace calleval {
@@ -29,6 +35,11 @@ namespace {
 
 using Metadata = std::vector<std::pair<std::string, std::string>>;
 namespace rv1 = grpc::reflection::v1;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
 
 // Builds `files` into `pool`, each after the files it imports, as a reflection client does.
 void BuildPool(const rv1::FileDescriptorResponse& files, google::protobuf::DescriptorPool* pool) {
@@ -144,6 +155,10 @@ class GrpcTest : public ::testing::Test {
     next();
     EXPECT_TRUE(status.ok()) << status.error_message();
     return response;
+  }
+
+  std::string InternalCredential() const {
+    return std::string(absl::StripAsciiWhitespace(ReadFile(dir_ + "/internal-credential")));
   }
 
   std::string dir_;
@@ -326,6 +341,128 @@ TEST_F(GrpcTest, ReflectionV1AndV1AlphaListAndDescribeEveryService) {
   rv1::ServerReflectionRequest by_name;
   by_name.set_file_by_filename("grpc/health/v1/health.proto");
   EXPECT_EQ(Reflect("v1", by_name).file_descriptor_response().file_descriptor_proto_size(), 1);
+}
+
+TEST_F(GrpcTest, InternalMethodsNeedTheInternalCredential) {
+  const std::string credential = InternalCredential();
+  ASSERT_EQ(credential.size(), 64u);  // 32 random bytes in hex
+  EXPECT_EQ(std::filesystem::status(dir_ + "/internal-credential").permissions() &
+                (std::filesystem::perms::group_all | std::filesystem::perms::others_all),
+            std::filesystem::perms::none);
+  const std::string bearer = "Bearer " + key_;
+  v1::LeaseAnalysisRequest lease;
+  lease.set_lease_seconds(60);
+  lease.set_max_attempts(3);
+  v1::AuthenticateRequest authenticate;
+  authenticate.set_api_key(key_);
+  for (const Metadata& metadata :
+       {Metadata{}, Metadata{{"authorization", bearer}},
+        Metadata{{kInternalCredentialMetadata, "not-the-installation-credential"}},
+        Metadata{{kInternalCredentialMetadata, credential + "0"}},
+        Metadata{{kInternalCredentialMetadata, credential.substr(1)}}}) {
+    v1::LeaseAnalysisResponse leased;
+    EXPECT_EQ(Call("/calleval.v1.Calls/LeaseAnalysis", lease, &leased, metadata).error_code(),
+              grpc::UNAUTHENTICATED);
+    v1::Principal principal;
+    EXPECT_EQ(
+        Call("/calleval.v1.Accounts/Authenticate", authenticate, &principal, metadata).error_code(),
+        grpc::UNAUTHENTICATED);
+  }
+  v1::LeaseAnalysisResponse leased;
+  grpc::Status status = Call("/calleval.v1.Calls/LeaseAnalysis", lease, &leased,
+                             {{kInternalCredentialMetadata, credential}});
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_FALSE(leased.has_job());  // nothing ingested
+  v1::Principal principal;
+  status = Call("/calleval.v1.Accounts/Authenticate", authenticate, &principal,
+                {{kInternalCredentialMetadata, credential}});
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(principal.workspace_id(), server_->bootstrap()->workspace.id);
+  // Public methods keep the API-key rule: the internal credential is not a key.
+  v1::GetCurrentWorkspaceRequest current;
+  v1::Workspace workspace;
+  EXPECT_EQ(Call("/calleval.v1.Accounts/GetCurrentWorkspace", current, &workspace,
+                 {{kInternalCredentialMetadata, credential}})
+                .error_code(),
+            grpc::UNAUTHENTICATED);
+  EXPECT_TRUE(Call("/calleval.v1.Accounts/GetCurrentWorkspace", current, &workspace,
+                   {{"authorization", bearer}})
+                  .ok());
+}
+
+// Every method without an HTTP route is internal, so none may answer without the credential
+// (a new queue method that forgot the check fails here).
+TEST_F(GrpcTest, EveryMethodWithoutAnHttpRouteIsClosed) {
+  google::protobuf::DynamicMessageFactory factory;
+  int internal = 0;
+  for (const google::protobuf::ServiceDescriptor* service :
+       {v1::Workspace::descriptor()->file()->FindServiceByName("Accounts"),
+        v1::Agent::descriptor()->file()->FindServiceByName("Agents"),
+        v1::Call::descriptor()->file()->FindServiceByName("Calls"),
+        v1::Metric::descriptor()->file()->FindServiceByName("Metrics")}) {
+    for (int i = 0; i < service->method_count(); ++i) {
+      const google::protobuf::MethodDescriptor* method = service->method(i);
+      if (method->options().HasExtension(google::api::http)) continue;
+      ++internal;
+      std::unique_ptr<google::protobuf::Message> request(
+          factory.GetPrototype(method->input_type())->New());
+      std::unique_ptr<google::protobuf::Message> response(
+          factory.GetPrototype(method->output_type())->New());
+      const std::string path = absl::StrCat("/", service->full_name(), "/", method->name());
+      EXPECT_EQ(
+          Call(path, *request, response.get(), {{"authorization", "Bearer " + key_}}).error_code(),
+          grpc::UNAUTHENTICATED)
+          << path;
+    }
+  }
+  EXPECT_EQ(internal, 9);  // 4 analysis queue, 4 transcription queue, Authenticate
+}
+
+// The clients one role has of another send the credential: the remote authenticator here.
+TEST_F(GrpcTest, InternalChannelsSendTheCredential) {
+  auto right =
+      accounts::NewGrpcAuthenticator(CreateInternalChannel(GrpcAddress(), InternalCredential()));
+  absl::StatusOr<accounts::Principal> principal = right->Authenticate("Bearer " + key_);
+  ASSERT_TRUE(principal.ok()) << principal.status();
+  EXPECT_EQ(principal->workspace_id, server_->bootstrap()->workspace.id);
+  auto wrong = accounts::NewGrpcAuthenticator(
+      CreateInternalChannel(GrpcAddress(), "another-installation-credential"));
+  EXPECT_EQ(wrong->Authenticate("Bearer " + key_).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  auto none = accounts::NewGrpcAuthenticator(channel_);
+  EXPECT_EQ(none->Authenticate("Bearer " + key_).status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+// --internal-credential-file: the file's secret, trimmed; no file is made in the data dir.
+TEST(GrpcCredentialFileTest, FlagNamesTheCredential) {
+  const std::string dir = testing::MakeTempDir("grpc_credential");
+  const std::string secrets = testing::MakeTempDir("grpc_secret");
+  ServerConfig config = testing::TestServerConfig(dir);
+  config.internal_credential_file = secrets + "/credential";
+  {
+    std::ofstream(config.internal_credential_file) << "too-short\n";
+    auto server = Server::Start(config);
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  {
+    std::ofstream(config.internal_credential_file) << "a-mounted-kubernetes-secret-0123\n";
+    auto server = Server::Start(config);
+    ASSERT_TRUE(server.ok()) << server.status();
+    EXPECT_FALSE(std::filesystem::exists(dir + "/internal-credential"));
+    const std::string address = absl::StrCat("127.0.0.1:", (*server)->grpc_port());
+    auto right = accounts::NewGrpcAuthenticator(
+        CreateInternalChannel(address, "a-mounted-kubernetes-secret-0123"));
+    const std::string bearer = "Bearer " + (*server)->bootstrap()->key.api_key;
+    EXPECT_TRUE(right->Authenticate(bearer).ok());
+    auto wrong = accounts::NewGrpcAuthenticator(
+        CreateInternalChannel(address, "a-mounted-kubernetes-secret-0124"));
+    EXPECT_EQ(wrong->Authenticate(bearer).status().code(), absl::StatusCode::kUnauthenticated);
+  }
+  std::filesystem::remove(config.internal_credential_file);
+  EXPECT_EQ(Server::Start(config).status().code(), absl::StatusCode::kInvalidArgument);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(secrets);
 }
 
 }  // namespace

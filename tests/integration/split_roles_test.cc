@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -107,7 +108,13 @@ TEST(SplitRolesTest, EdgeReachesRemoteRolesOverGrpc) {
 // metric's definition travels in the job and its result comes back in the report.
 TEST(SplitRolesTest, ScoringProcessJudgesCustomMetricsOverGrpc) {
   const std::string dir = testing::MakeTempDir("split_scoring");
+  // Every process is handed the installation's internal credential, as pods mount one Secret;
+  // the scoring process leases with it.
+  const std::string secrets = testing::MakeTempDir("split_secrets");
+  const std::string credential_file = secrets + "/internal-credential";
+  std::ofstream(credential_file) << "split-roles-internal-credential\n";
   ServerConfig backend_config;
+  backend_config.internal_credential_file = credential_file;
   backend_config.data_dir = dir;
   backend_config.grpc_addr = "127.0.0.1:0";
   backend_config.roles = {"accounts", "agents", "calls", "metrics"};
@@ -117,6 +124,7 @@ TEST(SplitRolesTest, ScoringProcessJudgesCustomMetricsOverGrpc) {
   const std::string grpc_addr = absl::StrCat("127.0.0.1:", (*backend)->grpc_port());
 
   ServerConfig scoring_config;
+  scoring_config.internal_credential_file = credential_file;
   scoring_config.data_dir = dir;
   scoring_config.grpc_addr = "127.0.0.1:0";
   scoring_config.roles = {"scoring"};
@@ -126,6 +134,7 @@ TEST(SplitRolesTest, ScoringProcessJudgesCustomMetricsOverGrpc) {
   ASSERT_TRUE(scoring.ok()) << scoring.status();
 
   ServerConfig edge_config;
+  edge_config.internal_credential_file = credential_file;
   edge_config.data_dir = dir;
   edge_config.http_addr = "127.0.0.1:0";
   edge_config.roles = {"edge"};
@@ -193,6 +202,7 @@ TEST(SplitRolesTest, ScoringProcessJudgesCustomMetricsOverGrpc) {
   scoring->reset();
   backend->reset();
   std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(secrets);
 }
 
 }  // namespace
