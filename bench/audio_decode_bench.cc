@@ -24,9 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using calleval::scoring::AudioDecoder;
 
-#ifndef CALLEVAL_CORPUS_DIR
-#define CALLEVAL_CORPUS_DIR "/work/shared/corpus/calls"
-#endif
 
 // Decodes `path` to the end; returns output frames, or -1 on error (printed).
 long long DecodeFile(const std::string& path, double* seconds) {
@@ -78,7 +75,7 @@ int main(int argc, char** argv) {
   }
   const char* env = std::getenv("CALLEVAL_BENCH_AUDIO");
   const std::string source =
-      env != nullptr ? env : std::string(CALLEVAL_CORPUS_DIR) + "/pub13_ten_minutes.mp3";
+      env != nullptr ? env : std::string(CALLEVAL_CORPUS_DIR) + "/ten_minutes.mp3";
   if (!fs::exists(source)) {
     std::fprintf(stderr, "no input audio at %s (set CALLEVAL_BENCH_AUDIO)\n", source.c_str());
     return 1;

@@ -58,9 +58,8 @@ def request(base, key, method, path, body=None):
 
 class ScoringCrashTest(unittest.TestCase):
     def test_sigkill_mid_analysis(self):
-        source = os.path.join(CORPUS, "pub13_ten_minutes.mp3")
-        if not os.path.exists(source):
-            self.skipTest("corpus not found")
+        source = os.path.join(CORPUS, "ten_minutes.mp3")
+        self.assertTrue(os.path.exists(source), f"no test corpus call at {source}")
         with tempfile.TemporaryDirectory() as tmp:
             data = os.path.join(tmp, "data")
             files = os.path.join(tmp, "files")

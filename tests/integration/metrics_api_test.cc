@@ -26,7 +26,8 @@ using ::testing::HasSubstr;
 using testing::HttpClient;
 using testing::HttpResponse;
 
-const std::string kCorpus = std::string(CALLEVAL_SOURCE_DIR) + "/../shared/corpus/calls";
+// The generated test corpus (tests/corpus).
+const std::string kCorpus = CALLEVAL_CORPUS_DIR;
 
 class MetricsApiTest : public ::testing::Test {
  protected:
@@ -691,8 +692,8 @@ TEST_F(MetricsApiTest, ScoredCallShowsPhraseOptionsAndCodeResults) {
 }
 
 TEST_F(MetricsApiTest, CodeMetricReadsTheAudioMeasurements) {
-  const std::string wav = kCorpus + "/pub01_basic_bank.wav";
-  if (!std::filesystem::exists(wav)) GTEST_SKIP() << "corpus not found at " << kCorpus;
+  const std::string wav = kCorpus + "/basic_stereo.wav";
+  ASSERT_TRUE(std::filesystem::exists(wav)) << "no test corpus at " << kCorpus;
   const int64_t agent = CreateAgent(*client_, "audio judged");
   const int64_t code = CreateMetric(
       {{"name", "Silence and latency seen"},
@@ -705,14 +706,14 @@ TEST_F(MetricsApiTest, CodeMetricReadsTheAudioMeasurements) {
         "    s['count'], context['latency']['count'],\n"
         "    context['interruptions']['ai']['count'], context['words_per_minute']['ai_wpm'] > 0)"},
        {"agent_ids", {agent}}})["id"];
-  std::ifstream transcript_file(kCorpus + "/pub01_basic_bank.transcript.json");
+  std::ifstream transcript_file(kCorpus + "/basic_stereo.transcript.json");
   const json transcript = json::parse(transcript_file);
   TestHttpServer files;
-  files.ServeFile("/pub01.wav", wav, "audio/wav");
+  files.ServeFile("/basic.wav", wav, "audio/wav");
   HttpResponse ingest =
       client_->Post("/api/public/v1/calls", json{{"call_identifier", "audio-judged-1"},
                                                  {"agent_id", agent},
-                                                 {"recording_url", files.url("/pub01.wav")},
+                                                 {"recording_url", files.url("/basic.wav")},
                                                  {"transcript", transcript}});
   ASSERT_EQ(ingest.status, 201) << ingest.body;
   json call = WaitFinal("audio-judged-1");

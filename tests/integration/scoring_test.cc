@@ -24,7 +24,8 @@ namespace {
 
 using ::nlohmann::json;
 
-const std::string kCorpus = std::string(CALLEVAL_SOURCE_DIR) + "/../shared/corpus/calls";
+// The generated test corpus (tests/corpus).
+const std::string kCorpus = CALLEVAL_CORPUS_DIR;
 
 class ScoringTest : public ::testing::Test {
  protected:
@@ -83,20 +84,20 @@ class ScoringTest : public ::testing::Test {
 };
 
 TEST_F(ScoringTest, CorpusCallScoredEndToEndAndChargedOnce) {
-  const std::string wav = kCorpus + "/pub01_basic_bank.wav";
-  if (!std::filesystem::exists(wav)) GTEST_SKIP() << "corpus not found at " << kCorpus;
-  std::ifstream truth_file(kCorpus + "/pub01_basic_bank.truth.json");
+  const std::string wav = kCorpus + "/basic_stereo.wav";
+  ASSERT_TRUE(std::filesystem::exists(wav)) << "no test corpus at " << kCorpus;
+  std::ifstream truth_file(kCorpus + "/basic_stereo.truth.json");
   json truth = json::parse(truth_file);
-  std::ifstream transcript_file(kCorpus + "/pub01_basic_bank.transcript.json");
+  std::ifstream transcript_file(kCorpus + "/basic_stereo.transcript.json");
   json transcript = json::parse(transcript_file);
 
   TestHttpServer files;
-  files.ServeFile("/pub01.wav", wav, "audio/wav");
+  files.ServeFile("/basic.wav", wav, "audio/wav");
   const int64_t before = Balance(*client_);
   auto ingest =
       client_->Post("/api/public/v1/calls", json{{"call_identifier", "scored-1"},
                                                  {"agent_id", agent_},
-                                                 {"recording_url", files.url("/pub01.wav")},
+                                                 {"recording_url", files.url("/basic.wav")},
                                                  {"transcript", transcript}});
   ASSERT_EQ(ingest.status, 201) << ingest.body;
   json call = WaitFinal("scored-1");

@@ -179,7 +179,7 @@ TEST(SplitRolesTest, ScoringProcessJudgesCustomMetricsOverGrpc) {
 
   // A voice call without a transcript: the scoring process records the audio stage, transcribes
   // the recording and judges the code metric on the generated transcript, all over gRPC.
-  const std::string wav = CALLEVAL_SOURCE_DIR "/../shared/corpus/calls/pub12_very_short.wav";
+  const std::string wav = CALLEVAL_CORPUS_DIR "/short_stereo.wav";
   if (std::filesystem::exists(wav)) {
     TestHttpServer files;
     files.ServeFile("/short.wav", wav, "audio/wav");

@@ -27,7 +27,8 @@ using ::nlohmann::json;
 using testing::HttpClient;
 using testing::HttpResponse;
 
-const std::string kCorpus = CALLEVAL_SOURCE_DIR "/../shared/corpus/calls";
+// The generated test corpus (tests/corpus).
+const std::string kCorpus = CALLEVAL_CORPUS_DIR;
 
 const json* Standard(const json& call, const std::string& key) {
   for (const json& m : call["standard_metrics"]) {
@@ -105,13 +106,11 @@ class TranscriptionServer {
 class EmbeddedTranscriptionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kCorpus + "/pub12_very_short.wav")) {
-      GTEST_SKIP() << "corpus not found at " << kCorpus;
-    }
+    ASSERT_TRUE(std::filesystem::exists(kCorpus + "/short_stereo.wav")) << "no test corpus at " << kCorpus;
     server_ = std::make_unique<TranscriptionServer>([](ServerConfig*) {});
-    files_.ServeFile("/short.wav", kCorpus + "/pub12_very_short.wav", "audio/wav");
-    files_.ServeFile("/bank.wav", kCorpus + "/pub01_basic_bank.wav", "audio/wav");
-    files_.ServeFile("/mono.wav", kCorpus + "/pub14_mono_wav.wav", "audio/wav");
+    files_.ServeFile("/short.wav", kCorpus + "/short_stereo.wav", "audio/wav");
+    files_.ServeFile("/bank.wav", kCorpus + "/basic_stereo.wav", "audio/wav");
+    files_.ServeFile("/mono.wav", kCorpus + "/mono_transcript.wav", "audio/wav");
   }
 
   TestHttpServer files_;
@@ -143,7 +142,7 @@ TEST_F(EmbeddedTranscriptionTest, VoiceCallWithoutTranscriptGetsTheGeneratedOne)
   EXPECT_TRUE(agent && user) << turns.dump();
 
   // What was said, per party, against the corpus's script: PocketSphinx gets much of it.
-  const json script = ReadJson(kCorpus + "/pub01_basic_bank.transcript.json");
+  const json script = ReadJson(kCorpus + "/basic_stereo.transcript.json");
   for (const char* role : {"AI Assistant", "User"}) {
     std::string said, heard;
     for (const json& t : script) {
@@ -164,7 +163,7 @@ TEST_F(EmbeddedTranscriptionTest, VoiceCallWithoutTranscriptGetsTheGeneratedOne)
 }
 
 TEST_F(EmbeddedTranscriptionTest, ProvidedTranscriptIsKeptAndMeasured) {
-  const json script = ReadJson(kCorpus + "/pub12_very_short.transcript.json");
+  const json script = ReadJson(kCorpus + "/short_stereo.transcript.json");
   server_->Ingest({{"call_identifier", "acc-1"},
                    {"recording_url", files_.url("/short.wav")},
                    {"transcript", script}});
@@ -182,7 +181,7 @@ TEST_F(EmbeddedTranscriptionTest, ProvidedTranscriptIsKeptAndMeasured) {
 }
 
 TEST_F(EmbeddedTranscriptionTest, ProvidedTranscriptWithoutAccuracyIsNotTranscribed) {
-  const json script = ReadJson(kCorpus + "/pub12_very_short.transcript.json");
+  const json script = ReadJson(kCorpus + "/short_stereo.transcript.json");
   const json ingested = server_->Ingest({{"call_identifier", "no-stt"},
                                          {"recording_url", files_.url("/short.wav")},
                                          {"transcript", script},
@@ -216,9 +215,7 @@ std::vector<FakeTranscribedWord> FakeWords(double, int request_index) {
 class EndpointTranscriptionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kCorpus + "/pub12_very_short.wav")) {
-      GTEST_SKIP() << "corpus not found at " << kCorpus;
-    }
+    ASSERT_TRUE(std::filesystem::exists(kCorpus + "/short_stereo.wav")) << "no test corpus at " << kCorpus;
     FakeTranscriptionsOptions options;
     options.transcript = FakeWords;
     stt_ = RegisterOpenAiTranscriptionsRoute(&stt_http_, options);
@@ -229,7 +226,7 @@ class EndpointTranscriptionTest : public ::testing::Test {
       config->llm_api_key = llm_.api_key();
       config->llm_model = "gpt-test";
     });
-    files_.ServeFile("/short.wav", kCorpus + "/pub12_very_short.wav", "audio/wav");
+    files_.ServeFile("/short.wav", kCorpus + "/short_stereo.wav", "audio/wav");
     llm_.AnswerWhen("I need help.", R"({"result": true, "explanation": "helped"})");
   }
 
@@ -257,13 +254,14 @@ TEST_F(EndpointTranscriptionTest, GeneratedTranscriptIsMergedAndJudged) {
   // Each channel went up as a 16 kHz mono WAV to whisper-1 with word timings.
   const std::vector<ReceivedTranscription> received = stt_->received();
   ASSERT_EQ(received.size(), 2u);
+  const double seconds = ReadJson(kCorpus + "/short_stereo.truth.json")["duration_seconds"];
   for (const ReceivedTranscription& r : received) {
     EXPECT_EQ(r.http_status, 200);
     EXPECT_EQ(r.model, "whisper-1");
     EXPECT_EQ(r.response_format, "verbose_json");
     EXPECT_EQ(r.sample_rate, 16000);
     EXPECT_EQ(r.channels, 1);
-    EXPECT_NEAR(r.duration_seconds, 4.35, 0.05);
+    EXPECT_NEAR(r.duration_seconds, seconds, 0.05);
   }
 
   // task_completion was judged on the generated transcript, after the audio stage.

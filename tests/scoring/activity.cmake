@@ -5,5 +5,5 @@ if(TARGET calleval_voice_activity)
   add_executable(vad_eval vad_eval.cc)
   target_link_libraries(vad_eval PRIVATE calleval_voice_activity nlohmann_json::nlohmann_json)
   target_compile_definitions(vad_eval PRIVATE
-    CALLEVAL_CORPUS_DIR="${CMAKE_SOURCE_DIR}/../shared/corpus/calls")
+    CALLEVAL_CORPUS_DIR="${CALLEVAL_TEST_CORPUS_DIR}")
 endif()

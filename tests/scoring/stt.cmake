@@ -10,8 +10,6 @@ if(TARGET calleval_speech_to_text)
   calleval_test(speech_to_text_test SOURCES speech_to_text_test.cc
     LIBS calleval_speech_to_text calleval_fake_transcriptions calleval_audio_decoder
          calleval_word_error_rate nlohmann_json::nlohmann_json absl::strings)
-  target_compile_definitions(speech_to_text_test PRIVATE
-    CALLEVAL_CORPUS_DIR="${CMAKE_SOURCE_DIR}/../shared/corpus/calls")
 endif()
 
 if(TARGET calleval_scoring_worker)
