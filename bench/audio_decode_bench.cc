@@ -1,6 +1,7 @@
 // Decode throughput of the audio pass's first stage (services/scoring/audio_decoder) on the
 // 10-minute corpus call as MP3 (the corpus file), WAV and M4A (made from it at start with the
-// ffmpeg CLI). Compare with `ffmpeg -threads 1 -i FILE -f s16le -y /dev/null` (DESIGN.md budget).
+// ffmpeg CLI). Compare with `ffmpeg -threads 1 -i FILE -f s16le -y /dev/null` (the budget in
+// docs/architecture.md).
 //
 //   audio_decode_bench [--benchmark_filter=...]     source: $CALLEVAL_BENCH_AUDIO or the corpus
 //   audio_decode_bench --decode-only FILE           one pass over FILE, for /usr/bin/time -v

@@ -3,7 +3,8 @@
 #   1. durable transcript ingests  POST /api/public/v1/calls
 #   2. point reads                  GET  /api/public/v1/calls/{id}
 # against `calleval serve` on a fresh data dir (all roles, SQLite, synchronous=FULL).
-# Prints requests per second and p50/p99 latency for each; compare with DESIGN.md's budgets
+# Prints requests per second and p50/p99 latency for each; compare with the budgets in
+# docs/architecture.md
 # (5,000 ingests/s, 20,000 gets/s, p99 < 25 ms at 64 connections on 2 cores).
 #
 # usage: bench/edge_load.sh [BUILD_DIR]   (env: CONNECTIONS=64 THREADS=2 DURATION=15s)

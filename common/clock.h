@@ -1,6 +1,6 @@
 #pragma once
 
-// Time helpers: the API's timestamps are ISO 8601 UTC with a trailing Z (SPEC §1).
+// Time helpers: the API's timestamps are ISO 8601 UTC with a trailing Z (docs/api.md §1).
 
 #include <cstdint>
 #include <optional>
@@ -12,7 +12,7 @@
 
 namespace calleval {
 
-// "2026-11-22T10:15:00Z" (whole seconds, as SPEC §1 writes them).
+// "2026-11-22T10:15:00Z" (whole seconds, as docs/api.md §1 writes them).
 std::string FormatTimestamp(absl::Time t);
 std::string NowTimestamp();
 // Accepts RFC 3339 / ISO 8601 with a zone ("Z" or "+02:00"), and a date-time without zone

@@ -3,7 +3,7 @@
 // API errors as absl::Status values.
 //
 // Stores and pure functions report failures as absl::Status with a calleval.v1.ErrorInfo
-// payload carrying the machine-readable `code` and field `details` of SPEC §1's error body.
+// payload carrying the machine-readable `code` and field `details` of docs/api.md §1's error body.
 // The status code says what the caller should do; HttpStatusFor() maps it onto HTTP:
 //
 //   kInvalidArgument, kFailedPrecondition -> 422   kNotFound          -> 404
@@ -57,7 +57,7 @@ int HttpStatusFor(const absl::Status& status);
 // The `code` string used when a status carries no ErrorInfo (e.g. "not_found").
 absl::string_view DefaultErrorCode(absl::StatusCode code);
 
-// The full SPEC §1 error body for a failed status.
+// The full docs/api.md §1 error body for a failed status.
 calleval::v1::ErrorResponse ToErrorResponse(const absl::Status& status);
 
 }  // namespace calleval

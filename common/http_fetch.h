@@ -1,7 +1,7 @@
 #pragma once
 
-// Downloads a URL to a file with libcurl under the SPEC §8 guard: the literal check on the URL
-// and on every redirect target (followed by hand, so each hop is checked as written), and the
+// Downloads a URL to a file with libcurl under the docs/api.md §8 guard: the literal check on the
+// URL and on every redirect target (followed by hand, so each hop is checked as written), and the
 // resolved-address check in CURLOPT_OPENSOCKETFUNCTION on every connection, which defeats DNS
 // rebinding. Proxies from the environment are ignored: through a proxy the guard would only see
 // the proxy's address.

@@ -1,6 +1,6 @@
 #pragma once
 
-// The LLM provider of SPEC §7: any OpenAI-compatible chat-completions endpoint
+// The LLM provider of docs/api.md §7: any OpenAI-compatible chat-completions endpoint
 // (POST {base_url}/chat/completions), spoken over libcurl.
 //
 // Every request is bounded: a connect timeout, a timeout for the whole exchange, a cap on the
@@ -11,7 +11,7 @@
 // Retry-After header (seconds or an HTTP date) replaces the computed delay when it is longer,
 // up to max_backoff.
 //
-// The provider URL is operator configuration, so the URL guard of SPEC §8 does not apply
+// The provider URL is operator configuration, so the URL guard of docs/api.md §8 does not apply
 // (a local model server on 127.0.0.1 is a normal setup).
 //
 // Errors carry an ErrorInfo code (all kUnavailable but the last: to an API user, a provider

@@ -1,6 +1,6 @@
 #pragma once
 
-// Page-numbered listings (SPEC §1): 1-based `page`, `per_page` 1..100, and the pagination
+// Page-numbered listings (docs/api.md §1): 1-based `page`, `per_page` 1..100, and the pagination
 // block every listing answers with.
 
 #include <cstdint>

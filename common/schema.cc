@@ -210,7 +210,7 @@ CREATE INDEX calls_analysis_computed ON calls (analysis_status, analysis_lease_u
 ALTER TABLE agents ADD COLUMN web_channel_credentials BLOB;
 )sql"},
       {7, R"sql(
--- Scenarios (SPEC §5). Deleting an agent deletes its scenarios. caller_script and metric_ids
+-- Scenarios (docs/api.md §5). Deleting an agent deletes its scenarios. caller_script and metric_ids
 -- are JSON arrays.
 CREATE TABLE scenarios (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -232,7 +232,7 @@ CREATE INDEX scenarios_by_workspace ON scenarios (workspace_id, id);
 CREATE INDEX scenarios_by_agent ON scenarios (workspace_id, agent_id, id);
 )sql"},
       {8, R"sql(
--- Runs and batch runs (SPEC §5). A run is leased to one runs worker (token, expiry,
+-- Runs and batch runs (docs/api.md §5). A run is leased to one runs worker (token, expiry,
 -- attempts) like the analysis queue; a batch caps how many of its runs are in progress.
 CREATE TABLE batch_runs (
   id INTEGER PRIMARY KEY AUTOINCREMENT,

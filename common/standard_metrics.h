@@ -1,6 +1,6 @@
 #pragma once
 
-// The twelve standard metrics every installation has, with fixed ids (SPEC §3).
+// The twelve standard metrics every installation has, with fixed ids (docs/metrics.md).
 
 #include <cstdint>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
 
-// The outbound URL guard of SPEC §8: every URL the service fetches or dials must be http(s)
+// The outbound URL guard of docs/api.md §8: every URL the service fetches or dials must be http(s)
 // (ws(s) where a caller allows it) and reach only public unicast addresses.
 //
 // The guard runs twice. CheckUrlLiteral() runs at request time on the URL as written: it
@@ -14,8 +14,8 @@
 // use them for basic auth. They never appear in messages (see RedactUrl()).
 //
 // Error codes: "invalid_url" when the text is not an absolute URL with a usable host;
-// "url_not_public" when the scheme is not allowed (SPEC §2: "must be http(s) and public") or the
-// host is not public. Both are 422 (kInvalidArgument) with a details entry for the field.
+// "url_not_public" when the scheme is not allowed (docs/api.md §2: "must be http(s) and public") or
+// the host is not public. Both are 422 (kInvalidArgument) with a details entry for the field.
 
 #include <netinet/in.h>
 #include <sys/socket.h>

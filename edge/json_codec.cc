@@ -313,7 +313,7 @@ absl::Status Malformed(absl::string_view message) {
 
 // Number conversions. A JSON number with a zero fraction (5.0, 1e3) is accepted for integer
 // fields: JSON does not distinguish the two and some clients serialise every number as a
-// double. Strings holding digits ("5") are rejected: integers are JSON numbers (SPEC §1).
+// double. Strings holding digits ("5") are rejected: integers are JSON numbers (docs/api.md §1).
 bool JsonToInt64(const Json& v, int64_t* out, const char** issue) {
   switch (v.type()) {
     case Json::value_t::number_integer:

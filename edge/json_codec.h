@@ -1,6 +1,6 @@
 #pragma once
 
-// Descriptor-driven JSON <-> protobuf codec for the public API (SPEC §1).
+// Descriptor-driven JSON <-> protobuf codec for the public API (docs/api.md §1).
 //
 // Protobuf's own JSON utilities do not fit the contract: they print int64 as strings, cannot
 // tell an explicit null from an absent key, and print unset fields inconsistently. This codec
@@ -54,7 +54,7 @@ absl::Status ParseJsonBody(std::string_view body, google::protobuf::Message* mes
 absl::Status SetFieldFromString(std::string_view field_path, std::string_view value,
                                 google::protobuf::Message* message);
 
-// Prints `message` as SPEC §1 JSON.
+// Prints `message` as docs/api.md §1 JSON.
 std::string PrintJson(const google::protobuf::Message& message);
 // One field of `message` as a JSON value (a repeated field as an array): the answer of a route
 // with `response_body`.

@@ -1,7 +1,7 @@
 #pragma once
 
-// Configuration of `calleval serve` (SPEC §10): every flag also reads CALLEVAL_<NAME> from the
-// environment; a flag on the command line wins over the environment.
+// Configuration of `calleval serve` (docs/operations.md §1): every flag also reads CALLEVAL_<NAME>
+// from the environment; a flag on the command line wins over the environment.
 
 #include <cstdint>
 #include <set>
@@ -41,7 +41,7 @@ struct ServerConfig {
   // Kubernetes Secret). Default <data-dir>/internal-credential, created on first start (mode
   // 0600), so processes sharing a data dir share it.
   std::string internal_credential_file;
-  // Hosts exempt from the public-address rule of SPEC §8, exactly as written in URLs.
+  // Hosts exempt from the public-address rule of docs/api.md §8, exactly as written in URLs.
   std::vector<std::string> allow_private_hosts;
   // Where roles not run by this process are reached (default: grpc_addr).
   std::string accounts_addr, agents_addr, calls_addr, metrics_addr;
@@ -52,10 +52,10 @@ struct ServerConfig {
   absl::Duration download_timeout = absl::Minutes(5);
   // How long a scoring worker holds a call before another may take it over.
   absl::Duration analysis_lease = absl::Minutes(10);
-  // The code sandbox (SPEC §6): bubblewrap and Debian's python3 (which must live under /usr,
+  // The code sandbox (docs/api.md §6): bubblewrap and Debian's python3 (which must live under /usr,
   // the only tree mounted in the sandbox).
   std::string sandbox_bwrap = "/usr/bin/bwrap";
-  // The LLM provider (SPEC §7): any OpenAI-compatible chat-completions endpoint, e.g.
+  // The LLM provider (docs/api.md §7): any OpenAI-compatible chat-completions endpoint, e.g.
   // https://api.openai.com/v1. Empty: LLM metrics fail llm_unavailable, generate answers 503.
   std::string llm_base_url;
   std::string llm_api_key;
@@ -66,7 +66,7 @@ struct ServerConfig {
   // Provider requests this process has in flight at once; more wait their turn.
   int llm_max_in_flight = 8;
   std::string sandbox_python = "/usr/bin/python3";
-  // Speech-to-text (SPEC §7): any OpenAI-compatible /audio/transcriptions endpoint, e.g.
+  // Speech-to-text (docs/api.md §7): any OpenAI-compatible /audio/transcriptions endpoint, e.g.
   // https://api.openai.com/v1 with model whisper-1. Empty: the embedded recognizer
   // (PocketSphinx with Debian's US-English model).
   std::string stt_base_url;
@@ -79,7 +79,7 @@ struct ServerConfig {
   // A PEM file of further certificate authorities trusted when dialing wss:// agents (an
   // on-premise agent with a private CA); the system's trust store is always used.
   std::string agent_ca_file;
-  // Text-to-speech for simulated callers (SPEC §7): any OpenAI-compatible /audio/speech
+  // Text-to-speech for simulated callers (docs/api.md §7): any OpenAI-compatible /audio/speech
   // endpoint; empty: the embedded synthesizer (eSpeak NG).
   std::string tts_base_url;
   std::string tts_api_key;

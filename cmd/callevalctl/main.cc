@@ -1,5 +1,5 @@
-// callevalctl: administration of an installation's data dir (SPEC §10). Works while the
-// server runs: SQLite's WAL mode lets both write, each waiting briefly for the other.
+// callevalctl: administration of an installation's data dir (docs/operations.md §1). Works while
+// the server runs: SQLite's WAL mode lets both write, each waiting briefly for the other.
 
 #include <algorithm>
 #include <cstdlib>

@@ -1,6 +1,6 @@
 #pragma once
 
-// Workspaces, API keys, grants and credit balances (SPEC §1, §9, §10).
+// Workspaces, API keys, grants and credit balances (docs/api.md §1, §9, §10).
 
 #include <cstdint>
 #include <optional>

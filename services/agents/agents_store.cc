@@ -369,7 +369,7 @@ absl::Status Validate(db::Connection& c, const AgentsStore& store,
     CheckLength("name", r.name, kMaxNameLength, issues);
   }
 
-  // The phone is required unless the agent can be reached over its web channel (SPEC §5).
+  // The phone is required unless the agent can be reached over its web channel (docs/api.md §5).
   r.telephony_carrier.reset();
   if (!r.phone_number) {
     if (!r.web_channel) issues.Add("phone_number", "is required unless web_channel is given");

@@ -1,6 +1,6 @@
 #pragma once
 
-// Agents (the systems under test) and the languages they speak (seed "Agent", SPEC §5).
+// Agents (the systems under test) and the languages they speak (seed "Agent", docs/api.md §5).
 //
 // Every function takes the workspace the request already resolved; an agent of another
 // workspace is reported as not found. Validation collects every field problem of a request
@@ -22,7 +22,7 @@
 
 namespace calleval::agents {
 
-// Limits of the agent fields that neither the seed nor SPEC §5 fixes.
+// Limits of the agent fields that neither the seed nor docs/api.md §5 fixes.
 inline constexpr int kMaxNameLength = 255;  // name, model, voice, assistant_id
 inline constexpr int kMaxInstructionsLength = 100000;
 inline constexpr int kMaxOpeningTextLength = 10000;
@@ -34,7 +34,7 @@ inline constexpr int kMaxSilenceThresholdMs = 60000;
 inline constexpr int kDefaultPerPage = 25;
 inline constexpr int kMaxPerPage = 100;
 
-// Country calling code -> telephony carrier of SPEC §5's default table.
+// Country calling code -> telephony carrier of docs/api.md §5's default table.
 std::map<int, std::string> DefaultCarriers();
 
 class AgentsStore {
@@ -44,7 +44,7 @@ class AgentsStore {
     // `default_carrier`.
     std::map<int, std::string> carriers = DefaultCarriers();
     std::string default_carrier = "telnyx";
-    // Web channel URLs must be public (SPEC §8); the operator's allow-list applies.
+    // Web channel URLs must be public (docs/api.md §8); the operator's allow-list applies.
     UrlGuardOptions url_guard;
     // 32 bytes, kept outside the database (<data-dir>/credentials-key by default): web channel
     // credentials are sealed with it (AES-256-GCM). Empty: agents cannot hold credentials.

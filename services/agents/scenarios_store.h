@@ -1,6 +1,6 @@
 #pragma once
 
-// Scenarios (SPEC §5): a simulated caller (persona, goal, or an exact caller_script) to run
+// Scenarios (docs/api.md §5): a simulated caller (persona, goal, or an exact caller_script) to run
 // against one agent, with the metrics that judge the run. Every function takes the workspace
 // the request resolved; a scenario of another workspace is not found.
 
@@ -12,7 +12,7 @@
 
 namespace calleval::agents {
 
-// Limits that SPEC §5 leaves open.
+// Limits of scenarios (documented in docs/api.md §5).
 inline constexpr int kDefaultMaxTurns = 20;
 inline constexpr int kMaxTurns = 200;
 inline constexpr int kMaxScenarioTextLength = 10000;  // persona, goal, expected_outcome

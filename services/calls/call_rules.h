@@ -1,7 +1,7 @@
 #pragma once
 
-// The rules of call ingest and update (SPEC §2 and the seed's Calls section) as pure functions,
-// so they are unit-tested without a database or a server.
+// The rules of call ingest and update (docs/api.md §2 and the seed's Calls section) as pure
+// functions, so they are unit-tested without a database or a server.
 
 #include <cstdint>
 #include <optional>

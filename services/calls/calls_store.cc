@@ -92,7 +92,7 @@ v1::Call CallFromRow(const db::Statement& s, const RecordingSigner* signer) {
   return call;
 }
 
-// The id of the workspace's call named by `key` (SPEC §2: digits are tried as the id first).
+// The id of the workspace's call named by `key` (docs/api.md §2: digits are tried as the id first).
 absl::StatusOr<int64_t> FindCallId(db::Connection& c, int64_t workspace_id, absl::string_view key) {
   int64_t id = 0;
   if (!key.empty() && absl::c_all_of(key, absl::ascii_isdigit) && absl::SimpleAtoi(key, &id)) {

@@ -1,6 +1,6 @@
 #pragma once
 
-// Call records on SQLite: ingest with all of SPEC §2's rules, read by id or call_identifier,
+// Call records on SQLite: ingest with all of docs/api.md §2's rules, read by id or call_identifier,
 // update of the mutable fields, listing, deletion, and the durable queue of recording
 // downloads.
 
@@ -66,7 +66,7 @@ struct AnalysisJob {
   // The planned custom metrics as defined at lease time (one deleted since ingest is absent).
   std::vector<v1::Metric> custom_metrics;
   // The call's scalar fields and metadata (no transcript or results), and its agent: what a
-  // code judge sees (SPEC §6).
+  // code judge sees (docs/api.md §6).
   v1::Call call;
   v1::JobAgent agent;
   // Speech-to-text as of the lease (pending, processing, completed, failed), why it failed, and
@@ -90,8 +90,8 @@ struct TranscriptionJob {
   bool has_provided_transcript = false;
 };
 
-// Credits per metric (SPEC §9): every standard metric costs 1; custom metrics carry their own
-// credit_cost, fixed when the call is ingested.
+// Credits per metric (docs/api.md §9): every standard metric costs 1; custom metrics carry their
+// own credit_cost, fixed when the call is ingested.
 inline constexpr int64_t kStandardMetricCost = 1;
 
 struct RecordingFile {

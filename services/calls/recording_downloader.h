@@ -1,7 +1,7 @@
 #pragma once
 
-// Downloads ingested recordings in the background (SPEC §2, §8): claims pending jobs from the
-// calls store under a lease, fetches each with the guarded libcurl client into the recordings
+// Downloads ingested recordings in the background (docs/api.md §2, §8): claims pending jobs from
+// the calls store under a lease, fetches each with the guarded libcurl client into the recordings
 // directory, and records the outcome. Transient failures (network, timeouts, 5xx) are retried
 // with a growing delay; after the last attempt, or on a permanent failure (refused URL, 4xx,
 // size cap), the call ends failed with download_failed and the reason. A process that dies

@@ -1,8 +1,8 @@
 #pragma once
 
-// Presigned links to stored recordings (SPEC §2): {base}/recordings/{call_id}?expires=&signature=
-// where signature = hex(HMAC-SHA256(key, "<call_id>.<expires>")). The service serves the link
-// itself; a tampered or expired link gets 403.
+// Presigned links to stored recordings (docs/api.md §2):
+// {base}/recordings/{call_id}?expires=&signature= where signature = hex(HMAC-SHA256(key,
+// "<call_id>.<expires>")). The service serves the link itself; a tampered or expired link gets 403.
 
 #include <cstdint>
 #include <string>

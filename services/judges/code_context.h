@@ -1,6 +1,6 @@
 #pragma once
 
-// The `context` a code judge sees (SPEC §6), built from a call record, its transcript, the
+// The `context` a code judge sees (docs/api.md §6), built from a call record, its transcript, the
 // standard metrics' results and the LLM metrics that ran before it. Pure functions.
 
 #include <vector>

@@ -1,9 +1,9 @@
 #pragma once
 
-// LLM as judge (SPEC §4, §7): the prompt that puts a metric's question to an OpenAI-compatible
-// chat model over a call's transcript, the parsing and coercion of its JSON answer by
-// result_type (one retry on a malformed answer), and sampling the judge several times to report
-// the majority or mean with an agreement figure.
+// LLM as judge (docs/api.md §4, §7): the prompt that puts a metric's question to an
+// OpenAI-compatible chat model over a call's transcript, the parsing and coercion of its JSON
+// answer by result_type (one retry on a malformed answer), and sampling the judge several times to
+// report the majority or mean with an agreement figure.
 
 #include <optional>
 #include <string>

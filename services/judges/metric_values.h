@@ -1,6 +1,6 @@
 #pragma once
 
-// Typing and classifying metric results (SPEC §4): whether a value fits a result_type, the
+// Typing and classifying metric results (docs/api.md §4): whether a value fits a result_type, the
 // text form test_code reports, and the structured_output rules that turn a result into an
 // outcome_classification. Pure functions, shared by every judge.
 

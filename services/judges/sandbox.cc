@@ -116,7 +116,7 @@ _lock_down(_A[0], _A[1], _A[2])
 os.write(3, b"S")
 )py";
 
-// Reads {"code", "context"} on stdin, runs the code with the globals of SPEC §6 and writes
+// Reads {"code", "context"} on stdin, runs the code with the globals of docs/api.md §6 and writes
 // {"result", "result_set", "explanation", "error"} on fd 3. Uses the C half of the json module
 // (_json) directly: `import json` pulls in `re` and costs more than the rest of the harness.
 constexpr absl::string_view kRunPy = R"py(

@@ -1,6 +1,6 @@
 #pragma once
 
-// Code as judge (SPEC §6): runs a caller's Python snippet in a fresh python3 process under
+// Code as judge (docs/api.md §6): runs a caller's Python snippet in a fresh python3 process under
 // bubblewrap. No network, read-only system mounts, no access to the service's files or
 // environment, a private size-bounded /tmp, a new session, rlimits (CPU, address space,
 // processes, file size, open files), a wall-clock kill of the whole sandbox, and byte caps on

@@ -1,7 +1,7 @@
 #pragma once
 
-// The deterministic judges of SPEC §4 (no LLM): phrase checks and permitted-options checks over
-// a transcript, and the phrase trigger. Pure functions.
+// The deterministic judges of docs/api.md §4 (no LLM): phrase checks and permitted-options checks
+// over a transcript, and the phrase trigger. Pure functions.
 //
 // Matching: a phrase matches where it appears as whole words (the characters before and after
 // the match are not letters or digits, Unicode-aware), with runs of whitespace treated as one

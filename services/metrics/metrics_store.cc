@@ -20,7 +20,7 @@
 #include "services/judges/metric_values.h"
 #include "unicode/unistr.h"
 
-// Decisions at the edges of the metric contract (SPEC §4 leaves them open):
+// Decisions at the edges of the metric contract (docs/api.md §4 leaves them open):
 //
 // - Names are stored trimmed; uniqueness compares the trimmed, Unicode case-folded name
 //   (`name_key`) within the workspace and against the twelve standard names.
@@ -36,7 +36,7 @@
 // - One 422 names every problem of a request. Its code is the specific one (duplicate_name,
 //   agent_not_found, metrics_type_immutable, metric_not_found) when every issue has that code,
 //   otherwise validation_failed.
-// - Standard metrics show credit_cost 1 (SPEC §9) and created_at/updated_at null.
+// - Standard metrics show credit_cost 1 (docs/api.md §9) and created_at/updated_at null.
 // - A metric's agent_ids never lists a deleted agent: metric_agents rows go with the agent
 //   (ON DELETE CASCADE in the schema). Entries of an agent's disabled_metric_ids naming a
 //   deleted metric stay until the next toggle; ids are never reused, so they are harmless.
@@ -58,7 +58,7 @@ constexpr absl::string_view kAgentNotFound = "agent_not_found";
 constexpr absl::string_view kMetricNotFound = "metric_not_found";
 constexpr absl::string_view kTypeImmutable = "metrics_type_immutable";
 
-// Limits the seed and SPEC leave open.
+// Limits the API reference sets where the interface is silent (docs/api.md §4).
 constexpr size_t kMaxNameLength = 255;
 constexpr size_t kMaxDescriptionLength = 5000;
 constexpr size_t kMaxInstructionsLength = 20000;  // llm_instructions, trigger prompt

@@ -1,6 +1,6 @@
 #pragma once
 
-// Metric definitions of a workspace (SPEC §3, §4): the twelve standard metrics every
+// Metric definitions of a workspace (docs/metrics.md, §4): the twelve standard metrics every
 // installation has, and the workspace's custom metrics (custom_evaluation, phrase checks,
 // permitted options, code as judge) with their agents, triggers and structured_output rules.
 // Also the agent toggles, which edit the agent's disabled_metric_ids.
@@ -20,7 +20,7 @@ namespace calleval::metrics {
 // Custom metric ids start above this, leaving room for more standard metrics.
 inline constexpr int64_t kFirstCustomMetricId = 101;
 
-// Default credit costs (SPEC §9); a metric's credit_cost overrides them.
+// Default credit costs (docs/api.md §9); a metric's credit_cost overrides them.
 inline constexpr int64_t kDeterministicMetricCost = 1;  // phrase, options, code
 inline constexpr int64_t kLlmMetricCost = 2;            // custom_evaluation
 

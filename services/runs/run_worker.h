@@ -2,7 +2,7 @@
 
 // The runs role: workers lease queued runs, hold the conversation over the run's channel,
 // ingest it as a call (call_identifier "run-<id>") and, once the call is scored, report the
-// run completed with `passed` (SPEC §5). Channels this installation cannot serve end the run
+// run completed with `passed` (docs/api.md §5). Channels this installation cannot serve end the run
 // failed with an error that says so.
 
 #include <atomic>
@@ -63,7 +63,7 @@ struct RunDependencies {
   std::string agent_ca_file;  // further trusted CAs for wss:// agents (--agent-ca-file)
 };
 
-// SPEC §5: true when every metric with a structured_output ended meets_expectations or
+// docs/api.md §5: true when every metric with a structured_output ended meets_expectations or
 // exceeds_expectations (so true when none has one).
 bool RunPassed(const v1::Call& call, const std::vector<v1::Metric>& definitions);
 

@@ -1,7 +1,7 @@
 #pragma once
 
-// Runs and batch runs (SPEC §5) on SQLite: creation, reads, the batch summary, and the durable
-// queue the runs role works from. A run is leased with a token and an expiry; a worker that
+// Runs and batch runs (docs/api.md §5) on SQLite: creation, reads, the batch summary, and the
+// durable queue the runs role works from. A run is leased with a token and an expiry; a worker that
 // dies leaves the lease to expire and the run is handed out again, so no run stays
 // in_progress forever; one leased `max_attempts` times without a report ends failed.
 

@@ -1,8 +1,8 @@
 #pragma once
 
-// Text-to-speech for simulated callers (SPEC §7): the embedded synthesizer (eSpeak NG, Debian's
-// libespeak-ng) by default. Audio comes out as mono PCM16 at the rate the channel needs (8 kHz
-// for Twilio Media Streams).
+// Text-to-speech for simulated callers (docs/api.md §7): the embedded synthesizer (eSpeak NG,
+// Debian's libespeak-ng) by default. Audio comes out as mono PCM16 at the rate the channel needs (8
+// kHz for Twilio Media Streams).
 
 #include <atomic>
 #include <cstdint>
@@ -33,7 +33,7 @@ struct EspeakOptions {
 // mutex; synthesis takes a few milliseconds per second of speech.
 std::unique_ptr<SpeechSynthesizer> NewEspeakSynthesizer(EspeakOptions options = {});
 
-// Any OpenAI-compatible POST {base_url}/audio/speech (SPEC §7): the text in, raw PCM out
+// Any OpenAI-compatible POST {base_url}/audio/speech (docs/api.md §7): the text in, raw PCM out
 // (response_format "pcm": 24 kHz mono 16-bit little-endian), resampled to the rate asked for.
 // Requests are bounded (10 s to connect, `request_timeout` per attempt, 16 MiB answers) and
 // retried on 429/5xx with backoff. Errors carry the code tts_error (kFailedPrecondition when

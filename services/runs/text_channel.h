@@ -1,6 +1,6 @@
 #pragma once
 
-// The text channel (SPEC §5): a conversation between the scenario's simulated caller and an
+// The text channel (docs/api.md §5): a conversation between the scenario's simulated caller and an
 // internal agent, both played through the LLM provider. The agent speaks from its
 // instructions, opening message and model; the caller says the scenario's caller_script line
 // by line when it has one, else is played from its persona and goal. The conversation ends when

@@ -1,6 +1,6 @@
 #pragma once
 
-// The websocket channel's caller (SPEC §5): over an open websocket the service plays a phone
+// The websocket channel's caller (docs/api.md §5): over an open websocket the service plays a phone
 // caller in real time, 20 ms at a time. It speaks Twilio Media Streams (JSON events, 8 kHz
 // mu-law) or raw PCM16 (binary frames of 16 kHz mono little-endian samples), says each line of
 // the caller's script through the speech synthesizer once the agent has finished speaking

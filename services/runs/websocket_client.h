@@ -1,9 +1,9 @@
 #pragma once
 
-// A websocket client for the voice caller (SPEC §5 websocket channel), on Boost.Beast: ws:// and
-// wss:// URLs, the public-address rule of SPEC §8 checked on the literal host and again on
-// every address the name resolves to before connecting (DNS rebinding), bounded connect time
-// and message size.
+// A websocket client for the voice caller (docs/api.md §5 websocket channel), on Boost.Beast: ws://
+// and wss:// URLs, the public-address rule of docs/api.md §8 checked on the literal host and again
+// on every address the name resolves to before connecting (DNS rebinding), bounded connect time and
+// message size.
 //
 // Single-threaded by design: the session that owns a connection calls Send() and Poll() from
 // one thread; Poll() runs the pending read and returns what arrived, without blocking longer

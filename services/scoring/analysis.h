@@ -1,7 +1,7 @@
 #pragma once
 
 // The audio pass over one recording: decode in blocks, find speech per channel, build each
-// party's turns and compute the audio-based standard metrics (SPEC §3). Used by the scoring
+// party's turns and compute the audio-based standard metrics (docs/metrics.md). Used by the scoring
 // workers and by `callevalctl analyze`; memory stays flat with the length of the call.
 
 #include <optional>
@@ -25,16 +25,16 @@ struct AnalysisResult {
   std::vector<v1::StandardMetricResult> standard_metrics;
 };
 
-// The 9 audio metrics of SPEC §3 that need only the recording (and, for words, the transcript):
-// every audio-based standard metric except transcription_accuracy, which needs speech-to-text
-// (transcription_accuracy.h).
-// `transcript` (may be null) supplies the words for words_per_minute and, for mono recordings,
-// the turn boundaries. An undecodable file: kInvalidArgument with code "unsupported_audio".
+// The 9 audio metrics of docs/metrics.md that need only the recording (and, for words, the
+// transcript): every audio-based standard metric except transcription_accuracy, which needs
+// speech-to-text (transcription_accuracy.h). `transcript` (may be null) supplies the words for
+// words_per_minute and, for mono recordings, the turn boundaries. An undecodable file:
+// kInvalidArgument with code "unsupported_audio".
 absl::StatusOr<AnalysisResult> AnalyzeRecording(const std::string& path,
                                                 const std::vector<v1::Turn>* transcript,
                                                 const AnalysisOptions& options);
 
-// metadata.channel_map = {"agent": 0|1, "user": 0|1} (SPEC §3); anything else: the default.
+// metadata.channel_map = {"agent": 0|1, "user": 0|1} (docs/metrics.md); anything else: the default.
 ChannelMap ChannelMapOf(const google::protobuf::Struct& metadata);
 
 // Parses "agent=0,user=1" (either order); the two channels must differ.

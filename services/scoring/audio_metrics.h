@@ -1,13 +1,13 @@
 #pragma once
 
-// The timeline-based standard metrics (SPEC §3 ids 1–6 and 10) as pure functions of a call's
-// turns. The exact reading of each definition at its edges is the corpus contract
+// The timeline-based standard metrics (docs/metrics.md ids 1–6 and 10) as pure functions of a
+// call's turns. The exact reading of each definition at its edges is the corpus contract
 // (corpus/README.md, "What the truth means"); the comments below restate it.
 //
 // Every function returns a complete element of `standard_metrics`: metric_id,
 // standard_metric_key and name from common/standard_metrics.h, status "completed" or
-// "not_applicable", `result` with exactly the keys of SPEC §3, `score` = the headline number
-// (unset when that number is null), credits_used 0 (charging is done by the caller) and no
+// "not_applicable", `result` with exactly the keys of docs/metrics.md, `score` = the headline
+// number (unset when that number is null), credits_used 0 (charging is done by the caller) and no
 // error unless a reason is stated below.
 //
 // Values are rounded the way the corpus truth writes them: times in seconds (`_s`,

@@ -177,7 +177,7 @@ std::vector<v1::MetricResult> JudgeCustomMetrics(
     return it == job.custom_metrics.end() ? nullptr : &*it;
   };
 
-  // LLM metrics run before the others, so code judges can read them (SPEC §6); the questions
+  // LLM metrics run before the others, so code judges can read them (docs/api.md §6); the questions
   // of one call are put to the provider together.
   std::vector<size_t> later;
   std::vector<size_t> asked;  // indexes into `results` of the metrics with a question

@@ -1,7 +1,7 @@
 #pragma once
 
-// Scores a call's custom metrics (SPEC §4, §6): the evaluation trigger, then the judge of the
-// metric's type (phrase and options checks, code in the sandbox; custom_evaluation needs the
+// Scores a call's custom metrics (docs/api.md §4, §6): the evaluation trigger, then the judge of
+// the metric's type (phrase and options checks, code in the sandbox; custom_evaluation needs the
 // LLM provider), the result typed by result_type, and structured_output turned into an
 // outcome_classification.
 

@@ -100,7 +100,7 @@ class GrpcAnalysisQueue : public AnalysisQueue {
 
 // The metrics of one leased call: the audio pass for voice calls, transcription_accuracy, the
 // transcript-judged standard metrics by the LLM provider (failed llm_unavailable without one,
-// SPEC §7), then the custom metrics (custom_metrics.h). Only the job's planned metrics are
+// docs/api.md §7), then the custom metrics (custom_metrics.h). Only the job's planned metrics are
 // returned.
 //
 // A voice call is scored in two stages when its transcription is still running and a planned

@@ -1,7 +1,7 @@
 #pragma once
 
-// Speech-to-text for voice calls (SPEC §7): an embedded offline recognizer (CMU PocketSphinx,
-// Debian's libpocketsphinx 0.8+5prealpha with the en-us model) by default, or any
+// Speech-to-text for voice calls (docs/api.md §7): an embedded offline recognizer (CMU
+// PocketSphinx, Debian's libpocketsphinx 0.8+5prealpha with the en-us model) by default, or any
 // OpenAI-compatible POST {base_url}/audio/transcriptions endpoint when one is configured.
 //
 // Both engines transcribe one channel at a time: 16 kHz mono PCM16, which is what the audio
@@ -200,7 +200,7 @@ struct MergeOptions {
   double max_gap_seconds = 1.0;
 };
 
-// One transcript in the ingest format (SPEC §2, roles "AI Assistant" and "User", content,
+// One transcript in the ingest format (docs/api.md §2, roles "AI Assistant" and "User", content,
 // start_time, end_time): each party's words are grouped into turns, broken at pauses over
 // max_gap_seconds or where the other party spoke in the pause (a word of the other channel has
 // its midpoint between the two words). Speaking over the other party does not break a turn, so

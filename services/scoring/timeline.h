@@ -25,7 +25,7 @@ struct CallTimeline {
   double duration_s = 0;
 };
 
-// Which channel holds which party (SPEC §3: agent left (0), caller right (1) by default).
+// Which channel holds which party (docs/metrics.md: agent left (0), caller right (1) by default).
 struct ChannelMap {
   int agent = 0;
   int user = 1;

@@ -1,6 +1,6 @@
 #pragma once
 
-// transcription_accuracy (SPEC §3 row 7): the word error rate of the transcript the user
+// transcription_accuracy (docs/metrics.md row 7): the word error rate of the transcript the user
 // provided against the one generated from the recording by speech-to-text.
 
 #include <string>
@@ -24,7 +24,7 @@ std::string SpokenText(const std::vector<v1::Turn>& transcript);
 v1::StandardMetricResult TranscriptionAccuracy(const std::vector<v1::Turn>& provided,
                                                const std::vector<v1::Turn>& generated);
 
-// Metric 7 not_applicable with its counts at 0 (SPEC §3), saying `why`.
+// Metric 7 not_applicable with its counts at 0 (docs/metrics.md), saying `why`.
 v1::StandardMetricResult TranscriptionAccuracyNotApplicable(absl::string_view why);
 
 // The reason when no transcript was provided.

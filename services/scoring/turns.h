@@ -1,7 +1,7 @@
 #pragma once
 
-// Turns per party (SPEC §3): a party's speech with internal pauses shorter than 700 ms merged.
-// Stereo recordings get their speech segments from voice activity on each channel; mono
+// Turns per party (docs/metrics.md): a party's speech with internal pauses shorter than 700 ms
+// merged. Stereo recordings get their speech segments from voice activity on each channel; mono
 // recordings take turn boundaries from the transcript timings.
 
 #include <vector>

@@ -1,6 +1,6 @@
 #pragma once
 
-// Quality of the agent's voice (SPEC §3 ids 8 and 9), from the agent channel:
+// Quality of the agent's voice (docs/metrics.md ids 8 and 9), from the agent channel:
 //  - voice_tone_clarity: speech level, signal-to-noise ratio and clipping, banded into a 1-5
 //    score (bands in docs/metrics.md);
 //  - voice_change_detection: whether the agent's voice changes during the call, from the

@@ -1,6 +1,6 @@
 #pragma once
 
-// Word error rate for the transcription_accuracy standard metric (SPEC §3 row 7): the
+// Word error rate for the transcription_accuracy standard metric (docs/metrics.md row 7): the
 // transcript generated from the audio is the reference, the provided one the hypothesis
 // (transcription_accuracy.h).
 //

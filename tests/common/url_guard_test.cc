@@ -117,7 +117,7 @@ const BadUrl kBadUrls[] = {
     {"http://a.b.LocalHost./", kNotPublic, "local machine"},
     {"http://ip6-localhost/", kNotPublic, "local machine"},
     {"http://localhost.localdomain/", kNotPublic, "local machine"},
-    // Schemes other than http(s) (SPEC §2: "must be http(s) and public" -> url_not_public).
+    // Schemes other than http(s) (docs/api.md §2: "must be http(s) and public" -> url_not_public).
     {"ftp://example.com/a.wav", kNotPublic, "scheme \"ftp\" is not allowed"},
     {"file:///etc/passwd", kNotPublic, "scheme \"file\""},
     {"FILE://localhost/etc/passwd", kNotPublic, "scheme \"file\""},

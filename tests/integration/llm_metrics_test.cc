@@ -208,7 +208,7 @@ TEST_F(LlmMetricsTest, EachResultTypeScoredEndToEnd) {
   EXPECT_EQ(r->at("explanation"), "said please");
   EXPECT_EQ(r->at("structured_output")["outcome_classification"], "meets_expectations");
   EXPECT_EQ(r->at("agreement"), nullptr);
-  EXPECT_EQ(r->at("credits_used"), 2);  // SPEC §9: an LLM metric costs 2
+  EXPECT_EQ(r->at("credits_used"), 2);  // docs/api.md §9: an LLM metric costs 2
 
   r = Result(call, clarity);
   ASSERT_NE(r, nullptr);

@@ -1,4 +1,4 @@
-// Scenarios run against agents (SPEC §5), end to end over HTTP against the real server (all
+// Scenarios run against agents (docs/api.md §5), end to end over HTTP against the real server (all
 // roles in one process, SQLite in a temporary data dir) with a local OpenAI-compatible
 // provider playing the internal agent and, without a caller_script, the caller.
 

@@ -2,7 +2,7 @@
 
 // What the integration tests share to run the real server: a fresh data dir and a config on
 // loopback with ephemeral ports, no access log, and the local test HTTP servers allowed as
-// recording hosts (SPEC §8's operator allowlist).
+// recording hosts (docs/api.md §8's operator allowlist).
 
 #include <stdlib.h>
 

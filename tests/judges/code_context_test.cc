@@ -1,4 +1,4 @@
-// The context a code judge sees (SPEC §6), built from a call, its transcript and results.
+// The context a code judge sees (docs/api.md §6), built from a call, its transcript and results.
 
 #include "services/judges/code_context.h"
 

@@ -1,4 +1,4 @@
-// The code-as-judge sandbox (SPEC §6): hostile snippets are contained with a clear error and
+// The code-as-judge sandbox (docs/api.md §6): hostile snippets are contained with a clear error and
 // leave the test process (standing in for the service) unharmed; results, explanations and
 // errors of ordinary snippets come back intact; Validate reports syntax errors and snippets
 // that never set the result. Run as root, one test re-runs the smoke tests as uid 65534.

@@ -619,7 +619,7 @@ TEST(CorpusContractTest, TruthTurnsReproduceTheTruthMetrics) {
       EXPECT_EQ(r.name(), element["name"].get<std::string>());
       ExpectJsonNear(ResultJson(r), element["result"], "result", "");
       // The truth writes "completed" with null figures where there is nothing to measure;
-      // SPEC §3 (and score.py) have such a metric end not_applicable.
+      // docs/metrics.md (and score.py) have such a metric end not_applicable.
       const bool nothing_to_measure = element["score"].is_null() && (id == 1 || id == 4);
       EXPECT_EQ(r.status(), nothing_to_measure ? "not_applicable" : "completed");
       if (element["score"].is_null()) {
