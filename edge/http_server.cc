@@ -20,6 +20,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "edge/byte_range.h"
+#include "edge/file_range_body.h"
 #include "edge/json_codec.h"
 #include "google/protobuf/dynamic_message.h"
 
@@ -391,7 +393,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     }
     for (auto& header : response.headers) extra_headers_.push_back(std::move(header));
     if (!response.file_path.empty()) {
-      return SendFile(response.status, response.content_type, response.file_path);
+      return SendFile(response.status, response.content_type, response.file_path,
+                      response.accept_ranges);
     }
     Send(response.status, std::move(response.body), response.content_type);
   }
@@ -511,18 +514,44 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
                       beast::bind_front_handler(&Session::OnWrite, shared_from_this(), after));
   }
 
-  void SendFile(int status, std::string_view content_type, const std::string& path) {
-    http::file_body::value_type file;
+  // Streams the file; with `accept_ranges`, a single `Range` is answered 206 with only those
+  // bytes (a player seeking in a recording), an unsatisfiable one 416.
+  void SendFile(int status, std::string_view content_type, const std::string& path,
+                bool accept_ranges) {
+    FileRangeBody::value_type body;
     beast::error_code ec;
-    file.open(path.c_str(), beast::file_mode::scan, ec);
+    body.file.open(path.c_str(), beast::file_mode::scan, ec);
+    const uint64_t size = ec ? 0 : body.file.size(ec);
     if (ec) {
       extra_headers_.clear();
       return SendError(HttpError(404, "not_found", "file not found"));
     }
+    body.length = size;
+    if (accept_ranges) {
+      extra_headers_.emplace_back("Accept-Ranges", "bytes");
+      const auto range_header = request_.find(http::field::range);
+      if (status == 200 && range_header != request_.end()) {
+        const RangeDecision decision = DecideRange(View(range_header->value()), size);
+        if (decision.outcome == RangeOutcome::kUnsatisfiable) {
+          extra_headers_.emplace_back("Content-Range", absl::StrCat("bytes */", size));
+          return SendError(HttpError(416, "range_not_satisfiable",
+                                     absl::StrCat("the range lies outside the ", size,
+                                                  " bytes of the file")));
+        }
+        if (decision.outcome == RangeOutcome::kPartial) {
+          status = 206;
+          body.offset = decision.range.first;
+          body.length = decision.range.length;
+          extra_headers_.emplace_back(
+              "Content-Range",
+              absl::StrCat("bytes ", body.offset, "-", body.offset + body.length - 1, "/", size));
+        }
+      }
+    }
     After after = keep_alive_ && !server_->stopping_.load() ? After::kKeepAlive : After::kClose;
     file_response_.emplace();
     PrepareHeaders(*file_response_, status, content_type, after == After::kKeepAlive);
-    file_response_->body() = std::move(file);
+    file_response_->body() = std::move(body);
     file_response_->prepare_payload();
     Log(status);
     stream_.expires_after(ToChrono(server_->options_.idle_timeout));
@@ -587,7 +616,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> request_;
   http::response<http::string_body> response_;
-  std::optional<http::response<http::file_body>> file_response_;
+  std::optional<http::response<FileRangeBody>> file_response_;
   std::vector<std::pair<std::string, std::string>> extra_headers_;
 
   // The current request; the views point into request_ (or the parser's message).

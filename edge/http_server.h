@@ -54,6 +54,9 @@ struct LocalResponse {
   // When not empty the file's bytes are streamed as the body (and `body` is ignored); a file
   // that cannot be opened answers 404.
   std::string file_path;
+  // With file_path: honour a single `Range` (206 with Content-Range, 416 outside the file) and
+  // say so with `Accept-Ranges: bytes`.
+  bool accept_ranges = false;
   std::vector<std::pair<std::string, std::string>> headers;
 };
 

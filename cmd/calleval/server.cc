@@ -273,6 +273,7 @@ void Server::AddLocalRoutes(State* state) {
     edge::LocalResponse response;
     response.content_type = file->content_type;
     response.file_path = file->path;
+    response.accept_ranges = true;  // a browser's player seeks by Range
     return response;
   });
 }
