@@ -706,8 +706,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   if (edge_role) {
     // Roles elsewhere are reached over gRPC; roles here are called directly.
     auto remote = [&](const std::string& addr) {
-      return grpc::CreateChannel(addr.empty() ? config.grpc_addr : addr,
-                                 grpc::InsecureChannelCredentials());
+      return CreateInternalChannel(addr.empty() ? config.grpc_addr : addr, internal_credential);
     };
     std::map<std::string, std::shared_ptr<grpc::Channel>> channels;
     if (!s->accounts_service) {
