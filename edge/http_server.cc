@@ -231,7 +231,11 @@ class HttpServer::Impl : public std::enable_shared_from_this<Impl> {
 class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket&& socket, std::shared_ptr<Impl> server)
-      : stream_(std::move(socket)), server_(std::move(server)) {}
+      : stream_(std::move(socket)), server_(std::move(server)) {
+    beast::error_code ec;
+    const tcp::endpoint peer = stream_.socket().remote_endpoint(ec);
+    if (!ec) remote_address_ = peer.address().to_string();
+  }
 
   ~Session() { server_->Unregister(this); }
 
@@ -403,7 +407,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     const Route* route = match.route;
     if (server_->limiter_) {
       int retry_after = 0;
-      if (!server_->limiter_->Allow(View(request_[http::field::authorization]), &retry_after)) {
+      if (!server_->limiter_->Allow(RateLimitKey(), &retry_after)) {
         extra_headers_.emplace_back("Retry-After", std::to_string(retry_after));
         return SendError(
             HttpError(429, "rate_limited",
@@ -465,6 +469,17 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
             self->OnResponse(route, status, std::move(response));
           });
         });
+  }
+
+  // The authenticated key's identity; without a known key, the client's address.
+  std::string RateLimitKey() {
+    const std::string_view authorization = View(request_[http::field::authorization]);
+    if (!authorization.empty()) {
+      if (!server_->options_.rate_limit_identity) return absl::StrCat("key:", Absl(authorization));
+      std::optional<std::string> identity = server_->options_.rate_limit_identity(authorization);
+      if (identity) return absl::StrCat("key:", *identity);
+    }
+    return absl::StrCat("addr:", remote_address_);
   }
 
   void OnResponse(const Route* route, const absl::Status& status,
@@ -631,6 +646,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   Clock::time_point linger_deadline_;
   std::string scratch_key_;
   std::string scratch_value_;
+  std::string remote_address_;  // the peer's IP address, for the limiter
 };
 
 absl::Status HttpServer::Impl::Start() {

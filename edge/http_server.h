@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,9 +30,13 @@ struct HttpServerOptions {
   size_t max_body_bytes = 16 * 1024 * 1024;
   // A connection with no request in progress for this long is closed.
   absl::Duration idle_timeout = absl::Seconds(60);
-  // Token bucket per Authorization header value; 0 turns it off.
+  // Token bucket per API key; 0 turns it off. Requests without a known key share one bucket
+  // per client address, so guessing keys from one address is throttled like one key.
   double rate_limit_per_second = 0;
   int rate_limit_burst = 0;  // <= 0: max(1, rate_limit_per_second)
+  // The limiter's key for an Authorization header value: an identity of the authenticated key,
+  // or nullopt when the key is missing or unknown. Unset: a non-empty header is its own key.
+  std::function<std::optional<std::string>(std::string_view authorization)> rate_limit_identity;
   // One line per request on stderr.
   bool access_log = true;
   // How long Shutdown() waits for in-flight requests before abandoning them.

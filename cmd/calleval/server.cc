@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -434,6 +436,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     options.access_log = config.access_log;
     options.rate_limit_per_second = config.rate_limit_per_second;
     options.rate_limit_burst = config.rate_limit_burst;
+    // Limited per authenticated key: a guessed key must not get a bucket of its own.
+    accounts::Authenticator* authenticator = s->authenticator.get();
+    options.rate_limit_identity =
+        [authenticator](std::string_view authorization) -> std::optional<std::string> {
+      absl::StatusOr<accounts::Principal> principal =
+          authenticator->Authenticate(absl::string_view(authorization.data(), authorization.size()));
+      if (!principal.ok()) return std::nullopt;
+      return absl::StrCat(principal->key_id);
+    };
     s->http_server = std::make_unique<edge::HttpServer>(s->routes.get(), &s->invoker_slot, options);
     AddLocalRoutes(state);
     RETURN_IF_ERROR(s->http_server->Start());

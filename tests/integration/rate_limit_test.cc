@@ -1,5 +1,6 @@
 // --rate-limit on the real server: a key over its rate gets 429 with Retry-After, another key
-// is unaffected, and the probes are never limited.
+// is unaffected, and the probes are never limited. Requests without a known key are limited by
+// client address, so guessing keys from one address is throttled like one key.
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -41,8 +42,49 @@ TEST(RateLimitTest, KeyOverItsRateGets429) {
 
   testing::HttpClient other((*server)->http_base_url());
   other.set_api_key("cev_another_key_with_its_own_bucket");
-  EXPECT_EQ(other.Get("/api/v1/languages").status, 401);  // limited per key, not globally
+  // Limited per authenticated key, not globally: an unknown key is charged to the address.
+  EXPECT_EQ(other.Get("/api/v1/languages").status, 401);
   EXPECT_EQ(client.Get("/healthz").status, 200);
+
+  server->reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RateLimitTest, GuessedKeysShareTheAddressBucket) {
+  const std::string dir = testing::MakeTempDir("ratelimit");
+  ServerConfig config = testing::TestServerConfig(dir);
+  config.rate_limit_per_second = 1;
+  config.rate_limit_burst = 3;
+  auto server = Server::Start(config);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  // Each guess is a fresh key: it must not get a fresh bucket.
+  testing::HttpClient guesser((*server)->http_base_url());
+  int unauthorized = 0;
+  testing::HttpResponse limited;
+  for (int i = 0; i < 10; ++i) {
+    guesser.set_api_key("cev_guess_" + std::to_string(i));
+    testing::HttpResponse r = guesser.Get("/api/v1/languages");
+    if (r.status == 401) {
+      ++unauthorized;
+    } else {
+      limited = r;
+    }
+  }
+  EXPECT_GE(unauthorized, 3);
+  EXPECT_LE(unauthorized, 5);
+  EXPECT_EQ(limited.status, 429);
+  EXPECT_EQ(limited.json()["error"]["code"], "rate_limited");
+  EXPECT_FALSE(limited.headers["retry-after"].empty());
+
+  // No key at all is the same address bucket.
+  testing::HttpClient anonymous((*server)->http_base_url());
+  EXPECT_EQ(anonymous.Get("/api/v1/languages").status, 429);
+
+  // The real key from the same address has its own bucket, untouched by the guesses.
+  testing::HttpClient client((*server)->http_base_url());
+  client.set_api_key((*server)->bootstrap()->key.api_key);
+  EXPECT_EQ(client.Get("/api/v1/languages").status, 200);
 
   server->reset();
   std::filesystem::remove_all(dir);
