@@ -427,7 +427,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   if (edge_role) {
     ASSIGN_OR_RETURN(auto table, edge::RouteTable::Build(PublicServices()));
     s->routes = std::make_unique<edge::RouteTable>(std::move(table));
-    s->openapi = edge::BuildOpenApi(*s->routes, "calleval", "1.0.0");
+    s->openapi = edge::BuildOpenApi(*s->routes, "calleval", "1.0.0", config.public_base_url);
     edge::HttpServerOptions options;
     options.host = http_host_port.first;
     options.port = http_host_port.second;
