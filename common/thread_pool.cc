@@ -2,7 +2,7 @@
 
 namespace calleval {
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, size_t max_queued) : max_queued_(max_queued) {
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
 }
 
@@ -17,6 +17,13 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::Schedule(std::function<void()> task) {
   absl::MutexLock lock(&mu_);
   queue_.push_back(std::move(task));
+}
+
+bool ThreadPool::TrySchedule(std::function<void()> task) {
+  absl::MutexLock lock(&mu_);
+  if (max_queued_ > 0 && queue_.size() >= max_queued_) return false;
+  queue_.push_back(std::move(task));
+  return true;
 }
 
 void ThreadPool::Loop() {

@@ -3,12 +3,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/errors.h"
 
 namespace calleval::edge {
 
 void DirectInvoker::Register(const google::protobuf::MethodDescriptor* method, Dispatch dispatch,
-                             Handler handler) {
-  handlers_[method] = Entry{dispatch, std::move(handler)};
+                             Handler handler, ThreadPool* pool) {
+  handlers_[method] = Entry{dispatch, std::move(handler), pool != nullptr ? pool : pool_};
 }
 
 void DirectInvoker::Invoke(const google::protobuf::MethodDescriptor* method,
@@ -25,7 +26,7 @@ void DirectInvoker::Invoke(const google::protobuf::MethodDescriptor* method,
   }
   const Entry& entry = it->second;
   auto run = [&entry, method, request = std::move(request), authorization = context.authorization,
-              done = std::move(done)]() mutable {
+              done]() mutable {
     std::unique_ptr<google::protobuf::Message> response(
         google::protobuf::MessageFactory::generated_factory()
             ->GetPrototype(method->output_type())
@@ -35,10 +36,14 @@ void DirectInvoker::Invoke(const google::protobuf::MethodDescriptor* method,
   };
   if (entry.dispatch == Dispatch::kInline) {
     run();
-  } else {
-    // ThreadPool takes copyable tasks; the request is move-only.
-    auto task = std::make_shared<decltype(run)>(std::move(run));
-    pool_->Schedule([task] { (*task)(); });
+    return;
+  }
+  // ThreadPool takes copyable tasks; the request is move-only.
+  auto task = std::make_shared<decltype(run)>(std::move(run));
+  if (!entry.pool->TrySchedule([task] { (*task)(); })) {
+    done(MakeError(absl::StatusCode::kUnavailable, "overloaded",
+                   absl::StrCat("too many ", method->name(), " requests in progress; retry later")),
+         nullptr);
   }
 }
 

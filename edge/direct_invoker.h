@@ -19,7 +19,10 @@ namespace calleval::edge {
 class DirectInvoker : public MethodInvoker {
  public:
   // Where a handler runs. kInline: on the edge's I/O thread (short reads only). kPool: on the
-  // store pool (writes, which wait for a group commit).
+  // store pool (writes, which wait for a group commit), or on the pool given at registration:
+  // slow kinds of work (the code sandbox, the LLM) get pools of their own, so ingest and reads
+  // never wait behind them. A pool that refuses the task (its queue is full) answers 503
+  // "overloaded", which the edge sends with Retry-After.
   enum class Dispatch { kInline, kPool };
   using Handler = std::function<absl::Status(const std::string& authorization,
                                              const google::protobuf::Message& request,
@@ -29,19 +32,23 @@ class DirectInvoker : public MethodInvoker {
 
   // Registers the handler of `method`; its request and response are the method's generated
   // message types.
+  // `pool` (kPool only; null: the store pool) must outlive the invoker.
   void Register(const google::protobuf::MethodDescriptor* method, Dispatch dispatch,
-                Handler handler);
+                Handler handler, ThreadPool* pool = nullptr);
 
   // Typed convenience: `fn(authorization, const Request&, Response*)`.
   template <typename Request, typename Response, typename Fn>
-  void Register(const google::protobuf::MethodDescriptor* method, Dispatch dispatch, Fn fn) {
-    Register(method, dispatch,
-             [fn = std::move(fn)](const std::string& authorization,
-                                  const google::protobuf::Message& request,
-                                  google::protobuf::Message* response) {
-               return fn(authorization, static_cast<const Request&>(request),
-                         static_cast<Response*>(response));
-             });
+  void Register(const google::protobuf::MethodDescriptor* method, Dispatch dispatch, Fn fn,
+                ThreadPool* pool = nullptr) {
+    Register(
+        method, dispatch,
+        [fn = std::move(fn)](const std::string& authorization,
+                             const google::protobuf::Message& request,
+                             google::protobuf::Message* response) {
+          return fn(authorization, static_cast<const Request&>(request),
+                    static_cast<Response*>(response));
+        },
+        pool);
   }
 
   void Invoke(const google::protobuf::MethodDescriptor* method,
@@ -52,6 +59,7 @@ class DirectInvoker : public MethodInvoker {
   struct Entry {
     Dispatch dispatch;
     Handler handler;
+    ThreadPool* pool;
   };
   ThreadPool* pool_;
   MethodInvoker* fallback_;

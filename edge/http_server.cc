@@ -41,6 +41,9 @@ constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 // oversized body), so that closing does not reset the connection before the answer is read.
 constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr size_t kMaxRateLimitKeys = 100000;
+// The error code of work refused by a full pool (503), answered with this Retry-After.
+constexpr char kOverloadedCode[] = "overloaded";
+constexpr int kOverloadedRetryAfterSeconds = 1;
 
 std::string_view View(beast::string_view s) { return std::string_view(s.data(), s.size()); }
 absl::string_view Absl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -495,6 +498,11 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   }
 
   void SendError(const absl::Status& status, After after = After::kKeepAlive) {
+    // Work shed by a full pool is worth retrying shortly; say when.
+    if (status.code() == absl::StatusCode::kUnavailable &&
+        ErrorInfoOf(status).code() == kOverloadedCode) {
+      extra_headers_.emplace_back("Retry-After", std::to_string(kOverloadedRetryAfterSeconds));
+    }
     std::string body = PrintJson(ToErrorResponse(status));
     Send(HttpStatusFor(status), std::move(body), kJsonContentType, after);
   }

@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -204,6 +205,9 @@ struct Server::State {
   ServerConfig config;
   std::unique_ptr<db::Database> database;
   std::unique_ptr<ThreadPool> pool;
+  // Bounded pools of the slow work reached through the edge (ServerConfig::sandbox_pool_*).
+  std::unique_ptr<ThreadPool> sandbox_pool;
+  std::unique_ptr<ThreadPool> llm_pool;
   std::unique_ptr<accounts::AccountsStore> accounts_store;
   std::unique_ptr<accounts::Authenticator> authenticator;
   std::unique_ptr<agents::AgentsStore> agents_store;
@@ -287,12 +291,14 @@ template <typename Request, typename Response, typename Service>
 void RegisterHandler(edge::DirectInvoker& direct, const google::protobuf::ServiceDescriptor* d,
                      const char* name, edge::DirectInvoker::Dispatch dispatch, Service* service,
                      absl::Status (Service::*handler)(const std::string&, const Request&,
-                                                      Response*)) {
+                                                      Response*),
+                     ThreadPool* pool = nullptr) {
   direct.Register<Request, Response>(
       Method(d, name), dispatch,
       [service, handler](const std::string& auth, const Request& request, Response* response) {
         return (service->*handler)(auth, request, response);
-      });
+      },
+      pool);
 }
 
 }  // namespace
@@ -344,10 +350,14 @@ void Server::RegisterDirectHandlers(State& s) {
     RegisterHandler(direct, d, "GetMetric", kInline, svc, &Svc::HandleGetMetric);
     RegisterHandler(direct, d, "UpdateMetric", kPool, svc, &Svc::HandleUpdateMetric);
     RegisterHandler(direct, d, "DeleteMetric", kPool, svc, &Svc::HandleDeleteMetric);
-    RegisterHandler(direct, d, "GenerateMetrics", kPool, svc, &Svc::HandleGenerateMetrics);
+    // The LLM and the sandbox take seconds: their own bounded pools, shed when full.
+    RegisterHandler(direct, d, "GenerateMetrics", kPool, svc, &Svc::HandleGenerateMetrics,
+                    s.llm_pool.get());
     RegisterHandler(direct, d, "BulkCreateMetrics", kPool, svc, &Svc::HandleBulkCreateMetrics);
-    RegisterHandler(direct, d, "ValidateCode", kPool, svc, &Svc::HandleValidateCode);
-    RegisterHandler(direct, d, "TestCode", kPool, svc, &Svc::HandleTestCode);
+    RegisterHandler(direct, d, "ValidateCode", kPool, svc, &Svc::HandleValidateCode,
+                    s.sandbox_pool.get());
+    RegisterHandler(direct, d, "TestCode", kPool, svc, &Svc::HandleTestCode,
+                    s.sandbox_pool.get());
     RegisterHandler(direct, d, "SetAgentStandardMetrics", kPool, svc,
                     &Svc::HandleSetAgentStandardMetrics);
     RegisterHandler(direct, d, "SetAgentLlmMetrics", kPool, svc, &Svc::HandleSetAgentLlmMetrics);
@@ -389,6 +399,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   ASSIGN_OR_RETURN(s->database,
                    db::Database::Open((data_dir / "calleval.db").string(), SchemaMigrations()));
   s->pool = std::make_unique<ThreadPool>(kStoreThreads);
+  s->sandbox_pool = std::make_unique<ThreadPool>(std::max(1, config.sandbox_pool_threads),
+                                                 std::max(1, config.sandbox_pool_queue));
+  s->llm_pool = std::make_unique<ThreadPool>(std::max(1, config.llm_pool_threads),
+                                             std::max(1, config.llm_pool_queue));
   s->accounts_store = std::make_unique<accounts::AccountsStore>(s->database.get());
   if (HasRole(config, "accounts")) {
     ASSIGN_OR_RETURN(s->bootstrap, s->accounts_store->BootstrapIfEmpty());
@@ -761,7 +775,10 @@ void Server::Shutdown() {
   // Transcriptions in progress are cancelled and their recordings given back.
   if (s.transcription_workers) s.transcription_workers->Stop();
   if (s.scoring_workers) s.scoring_workers->Stop();
-  s.pool.reset();  // runs what was queued
+  // Each runs what was queued; the slow pools first, their tasks may still use the store pool.
+  s.sandbox_pool.reset();
+  s.llm_pool.reset();
+  s.pool.reset();
 }
 
 }  // namespace calleval

@@ -29,6 +29,13 @@ struct ServerConfig {
   int workers = 0;  // scoring workers; 0 = number of cores
   int run_workers = 4;  // runs held at once by the runs role
   int http_threads = 2;
+  // Pools of their own for slow work reached through the edge, so ingest and reads never wait
+  // behind it: the code sandbox (validate_code, test_code) and the LLM (generate). Requests
+  // beyond the threads plus the queue answer 503 "overloaded" with Retry-After.
+  int sandbox_pool_threads = 2;
+  int sandbox_pool_queue = 8;
+  int llm_pool_threads = 4;
+  int llm_pool_queue = 16;
   int64_t max_body_bytes = 16 << 20;
   absl::Duration presign_validity = absl::Hours(1);
   // 32 bytes sealing agents' web channel credentials; default <data-dir>/credentials-key
