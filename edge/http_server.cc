@@ -41,6 +41,8 @@ constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 // oversized body), so that closing does not reset the connection before the answer is read.
 constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr size_t kMaxRateLimitKeys = 100000;
+// What the first read of a request asks for; the header parser reads on as it needs.
+constexpr size_t kFirstReadBytes = 4096;
 // The error code of work refused by a full pool (503), answered with this Retry-After.
 constexpr char kOverloadedCode[] = "overloaded";
 constexpr int kOverloadedRetryAfterSeconds = 1;
@@ -201,6 +203,7 @@ class HttpServer::Impl : public std::enable_shared_from_this<Impl> {
   void DoAccept();
   void OnAccept(beast::error_code ec, tcp::socket socket);
   void Register(const std::shared_ptr<Session>& session);
+  size_t SessionCount();
   void Unregister(Session* session);
   void RunLoop();
 
@@ -261,11 +264,24 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
  private:
   enum class After { kKeepAlive, kClose, kLinger };
 
+  // Waits up to the idle timeout for a request's first bytes, then reads its header.
   void DoRead() {
     if (server_->stopping_.load()) return Close();
     parser_.emplace();
     parser_->body_limit(server_->options_.max_body_bytes);
+    if (buffer_.size() > 0) return ReadHeader();  // pipelined: the next request is here
     stream_.expires_after(ToChrono(server_->options_.idle_timeout));
+    stream_.async_read_some(buffer_.prepare(kFirstReadBytes),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->OnReadError(ec);
+                              self->buffer_.commit(n);
+                              self->ReadHeader();
+                            });
+  }
+
+  // The whole header within the header timeout, however slowly its bytes arrive.
+  void ReadHeader() {
+    stream_.expires_after(ToChrono(server_->options_.header_timeout));
     http::async_read_header(stream_, buffer_, *parser_,
                             beast::bind_front_handler(&Session::OnHeader, shared_from_this()));
   }
@@ -286,6 +302,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   }
 
   void ReadBody() {
+    stream_.expires_after(ToChrono(server_->options_.idle_timeout));
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) {
                        if (ec) return self->OnReadError(ec);
@@ -716,6 +733,11 @@ void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
   if (stopping_.load() || !acceptor_.is_open()) return;
   if (!ec) {
     beast::error_code ignored;
+    if (SessionCount() >= static_cast<size_t>(std::max(1, options_.max_connections))) {
+      // Over the cap: hang up at once, so a flood of connections cannot exhaust descriptors.
+      socket.close(ignored);
+      return DoAccept();
+    }
     socket.set_option(tcp::no_delay(true), ignored);
     auto session = std::make_shared<Session>(std::move(socket), shared_from_this());
     Register(session);
@@ -730,6 +752,11 @@ void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
 void HttpServer::Impl::Register(const std::shared_ptr<Session>& session) {
   std::lock_guard<std::mutex> lock(sessions_mu_);
   sessions_.emplace(session.get(), session);
+}
+
+size_t HttpServer::Impl::SessionCount() {
+  std::lock_guard<std::mutex> lock(sessions_mu_);
+  return sessions_.size();
 }
 
 void HttpServer::Impl::Unregister(Session* session) {

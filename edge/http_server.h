@@ -30,6 +30,11 @@ struct HttpServerOptions {
   size_t max_body_bytes = 16 * 1024 * 1024;
   // A connection with no request in progress for this long is closed.
   absl::Duration idle_timeout = absl::Seconds(60);
+  // A request's header must be complete this long after its first byte arrived: a client that
+  // trickles it (slowloris) is closed.
+  absl::Duration header_timeout = absl::Seconds(10);
+  // Connections held at once; one accepted beyond it is closed at once, before it costs a read.
+  int max_connections = 10000;
   // Token bucket per API key; 0 turns it off. Requests without a known key share one bucket
   // per client address, so guessing keys from one address is throttled like one key.
   double rate_limit_per_second = 0;

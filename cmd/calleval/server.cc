@@ -3,6 +3,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -198,6 +199,21 @@ struct InvokerSlot : edge::MethodInvoker {
     invoker->Invoke(method, std::move(request), context, std::move(done));
   }
 };
+
+// The connection cap, lowered so that the connections plus the descriptors the rest of the
+// process needs (SQLite, gRPC, sandbox pipes, recordings) fit RLIMIT_NOFILE: a cap the kernel
+// would enforce first only turns into failed accepts and failed file opens.
+int MaxConnectionsWithinFileLimit(int requested) {
+  constexpr int kReservedFiles = 256;
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return requested;
+  const int64_t usable = static_cast<int64_t>(limit.rlim_cur) - kReservedFiles;
+  if (usable >= requested) return requested;
+  const int lowered = static_cast<int>(std::max<int64_t>(usable, 16));
+  std::cerr << "calleval: --max-connections " << requested << " lowered to " << lowered
+            << " to fit the open-file limit (" << limit.rlim_cur << ")\n";
+  return lowered;
+}
 
 }  // namespace
 
@@ -447,6 +463,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     options.port = http_host_port.second;
     options.threads = config.http_threads;
     options.max_body_bytes = static_cast<size_t>(config.max_body_bytes);
+    options.max_connections = MaxConnectionsWithinFileLimit(config.max_connections);
+    options.header_timeout = config.header_timeout;
+    options.idle_timeout = config.idle_timeout;
     options.access_log = config.access_log;
     options.rate_limit_per_second = config.rate_limit_per_second;
     options.rate_limit_burst = config.rate_limit_burst;

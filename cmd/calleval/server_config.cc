@@ -97,6 +97,32 @@ const std::map<std::string, Setter>& Setters() {
          c->max_body_bytes = n;
          return absl::OkStatus();
        }},
+      {"max-connections",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
+         int64_t n = 0;
+         if (absl::Status s = ParseInt("max-connections", v, &n); !s.ok()) return s;
+         if (n < 1 || n > 1000000) {
+           return absl::InvalidArgumentError("--max-connections: 1..1000000");
+         }
+         c->max_connections = static_cast<int>(n);
+         return absl::OkStatus();
+       }},
+      {"header-timeout-seconds",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
+         int64_t n = 0;
+         if (absl::Status s = ParseInt("header-timeout-seconds", v, &n); !s.ok()) return s;
+         if (n < 1) return absl::InvalidArgumentError("--header-timeout-seconds: at least 1");
+         c->header_timeout = absl::Seconds(n);
+         return absl::OkStatus();
+       }},
+      {"idle-timeout-seconds",
+       [](const std::string& v, ServerConfig* c) -> absl::Status {
+         int64_t n = 0;
+         if (absl::Status s = ParseInt("idle-timeout-seconds", v, &n); !s.ok()) return s;
+         if (n < 1) return absl::InvalidArgumentError("--idle-timeout-seconds: at least 1");
+         c->idle_timeout = absl::Seconds(n);
+         return absl::OkStatus();
+       }},
       {"presign-ttl-seconds",
        [](const std::string& v, ServerConfig* c) -> absl::Status {
          int64_t n = 0;

@@ -37,6 +37,12 @@ struct ServerConfig {
   int llm_pool_threads = 4;
   int llm_pool_queue = 16;
   int64_t max_body_bytes = 16 << 20;
+  // Connections the edge holds at once (more are closed on accept; lowered to fit
+  // RLIMIT_NOFILE), how long a request's header may take once begun (slowloris), and how long a
+  // keep-alive connection may sit idle.
+  int max_connections = 10000;
+  absl::Duration header_timeout = absl::Seconds(10);
+  absl::Duration idle_timeout = absl::Seconds(60);
   absl::Duration presign_validity = absl::Hours(1);
   // 32 bytes sealing agents' web channel credentials; default <data-dir>/credentials-key
   // (created on first start, mode 0600). Point it at a mounted secret to keep it off the disk

@@ -630,5 +630,96 @@ TEST_F(HttpServerTest, ManyConcurrentConnections) {
   EXPECT_EQ(ok.load(), 400);
 }
 
+// A raw loopback connection for timing tests: writes bytes and reports when the server closes.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) : socket_(ioc_) {
+    socket_.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  }
+  bool Write(const std::string& data) {
+    beast::error_code ec;
+    net::write(socket_, net::buffer(data), ec);
+    return !ec;
+  }
+  // Reads until the server closes the connection or `limit` passes; true when it closed.
+  bool ClosedWithin(std::chrono::milliseconds limit, std::string* received = nullptr) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    socket_.non_blocking(true);
+    char buf[4096];
+    while (std::chrono::steady_clock::now() < deadline) {
+      beast::error_code ec;
+      size_t n = socket_.read_some(net::buffer(buf), ec);
+      if (received != nullptr) received->append(buf, n);
+      if (ec == net::error::would_block) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
+      if (ec) return true;  // eof or reset
+    }
+    return false;
+  }
+
+ private:
+  net::io_context ioc_;
+  tcp::socket socket_;
+};
+
+TEST_F(HttpServerTest, ConnectionsBeyondTheCapAreClosed) {
+  HttpServerOptions options;
+  options.max_connections = 2;
+  StartServer(options);
+  auto first = std::make_unique<RawConnection>(port_);
+  RawConnection second(port_);
+  // Let the server register both before the third arrives.
+  ASSERT_FALSE(first->ClosedWithin(std::chrono::milliseconds(200)));
+  RawConnection third(port_);
+  EXPECT_TRUE(third.ClosedWithin(std::chrono::seconds(2)));
+  EXPECT_FALSE(second.ClosedWithin(std::chrono::milliseconds(100)));
+  // A slot freed is a slot usable again.
+  first.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  Client client(port_);
+  EXPECT_EQ(client.Do(http::verb::get, "/healthz").result_int(), 200);
+}
+
+TEST_F(HttpServerTest, SlowHeaderIsClosedAfterTheHeaderTimeout) {
+  HttpServerOptions options;
+  options.header_timeout = absl::Seconds(1);
+  options.idle_timeout = absl::Seconds(30);
+  StartServer(options);
+  RawConnection slow(port_);
+  const std::string header = "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: aaaaaaaaaaaa";
+  const auto start = std::chrono::steady_clock::now();
+  bool closed = false;
+  // One byte every 200 ms: never idle, never done.
+  for (char c : header) {
+    if (!slow.Write(std::string(1, c)) || slow.ClosedWithin(std::chrono::milliseconds(200))) {
+      closed = true;
+      break;
+    }
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(8)) break;
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(closed);
+  EXPECT_GE(elapsed, std::chrono::milliseconds(800));
+  EXPECT_LT(elapsed, std::chrono::seconds(4));
+}
+
+TEST_F(HttpServerTest, IdleKeepAliveIsClosedAfterTheIdleTimeout) {
+  HttpServerOptions options;
+  options.idle_timeout = absl::Seconds(1);
+  options.header_timeout = absl::Seconds(30);
+  StartServer(options);
+  RawConnection idle(port_);
+  ASSERT_TRUE(idle.Write("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"));
+  std::string received;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(idle.ClosedWithin(std::chrono::seconds(5), &received));
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_THAT(received, HasSubstr("200 OK"));
+  EXPECT_GE(elapsed, std::chrono::milliseconds(800));
+  EXPECT_LT(elapsed, std::chrono::seconds(4));
+}
+
 }  // namespace
 }  // namespace calleval::edge
