@@ -20,9 +20,16 @@ int Serve(const std::vector<std::string>& args) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  auto config = calleval::ParseServerConfig(args);
+  bool help = false;
+  auto config = calleval::ParseServerConfig(args, &help);
+  if (help) {
+    std::cout << calleval::ServeHelp();
+    return 0;
+  }
   if (!config.ok()) {
-    std::cerr << "calleval: " << config.status().message() << "\n" << calleval::ServeUsage();
+    // One line naming the flag at fault; the whole table is one --help away.
+    std::cerr << "calleval: " << config.status().message()
+              << " (calleval serve --help lists the flags)\n";
     return 2;
   }
   auto server = calleval::Server::Start(*config);
@@ -57,11 +64,18 @@ int main(int argc, char** argv) {
   // every lock; the service's lock order is simple and tested, so it is switched off.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "help") {
-    std::cout << "usage: calleval serve [flags]\n\n" << calleval::ServeUsage();
-    return args.empty() ? 2 : 0;
+  if (args.empty()) {
+    std::cerr << "calleval: missing command (calleval --help lists them)\n";
+    return 2;
+  }
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << "usage: calleval COMMAND [flags]\n\ncommands:\n"
+                 "  serve   runs the service\n"
+                 "  help    prints this help\n\n"
+              << calleval::ServeHelp();
+    return 0;
   }
   if (args[0] == "serve") return Serve({args.begin() + 1, args.end()});
-  std::cerr << "calleval: unknown command " << args[0] << "\n";
+  std::cerr << "calleval: unknown command " << args[0] << " (calleval --help lists them)\n";
   return 2;
 }

@@ -1,358 +1,217 @@
 #include "cmd/calleval/server_config.h"
 
-#include <cstdlib>
-#include <functional>
-#include <map>
+#include <limits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "cmd/flags.h"
+#include "common/status_macros.h"
 #include "common/url_guard.h"
 
 namespace calleval {
 namespace {
 
-using Setter = std::function<absl::Status(const std::string& value, ServerConfig* config)>;
+using cli::BoolFlag;
+using cli::IntFlag;
+using cli::SecondsFlag;
+using cli::StringFlag;
+using Flag = cli::Flag<ServerConfig>;
 
-absl::Status ParseInt(const std::string& name, const std::string& value, int64_t* out) {
-  if (!absl::SimpleAtoi(value, out)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": not an integer: ", value));
-  }
-  return absl::OkStatus();
-}
+constexpr char kEnvPrefix[] = "CALLEVAL_";
 
-absl::Status ParseBool(const std::string& name, const std::string& value, bool* out) {
-  if (!absl::SimpleAtob(value, out)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": not a boolean: ", value));
-  }
-  return absl::OkStatus();
-}
-
-const std::map<std::string, Setter>& Setters() {
-  static const auto* setters = new std::map<std::string, Setter>{
-      {"data-dir",
-       [](const std::string& v, ServerConfig* c) {
-         c->data_dir = v;
-         return absl::OkStatus();
-       }},
-      {"http-addr",
-       [](const std::string& v, ServerConfig* c) {
-         c->http_addr = v;
-         return absl::OkStatus();
-       }},
-      {"grpc-addr",
-       [](const std::string& v, ServerConfig* c) {
-         c->grpc_addr = v;
-         return absl::OkStatus();
-       }},
-      {"roles",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         c->roles.clear();
-         for (absl::string_view role : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
-           std::string r(absl::StripAsciiWhitespace(role));
-           if (r == "all") {
-             c->roles = AllRoles();
-             continue;
-           }
-           if (AllRoles().count(r) == 0) {
-             return absl::InvalidArgumentError(absl::StrCat("--roles: unknown role ", r,
-                                                            " (known: all, ",
-                                                            absl::StrJoin(AllRoles(), ", "), ")"));
-           }
-           c->roles.insert(r);
-         }
-         if (c->roles.empty()) return absl::InvalidArgumentError("--roles: no role given");
-         return absl::OkStatus();
-       }},
-      {"public-base-url",
-       [](const std::string& v, ServerConfig* c) {
-         c->public_base_url = std::string(absl::StripSuffix(v, "/"));
-         return absl::OkStatus();
-       }},
-      {"workers",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         int64_t n = 0;
-         if (absl::Status s = ParseInt("workers", v, &n); !s.ok()) return s;
-         if (n < 0 || n > 256) return absl::InvalidArgumentError("--workers: 0..256");
-         c->workers = static_cast<int>(n);
-         return absl::OkStatus();
-       }},
-      {"http-threads",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         int64_t n = 0;
-         if (absl::Status s = ParseInt("http-threads", v, &n); !s.ok()) return s;
-         if (n < 1 || n > 64) return absl::InvalidArgumentError("--http-threads: 1..64");
-         c->http_threads = static_cast<int>(n);
-         return absl::OkStatus();
-       }},
-      {"max-body-bytes",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         int64_t n = 0;
-         if (absl::Status s = ParseInt("max-body-bytes", v, &n); !s.ok()) return s;
-         if (n < 1024) return absl::InvalidArgumentError("--max-body-bytes: at least 1024");
-         c->max_body_bytes = n;
-         return absl::OkStatus();
-       }},
-      {"max-connections",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         int64_t n = 0;
-         if (absl::Status s = ParseInt("max-connections", v, &n); !s.ok()) return s;
-         if (n < 1 || n > 1000000) {
-           return absl::InvalidArgumentError("--max-connections: 1..1000000");
-         }
-         c->max_connections = static_cast<int>(n);
-         return absl::OkStatus();
-       }},
-      {"header-timeout-seconds",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         int64_t n = 0;
-         if (absl::Status s = ParseInt("header-timeout-seconds", v, &n); !s.ok()) return s;
-         if (n < 1) return absl::InvalidArgumentError("--header-timeout-seconds: at least 1");
-         c->header_timeout = absl::Seconds(n);
-         return absl::OkStatus();
-       }},
-      {"idle-timeout-seconds",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         int64_t n = 0;
-         if (absl::Status s = ParseInt("idle-timeout-seconds", v, &n); !s.ok()) return s;
-         if (n < 1) return absl::InvalidArgumentError("--idle-timeout-seconds: at least 1");
-         c->idle_timeout = absl::Seconds(n);
-         return absl::OkStatus();
-       }},
-      {"presign-ttl-seconds",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         int64_t n = 0;
-         if (absl::Status s = ParseInt("presign-ttl-seconds", v, &n); !s.ok()) return s;
-         if (n < 1) return absl::InvalidArgumentError("--presign-ttl-seconds: at least 1");
-         c->presign_validity = absl::Seconds(n);
-         return absl::OkStatus();
-       }},
-      {"allow-private-hosts",
-       [](const std::string& v, ServerConfig* c) {
-         c->allow_private_hosts = ParseAllowedHosts(v);
-         return absl::OkStatus();
-       }},
-      {"accounts-addr",
-       [](const std::string& v, ServerConfig* c) {
-         c->accounts_addr = v;
-         return absl::OkStatus();
-       }},
-      {"agents-addr",
-       [](const std::string& v, ServerConfig* c) {
-         c->agents_addr = v;
-         return absl::OkStatus();
-       }},
-      {"calls-addr",
-       [](const std::string& v, ServerConfig* c) {
-         c->calls_addr = v;
-         return absl::OkStatus();
-       }},
-      {"metrics-addr",
-       [](const std::string& v, ServerConfig* c) {
-         c->metrics_addr = v;
-         return absl::OkStatus();
-       }},
-      {"access-log", [](const std::string& v,
-                        ServerConfig* c) { return ParseBool("access-log", v, &c->access_log); }},
-      {"rate-limit",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         if (!absl::SimpleAtod(v, &c->rate_limit_per_second) || c->rate_limit_per_second < 0) {
-           return absl::InvalidArgumentError("--rate-limit: requests per second per key, >= 0");
-         }
-         if (c->rate_limit_burst == 0) {
-           c->rate_limit_burst = static_cast<int>(c->rate_limit_per_second * 2) + 1;
-         }
-         return absl::OkStatus();
-       }},
-      {"analysis-lease-seconds",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         int64_t n = 0;
-         if (absl::Status s = ParseInt("analysis-lease-seconds", v, &n); !s.ok()) return s;
-         if (n < 1) return absl::InvalidArgumentError("--analysis-lease-seconds: at least 1");
-         c->analysis_lease = absl::Seconds(n);
-         return absl::OkStatus();
-       }},
-      {"llm-base-url",
-       [](const std::string& v, ServerConfig* c) {
-         c->llm_base_url = v;
-         return absl::OkStatus();
-       }},
-      {"llm-api-key",
-       [](const std::string& v, ServerConfig* c) {
-         c->llm_api_key = v;
-         return absl::OkStatus();
-       }},
-      {"llm-batch-size",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         int64_t n = 0;
-         if (absl::Status s = ParseInt("llm-batch-size", v, &n); !s.ok()) return s;
-         if (n < 1 || n > 32) return absl::InvalidArgumentError("--llm-batch-size: 1..32");
-         c->llm_batch_size = static_cast<int>(n);
-         return absl::OkStatus();
-       }},
-      {"llm-max-in-flight",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         int64_t n = 0;
-         if (absl::Status s = ParseInt("llm-max-in-flight", v, &n); !s.ok()) return s;
-         if (n < 1 || n > 256) return absl::InvalidArgumentError("--llm-max-in-flight: 1..256");
-         c->llm_max_in_flight = static_cast<int>(n);
-         return absl::OkStatus();
-       }},
-      {"llm-model",
-       [](const std::string& v, ServerConfig* c) {
-         c->llm_model = v;
-         return absl::OkStatus();
-       }},
-      {"agent-ca-file",
-       [](const std::string& v, ServerConfig* c) {
-         c->agent_ca_file = v;
-         return absl::OkStatus();
-       }},
-      {"credentials-key-file",
-       [](const std::string& v, ServerConfig* c) {
-         c->credentials_key_file = v;
-         return absl::OkStatus();
-       }},
-      {"internal-credential-file",
-       [](const std::string& v, ServerConfig* c) {
-         c->internal_credential_file = v;
-         return absl::OkStatus();
-       }},
-      {"run-workers",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         int64_t n = 0;
-         if (absl::Status s = ParseInt("run-workers", v, &n); !s.ok()) return s;
-         if (n < 1 || n > 256) return absl::InvalidArgumentError("--run-workers: 1..256");
-         c->run_workers = static_cast<int>(n);
-         return absl::OkStatus();
-       }},
-      {"tts-base-url",
-       [](const std::string& v, ServerConfig* c) {
-         c->tts_base_url = v;
-         return absl::OkStatus();
-       }},
-      {"tts-api-key",
-       [](const std::string& v, ServerConfig* c) {
-         c->tts_api_key = v;
-         return absl::OkStatus();
-       }},
-      {"tts-model",
-       [](const std::string& v, ServerConfig* c) {
-         c->tts_model = v;
-         return absl::OkStatus();
-       }},
-      {"tts-voice",
-       [](const std::string& v, ServerConfig* c) {
-         c->tts_voice = v;
-         return absl::OkStatus();
-       }},
-      {"stt-base-url",
-       [](const std::string& v, ServerConfig* c) {
-         c->stt_base_url = v;
-         return absl::OkStatus();
-       }},
-      {"stt-api-key",
-       [](const std::string& v, ServerConfig* c) {
-         c->stt_api_key = v;
-         return absl::OkStatus();
-       }},
-      {"stt-model",
-       [](const std::string& v, ServerConfig* c) {
-         c->stt_model = v;
-         return absl::OkStatus();
-       }},
-      {"stt-language",
-       [](const std::string& v, ServerConfig* c) {
-         c->stt_language = v;
-         return absl::OkStatus();
-       }},
-      {"stt-workers",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         int64_t n = 0;
-         if (absl::Status s = ParseInt("stt-workers", v, &n); !s.ok()) return s;
-         if (n < 0 || n > 64) return absl::InvalidArgumentError("--stt-workers: 0..64");
-         c->stt_workers = static_cast<int>(n);
-         return absl::OkStatus();
-       }},
-      {"transcription-lease-seconds",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         int64_t n = 0;
-         if (absl::Status s = ParseInt("transcription-lease-seconds", v, &n); !s.ok()) return s;
-         if (n < 1) return absl::InvalidArgumentError("--transcription-lease-seconds: at least 1");
-         c->transcription_lease = absl::Seconds(n);
-         return absl::OkStatus();
-       }},
-      {"sandbox-bwrap",
-       [](const std::string& v, ServerConfig* c) {
-         c->sandbox_bwrap = v;
-         return absl::OkStatus();
-       }},
-      {"sandbox-python",
-       [](const std::string& v, ServerConfig* c) {
-         c->sandbox_python = v;
-         return absl::OkStatus();
-       }},
-      {"max-recording-bytes",
-       [](const std::string& v, ServerConfig* c) -> absl::Status {
-         int64_t n = 0;
-         if (absl::Status s = ParseInt("max-recording-bytes", v, &n); !s.ok()) return s;
-         if (n < 1) return absl::InvalidArgumentError("--max-recording-bytes: at least 1");
-         c->max_recording_bytes = n;
-         return absl::OkStatus();
-       }},
+Flag RolesFlag() {
+  Flag flag;
+  flag.name = "roles";
+  flag.value_name = "LIST";
+  flag.description = absl::StrCat("comma list of the roles this process runs: all, ",
+                                  absl::StrJoin(AllRoles(), ", "));
+  flag.get = [](const ServerConfig& c) {
+    return c.roles == AllRoles() ? std::string("all") : absl::StrJoin(c.roles, ",");
   };
-  return *setters;
+  flag.set = [](absl::string_view v, ServerConfig* c) -> absl::Status {
+    c->roles.clear();
+    for (absl::string_view role : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
+      std::string r(absl::StripAsciiWhitespace(role));
+      if (r == "all") {
+        c->roles = AllRoles();
+        continue;
+      }
+      if (AllRoles().count(r) == 0) {
+        return cli::UsageError(
+            absl::StrCat("unknown role ", r, " (known: all, ", absl::StrJoin(AllRoles(), ", "), ")"));
+      }
+      c->roles.insert(r);
+    }
+    if (c->roles.empty()) return cli::UsageError("no role given");
+    return absl::OkStatus();
+  };
+  return flag;
 }
 
-std::string EnvName(const std::string& flag) {
-  return absl::StrCat("CALLEVAL_", absl::AsciiStrToUpper(absl::StrReplaceAll(flag, {{"-", "_"}})));
+Flag RateLimitFlag() {
+  Flag flag;
+  flag.name = "rate-limit";
+  flag.value_name = "PER_SECOND";
+  flag.description =
+      "requests per second per API key (429 with Retry-After beyond); 0: unlimited";
+  flag.get = [](const ServerConfig& c) { return absl::StrCat(c.rate_limit_per_second); };
+  flag.set = [](absl::string_view v, ServerConfig* c) -> absl::Status {
+    double rate = 0;
+    if (!absl::SimpleAtod(v, &rate) || !(rate >= 0) || rate > 1e9) {
+      return cli::UsageError(absl::StrCat("not a number of requests per second >= 0: ", v));
+    }
+    c->rate_limit_per_second = rate;
+    c->rate_limit_burst = static_cast<int>(rate * 2) + 1;
+    return absl::OkStatus();
+  };
+  return flag;
+}
+
+const std::vector<Flag>& Flags() {
+  static const auto* flags = new std::vector<Flag>{
+      StringFlag("data-dir", "DIR", &ServerConfig::data_dir,
+                 "database (calleval.db), recordings, signing key, bootstrap key"),
+      StringFlag("http-addr", "HOST:PORT", &ServerConfig::http_addr,
+                 "the JSON edge; port 0 picks a free port (printed at start)"),
+      StringFlag("grpc-addr", "HOST:PORT", &ServerConfig::grpc_addr,
+                 "the gRPC services, health and reflection"),
+      RolesFlag(),
+      [] {
+        Flag flag = StringFlag("public-base-url", "URL", &ServerConfig::public_base_url,
+                               "base of presigned recording links", "http://<http-addr>");
+        flag.set = [](absl::string_view v, ServerConfig* c) {
+          c->public_base_url = std::string(absl::StripSuffix(v, "/"));
+          return absl::OkStatus();
+        };
+        return flag;
+      }(),
+      IntFlag("workers", "N", &ServerConfig::workers, 0, 256,
+              "scoring workers (threads) of the scoring role; 0: one per core"),
+      SecondsFlag("analysis-lease-seconds", &ServerConfig::analysis_lease, 1,
+                  "how long a scoring worker holds a call before another may take it over"),
+      IntFlag("http-threads", "N", &ServerConfig::http_threads, 1, 64, "edge I/O threads"),
+      IntFlag("max-body-bytes", "BYTES", &ServerConfig::max_body_bytes, 1024,
+              std::numeric_limits<int64_t>::max(), "request body limit (413 beyond)"),
+      IntFlag("max-connections", "N", &ServerConfig::max_connections, 1, 1000000,
+              "connections the edge holds at once; more are closed on accept (lowered to fit "
+              "RLIMIT_NOFILE)"),
+      SecondsFlag("header-timeout-seconds", &ServerConfig::header_timeout, 1,
+                  "a request's header must be complete this long after its first byte "
+                  "(slowloris)"),
+      SecondsFlag("idle-timeout-seconds", &ServerConfig::idle_timeout, 1,
+                  "an idle keep-alive connection is closed after this long"),
+      SecondsFlag("presign-ttl-seconds", &ServerConfig::presign_validity, 1,
+                  "validity of presigned recording links"),
+      [] {
+        Flag flag;
+        flag.name = "allow-private-hosts";
+        flag.value_name = "HOSTS";
+        flag.description =
+            "comma list of hosts exempt from the public-address rule, matched exactly as written "
+            "in URLs (on-premise installs, tests)";
+        flag.get = [](const ServerConfig& c) { return absl::StrJoin(c.allow_private_hosts, ","); };
+        flag.set = [](absl::string_view v, ServerConfig* c) {
+          c->allow_private_hosts = ParseAllowedHosts(v);
+          return absl::OkStatus();
+        };
+        return flag;
+      }(),
+      StringFlag("accounts-addr", "HOST:PORT", &ServerConfig::accounts_addr,
+                 "where the accounts role is reached when this process does not run it",
+                 "--grpc-addr"),
+      StringFlag("agents-addr", "HOST:PORT", &ServerConfig::agents_addr,
+                 "where the agents role is reached when this process does not run it",
+                 "--grpc-addr"),
+      StringFlag("calls-addr", "HOST:PORT", &ServerConfig::calls_addr,
+                 "where the calls role is reached when this process does not run it (a scoring "
+                 "process with it leases over gRPC; without it, from the shared database)",
+                 "--grpc-addr"),
+      StringFlag("metrics-addr", "HOST:PORT", &ServerConfig::metrics_addr,
+                 "where the metrics role is reached when this process does not run it",
+                 "--grpc-addr"),
+      BoolFlag("access-log", &ServerConfig::access_log, "one line per request on stderr"),
+      RateLimitFlag(),
+      IntFlag("max-recording-bytes", "BYTES", &ServerConfig::max_recording_bytes, 1,
+              std::numeric_limits<int64_t>::max(), "recording download cap"),
+      StringFlag("llm-base-url", "URL", &ServerConfig::llm_base_url,
+                 "an OpenAI-compatible chat-completions endpoint (docs/llm.md); none: LLM "
+                 "metrics end llm_unavailable"),
+      StringFlag("llm-api-key", "KEY", &ServerConfig::llm_api_key,
+                 "the LLM provider's API key"),
+      StringFlag("llm-model", "MODEL", &ServerConfig::llm_model, "the LLM provider's model"),
+      IntFlag("llm-batch-size", "N", &ServerConfig::llm_batch_size, 1, 32,
+              "single-sample LLM questions of one call asked in one request"),
+      IntFlag("llm-max-in-flight", "N", &ServerConfig::llm_max_in_flight, 1, 256,
+              "LLM provider requests this process has open at once"),
+      StringFlag("stt-base-url", "URL", &ServerConfig::stt_base_url,
+                 "an OpenAI-compatible /audio/transcriptions endpoint (docs/speech-to-text.md); "
+                 "none: the embedded PocketSphinx recognizer"),
+      StringFlag("stt-api-key", "KEY", &ServerConfig::stt_api_key,
+                 "the speech-to-text endpoint's API key"),
+      StringFlag("stt-model", "MODEL", &ServerConfig::stt_model,
+                 "the speech-to-text endpoint's model"),
+      StringFlag("stt-language", "LANG", &ServerConfig::stt_language,
+                 "ISO-639-1 language hint for the speech-to-text endpoint; none: detected"),
+      IntFlag("stt-workers", "N", &ServerConfig::stt_workers, 0, 64,
+              "recordings the scoring role transcribes at once (one core each, and a model's "
+              "memory with the embedded recognizer); 0: none here, another scoring process must"),
+      SecondsFlag("transcription-lease-seconds", &ServerConfig::transcription_lease, 1,
+                  "how long a transcription worker holds a recording before another may take it "
+                  "over"),
+      StringFlag("agent-ca-file", "FILE", &ServerConfig::agent_ca_file,
+                 "PEM certificate authorities trusted, besides the system's, when runs dial "
+                 "wss:// agents"),
+      IntFlag("run-workers", "N", &ServerConfig::run_workers, 1, 256,
+              "runs the runs role holds at once (docs/runs.md)"),
+      StringFlag("tts-base-url", "URL", &ServerConfig::tts_base_url,
+                 "an OpenAI-compatible /audio/speech endpoint for simulated callers; none: "
+                 "eSpeak NG"),
+      StringFlag("tts-api-key", "KEY", &ServerConfig::tts_api_key,
+                 "the text-to-speech endpoint's API key"),
+      StringFlag("tts-model", "MODEL", &ServerConfig::tts_model,
+                 "the text-to-speech endpoint's model"),
+      StringFlag("tts-voice", "VOICE", &ServerConfig::tts_voice,
+                 "the text-to-speech endpoint's voice"),
+      StringFlag("credentials-key-file", "FILE", &ServerConfig::credentials_key_file,
+                 "32 bytes sealing agents' web channel credentials; created on first start when "
+                 "missing (mode 0600)",
+                 "<data-dir>/credentials-key"),
+      StringFlag("internal-credential-file", "FILE", &ServerConfig::internal_credential_file,
+                 "the installation's internal credential, which opens the internal gRPC methods; "
+                 "created on first start when missing (mode 0600)",
+                 "<data-dir>/internal-credential"),
+      StringFlag("sandbox-bwrap", "PATH", &ServerConfig::sandbox_bwrap,
+                 "bubblewrap, for code metrics (docs/code-judge.md)"),
+      StringFlag("sandbox-python", "PATH", &ServerConfig::sandbox_python,
+                 "the Python run inside the sandbox; must be under /usr, the only tree mounted "
+                 "there"),
+  };
+  return *flags;
 }
 
 }  // namespace
 
-absl::StatusOr<ServerConfig> ParseServerConfig(const std::vector<std::string>& args) {
+absl::StatusOr<ServerConfig> ParseServerConfig(const std::vector<std::string>& args,
+                                               bool* help) {
   ServerConfig config;
-  for (const auto& [name, set] : Setters()) {
-    if (const char* value = std::getenv(EnvName(name).c_str()); value != nullptr && *value) {
-      if (absl::Status s = set(value, &config); !s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(EnvName(name), ": ", s.message()));
-      }
-    }
-  }
-  for (size_t i = 0; i < args.size(); ++i) {
-    absl::string_view arg = args[i];
-    if (!absl::ConsumePrefix(&arg, "--")) {
-      return absl::InvalidArgumentError(absl::StrCat("unexpected argument: ", args[i]));
-    }
-    std::string name, value;
-    if (size_t eq = arg.find('='); eq != absl::string_view::npos) {
-      name = std::string(arg.substr(0, eq));
-      value = std::string(arg.substr(eq + 1));
-    } else {
-      name = std::string(arg);
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
-      }
-      value = args[++i];
-    }
-    auto setter = Setters().find(name);
-    if (setter == Setters().end()) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
-    }
-    if (absl::Status s = setter->second(value, &config); !s.ok()) return s;
-  }
+  cli::ParseOptions options;
+  options.env_prefix = kEnvPrefix;
+  ASSIGN_OR_RETURN(cli::Parsed parsed, cli::ParseFlags(Flags(), args, options, &config));
+  if (help != nullptr) *help = parsed.help;
   return config;
 }
 
-std::string ServeUsage() {
-  std::string out =
-      "usage: calleval serve [--flag value ...]\nflags (each also CALLEVAL_<NAME>):\n";
-  for (const auto& [name, set] : Setters()) absl::StrAppend(&out, "  --", name, "\n");
-  return out;
+std::string ServeHelp() {
+  return absl::StrCat(
+      "usage: calleval serve [--flag VALUE | --flag=VALUE ...]\n\n"
+      "Runs the roles of the service (all of them by default). Each flag is also read from\n"
+      "the environment variable shown with it; the command line wins. Stops on SIGTERM.\n\n"
+      "flags:\n",
+      cli::FlagsHelp(Flags(), kEnvPrefix));
 }
 
 }  // namespace calleval

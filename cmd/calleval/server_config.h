@@ -104,8 +104,13 @@ struct ServerConfig {
 };
 
 // Parses `serve` flags (argv after the subcommand) over the environment's CALLEVAL_* values.
-absl::StatusOr<ServerConfig> ParseServerConfig(const std::vector<std::string>& args);
+// Errors are usage errors naming the flag (exit status 2). `help` (may be null) is set when
+// --help or -h was given; the config is then the defaults.
+absl::StatusOr<ServerConfig> ParseServerConfig(const std::vector<std::string>& args,
+                                               bool* help = nullptr);
 
-std::string ServeUsage();
+// `calleval serve --help`: every flag with its default, environment variable and meaning,
+// generated from the table the parser uses.
+std::string ServeHelp();
 
 }  // namespace calleval
