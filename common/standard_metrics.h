@@ -33,8 +33,10 @@ inline constexpr StandardMetricInfo kStandardMetrics[] = {
     {12, "task_completion", "Task Completion", "boolean", false},
 };
 
-// transcription_accuracy is the one audio metric that needs speech-to-text, so the pipeline
-// names it.
+// The audio metrics that may need speech-to-text, which the pipeline names:
+// words_per_minute counts the generated transcript's words when none was provided, and
+// transcription_accuracy compares a provided transcript with the generated one.
+inline constexpr int64_t kWordsPerMinuteMetricId = 6;
 inline constexpr int64_t kTranscriptionAccuracyMetricId = 7;
 
 // The standard metric with this id, or nullptr.

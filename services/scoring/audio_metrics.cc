@@ -417,10 +417,12 @@ v1::StandardMetricResult SilenceDetection(const CallTimeline& timeline, int thre
   return r;
 }
 
-v1::StandardMetricResult WordsPerMinute(const CallTimeline& timeline,
-                                        const std::vector<v1::Turn>* transcript) {
-  const double ai_speaking_s = TotalLength(timeline.agent, timeline.duration_s);
-  const double user_speaking_s = TotalLength(timeline.user, timeline.duration_s);
+namespace {
+
+// words_per_minute from speaking times and, when there is one, the transcript to count.
+v1::StandardMetricResult WordsPerMinuteOf(double ai_speaking_s, double user_speaking_s,
+                                          const std::vector<v1::Turn>* transcript,
+                                          absl::string_view transcript_source) {
   const WordCounts words = transcript != nullptr ? CountTranscriptWords(*transcript) : WordCounts{};
   const auto wpm = [&](int n, double speaking_s) -> std::optional<double> {
     if (transcript == nullptr || speaking_s <= 0) return std::nullopt;
@@ -430,9 +432,7 @@ v1::StandardMetricResult WordsPerMinute(const CallTimeline& timeline,
   const std::optional<double> user_wpm = wpm(words.user, user_speaking_s);
 
   v1::StandardMetricResult r = NewResult(6, /*applicable=*/transcript != nullptr);
-  if (transcript == nullptr) {
-    r.set_error("words per minute needs a transcript to count words");
-  }
+  if (transcript == nullptr) r.set_error(std::string(kWordsNeedATranscript));
   Struct* result = r.mutable_result();
   SetField(result, "ai_wpm", OptionalNumberValue(ai_wpm));
   SetField(result, "user_wpm", OptionalNumberValue(user_wpm));
@@ -440,8 +440,35 @@ v1::StandardMetricResult WordsPerMinute(const CallTimeline& timeline,
   SetField(result, "ai_speaking_s", NumberValue(Round(ai_speaking_s, kSecondsDecimals)));
   SetField(result, "user_words", NumberValue(words.user));
   SetField(result, "user_speaking_s", NumberValue(Round(user_speaking_s, kSecondsDecimals)));
+  Value source = NullValue();
+  if (transcript != nullptr) source.set_string_value(std::string(transcript_source));
+  SetField(result, "transcript", std::move(source));
   SetScore(&r, ai_wpm);
   return r;
+}
+
+double NumberField(const v1::StandardMetricResult& r, const std::string& key) {
+  const auto& fields = r.result().fields();
+  auto it = fields.find(key);
+  return it == fields.end() ? 0.0 : it->second.number_value();
+}
+
+}  // namespace
+
+v1::StandardMetricResult WordsPerMinute(const CallTimeline& timeline,
+                                        const std::vector<v1::Turn>* transcript,
+                                        absl::string_view transcript_source) {
+  return WordsPerMinuteOf(TotalLength(timeline.agent, timeline.duration_s),
+                          TotalLength(timeline.user, timeline.duration_s), transcript,
+                          transcript_source);
+}
+
+v1::StandardMetricResult RecountWordsPerMinute(const v1::StandardMetricResult& measured,
+                                               const std::vector<v1::Turn>& transcript,
+                                               absl::string_view transcript_source) {
+  return WordsPerMinuteOf(NumberField(measured, "ai_speaking_s"),
+                          NumberField(measured, "user_speaking_s"), &transcript,
+                          transcript_source);
 }
 
 v1::StandardMetricResult TalkRatio(const CallTimeline& timeline) {

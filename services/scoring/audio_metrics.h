@@ -63,10 +63,24 @@ v1::StandardMetricResult SilenceDetection(const CallTimeline& timeline,
 // ai_wpm = ai_words / (ai_speaking_s / 60) (the score), and the same for the caller. A party
 // with no speaking time has a null wpm (and words are still counted).
 // Without a transcript (`transcript` == nullptr) there are no words to count: the metric is
-// not_applicable with a reason in `error`, both wpm null, both word counts 0 and the speaking
-// times as measured. An empty transcript is a transcript: its word counts are 0.
+// not_applicable with kWordsNeedATranscript in `error`, both wpm null, both word counts 0 and
+// the speaking times as measured. An empty transcript is a transcript: its word counts are 0.
+// `transcript` in the result names which transcript was counted: `transcript_source`
+// ("provided" or "generated"), or null without one.
 v1::StandardMetricResult WordsPerMinute(const CallTimeline& timeline,
-                                        const std::vector<v1::Turn>* transcript);
+                                        const std::vector<v1::Turn>* transcript,
+                                        absl::string_view transcript_source = "provided");
+
+// The error of a words_per_minute result that had no transcript to count.
+inline constexpr absl::string_view kWordsNeedATranscript =
+    "words per minute needs a transcript to count words";
+
+// Id 6 again, for a voice call that had no transcript at its audio pass: the speaking times
+// `measured` (a WordsPerMinute result without a transcript) recorded, and the words of
+// `transcript` (the generated one), labelled `transcript_source`.
+v1::StandardMetricResult RecountWordsPerMinute(const v1::StandardMetricResult& measured,
+                                               const std::vector<v1::Turn>& transcript,
+                                               absl::string_view transcript_source);
 
 // Id 10. ai_ratio (the score) = agent turn time / recording duration, user_ratio likewise,
 // silence_ratio = time in nobody's turn / duration; overlaps count for both parties, so the

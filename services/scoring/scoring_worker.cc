@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "services/calls/calls_service.h"
 #include "services/scoring/analysis.h"
+#include "services/scoring/audio_metrics.h"
 #include "services/judges/llm_judge.h"
 #include "services/scoring/custom_metrics.h"
 #include "services/scoring/transcription_accuracy.h"
@@ -39,6 +40,8 @@ bool WaitsForTranscription(const calls::AnalysisJob& job, const Judges& tools) {
     const StandardMetricInfo* info = FindStandardMetric(id);
     if (id == kTranscriptionAccuracyMetricId) {
       if (provided) return true;
+    } else if (id == kWordsPerMinuteMetricId) {
+      if (!provided) return true;  // the words to count are the generated transcript's
     } else if (info == nullptr) {
       if (!provided) return true;  // a custom metric
     } else if (!info->requires_audio && !provided && tools.llm != nullptr) {
@@ -67,6 +70,29 @@ v1::StandardMetricResult TranscriptionAccuracyOf(const calls::AnalysisJob& job) 
     return r;
   }
   return TranscriptionAccuracy(job.transcript, job.generated_transcript);
+}
+
+// words_per_minute of a voice call that had no transcript at its audio pass (`measured`, not
+// applicable for want of words): once the recording is transcribed, the generated transcript's
+// words over the speaking times measured; when the transcription failed, failed with the reason.
+// Anything else (a provided transcript, a mono call whose roles are unknown) stays as measured.
+v1::StandardMetricResult WordsPerMinuteOf(const calls::AnalysisJob& job,
+                                          const v1::StandardMetricResult& measured) {
+  if (HasProvidedTranscript(job) || measured.status() != "not_applicable" ||
+      measured.error() != kWordsNeedATranscript) {
+    return measured;
+  }
+  if (job.transcription_status == "completed") {
+    return RecountWordsPerMinute(measured, job.generated_transcript, "generated");
+  }
+  if (job.transcription_status == "failed") {
+    v1::StandardMetricResult r = measured;
+    r.set_status("failed");
+    r.set_error(absl::StrCat("no transcript to count words: the transcription failed: ",
+                             job.transcription_error));
+    return r;
+  }
+  return measured;
 }
 
 // user_sentiment (11) and task_completion (12): the LLM judge on the transcript, both in one
@@ -169,10 +195,17 @@ JobOutcome ScoreJob(const calls::AnalysisJob& job, const Judges& tools) {
     out.duration_s = analysis->duration_seconds;
     all_standard = std::move(analysis->standard_metrics);
   }
-  for (const auto& m : all_standard) {
-    if (Planned(job, m.metric_id())) out.results.push_back(m);
+  const bool waits = WaitsForTranscription(job, tools);
+  for (auto& m : all_standard) {
+    if (voice && m.metric_id() == kWordsPerMinuteMetricId && !waits) {
+      m = WordsPerMinuteOf(job, m);
+    }
+    // Shown pending until the transcription ends: the words it counts are not known yet.
+    const bool wpm_pending = waits && m.metric_id() == kWordsPerMinuteMetricId &&
+                             m.status() == "not_applicable" && m.error() == kWordsNeedATranscript;
+    if (Planned(job, m.metric_id()) && !wpm_pending) out.results.push_back(m);
   }
-  if (WaitsForTranscription(job, tools)) {
+  if (waits) {
     out.audio_stage_only = true;
     out.audio_results = std::move(all_standard);
     return out;

@@ -399,6 +399,7 @@ def words_per_minute(agent, user, transcript):
         result[f"{party}_speaking_s"] = r4(speaking)
     ordered = {k: result[k] for k in ("ai_wpm", "user_wpm", "ai_words", "ai_speaking_s",
                                        "user_words", "user_speaking_s")}
+    ordered["transcript"] = "provided"  # the words counted are the call's transcript's
     return ordered, ordered["ai_wpm"]
 
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cmd/calleval/server.h"
+#include "services/scoring/audio_metrics.h"
 #include "services/scoring/word_error_rate.h"
 #include "tests/integration/http_client.h"
 #include "tests/integration/test_server.h"
@@ -55,11 +56,11 @@ class TranscriptionServer {
     server_ = *std::move(server);
     client_ = std::make_unique<HttpClient>(server_->http_base_url());
     client_->set_api_key(server_->bootstrap()->key.api_key);
-    HttpResponse agent = client_->Post("/api/v1/agents",
-                                       json{{"name", "transcribed"},
-                                            {"phone_number", "+14155550123"},
-                                            {"language_id", 1},
-                                            {"instructions", "You answer Acme support calls."}});
+    HttpResponse agent =
+        client_->Post("/api/v1/agents", json{{"name", "transcribed"},
+                                             {"phone_number", "+14155550123"},
+                                             {"language_id", 1},
+                                             {"instructions", "You answer Acme support calls."}});
     EXPECT_EQ(agent.status, 201) << agent.body;
     agent_ = agent.json().value("id", int64_t{0});
   }
@@ -106,7 +107,8 @@ class TranscriptionServer {
 class EmbeddedTranscriptionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(std::filesystem::exists(kCorpus + "/short_stereo.wav")) << "no test corpus at " << kCorpus;
+    ASSERT_TRUE(std::filesystem::exists(kCorpus + "/short_stereo.wav"))
+        << "no test corpus at " << kCorpus;
     server_ = std::make_unique<TranscriptionServer>([](ServerConfig*) {});
     files_.ServeFile("/short.wav", kCorpus + "/short_stereo.wav", "audio/wav");
     files_.ServeFile("/bank.wav", kCorpus + "/basic_stereo.wav", "audio/wav");
@@ -140,6 +142,21 @@ TEST_F(EmbeddedTranscriptionTest, VoiceCallWithoutTranscriptGetsTheGeneratedOne)
     previous_start = turn["start_time"];
   }
   EXPECT_TRUE(agent && user) << turns.dump();
+
+  // words_per_minute counted the generated transcript's words over the measured speaking time.
+  const json& wpm = *Standard(call, "words_per_minute");
+  ASSERT_EQ(wpm["status"], "completed") << wpm.dump();
+  EXPECT_EQ(wpm["result"]["transcript"], "generated");
+  int ai_words = 0;
+  for (const json& turn : turns) {
+    if (turn["role"] == "AI Assistant")
+      ai_words += scoring::CountWords(turn["content"].get<std::string>());
+  }
+  EXPECT_EQ(wpm["result"]["ai_words"], ai_words);
+  EXPECT_GT(ai_words, 0);
+  const double ai_speaking_s = wpm["result"]["ai_speaking_s"];
+  EXPECT_NEAR(wpm["result"]["ai_wpm"].get<double>(), ai_words / (ai_speaking_s / 60), 0.1);
+  EXPECT_EQ(wpm["credits_used"], 1);
 
   // What was said, per party, against the corpus's script: PocketSphinx gets much of it.
   const json script = ReadJson(kCorpus + "/basic_stereo.transcript.json");
@@ -215,7 +232,8 @@ std::vector<FakeTranscribedWord> FakeWords(double, int request_index) {
 class EndpointTranscriptionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(std::filesystem::exists(kCorpus + "/short_stereo.wav")) << "no test corpus at " << kCorpus;
+    ASSERT_TRUE(std::filesystem::exists(kCorpus + "/short_stereo.wav"))
+        << "no test corpus at " << kCorpus;
     FakeTranscriptionsOptions options;
     options.transcript = FakeWords;
     stt_ = RegisterOpenAiTranscriptionsRoute(&stt_http_, options);
@@ -246,7 +264,9 @@ TEST_F(EndpointTranscriptionTest, GeneratedTranscriptIsMergedAndJudged) {
   ASSERT_EQ(call["transcription_status"], "completed") << call.dump();
   EXPECT_EQ(call["transcript_source"], "generated");
   const json expected = json::array(
-      {{{"role", "AI Assistant"}, {"content", "Thank you for calling."}, {"start_time", 0.4},
+      {{{"role", "AI Assistant"},
+        {"content", "Thank you for calling."},
+        {"start_time", 0.4},
         {"end_time", 1.3}},
        {{"role", "User"}, {"content", "I need help."}, {"start_time", 2.7}, {"end_time", 3.4}}});
   EXPECT_EQ(call["transcript"], expected);
@@ -320,6 +340,37 @@ TEST_F(EndpointTranscriptionTest, FailedTranscriptionFailsTheMetricsThatNeedItNo
   EXPECT_EQ(completion["credits_used"], 0);
   EXPECT_EQ(call["credits_used"], 1);
   EXPECT_EQ(llm_.chat_calls(), 0);
+}
+
+TEST_F(EndpointTranscriptionTest, WordsPerMinuteWaitsForTheGeneratedTranscript) {
+  server_->Ingest({{"call_identifier", "ep-wpm"},
+                   {"recording_url", files_.url("/short.wav")},
+                   {"metric_ids", {6}}});
+  const json call = server_->WaitSettled("ep-wpm");
+  ASSERT_EQ(call["analysis_status"], "completed") << call.dump();
+  const json& wpm = *Standard(call, "words_per_minute");
+  ASSERT_EQ(wpm["status"], "completed") << wpm.dump();
+  // The endpoint heard "Thank you for calling." and "I need help.".
+  EXPECT_EQ(wpm["result"]["transcript"], "generated");
+  EXPECT_EQ(wpm["result"]["ai_words"], 4);
+  EXPECT_EQ(wpm["result"]["user_words"], 3);
+  EXPECT_GT(wpm["result"]["ai_speaking_s"].get<double>(), 0.5);
+  EXPECT_EQ(call["credits_used"], 1);
+}
+
+TEST_F(EndpointTranscriptionTest, WordsPerMinuteFailsWithTheTranscription) {
+  stt_->FailNext({FakeTranscriptionFailure::kUnauthorized, ""});
+  server_->Ingest({{"call_identifier", "ep-wpm-fail"},
+                   {"recording_url", files_.url("/short.wav")},
+                   {"metric_ids", {5, 6}}});
+  const json call = server_->WaitSettled("ep-wpm-fail");
+  ASSERT_EQ(call["analysis_status"], "completed") << call.dump();
+  EXPECT_EQ(call["transcription_status"], "failed");
+  const json& wpm = *Standard(call, "words_per_minute");
+  EXPECT_EQ(wpm["status"], "failed") << wpm.dump();
+  EXPECT_NE(wpm["error"].get<std::string>().find("the transcription failed"), std::string::npos);
+  EXPECT_EQ(wpm["credits_used"], 0);
+  EXPECT_EQ(call["credits_used"], 1);  // silence only
 }
 
 }  // namespace

@@ -80,8 +80,9 @@ const std::vector<std::string> kLatencyKeys = {"turns",  "average_ms", "p50_ms",
 const std::vector<std::string> kInterruptionKeys = {"count", "events"};
 const std::vector<std::string> kStopKeys = {"average_ms", "events"};
 const std::vector<std::string> kSilenceKeys = {"count", "total_ms", "threshold_ms", "silences"};
-const std::vector<std::string> kWpmKeys = {"ai_wpm",        "user_wpm",   "ai_words",
-                                           "ai_speaking_s", "user_words", "user_speaking_s"};
+const std::vector<std::string> kWpmKeys = {"ai_wpm",     "user_wpm",        "ai_words",
+                                           "ai_speaking_s", "user_words", "user_speaking_s",
+                                           "transcript"};
 const std::vector<std::string> kTalkKeys = {"ai_ratio", "user_ratio", "silence_ratio"};
 
 CallTimeline Timeline(std::vector<Span> agent, std::vector<Span> user, double duration_s) {
@@ -459,9 +460,37 @@ TEST(WordsPerMinuteTest, NoTranscriptIsNotApplicableWithAReason) {
   EXPECT_DOUBLE_EQ(j["user_words"], 0);
   EXPECT_DOUBLE_EQ(j["ai_speaking_s"], 2.0);
   EXPECT_DOUBLE_EQ(j["user_speaking_s"], 1.0);
+  EXPECT_TRUE(j["transcript"].is_null());
   EXPECT_FALSE(r.has_score());
-  EXPECT_TRUE(r.has_error());
-  EXPECT_FALSE(r.error().empty());
+  EXPECT_EQ(r.error(), kWordsNeedATranscript);
+}
+
+TEST(WordsPerMinuteTest, SaysWhichTranscriptItCounted) {
+  std::vector<v1::Turn> transcript = {MakeTurn("AI Assistant", "one two three")};
+  EXPECT_EQ(ResultJson(WordsPerMinute(Timeline({{0.0, 2.0}}, {}, 3.0), &transcript))["transcript"],
+            "provided");
+  EXPECT_EQ(ResultJson(WordsPerMinute(Timeline({{0.0, 2.0}}, {}, 3.0), &transcript,
+                                      "generated"))["transcript"],
+            "generated");
+}
+
+// A voice call without a provided transcript: the audio pass measures the speaking times, the
+// generated transcript's words are counted once the recording is transcribed.
+TEST(WordsPerMinuteTest, RecountsTheGeneratedTranscriptOverTheMeasuredTimes) {
+  const auto measured = WordsPerMinute(Timeline({{0.0, 2.0}}, {{3.0, 4.0}}, 5.0), nullptr);
+  std::vector<v1::Turn> generated = {MakeTurn("AI Assistant", "hello there how are you"),
+                                     MakeTurn("User", "fine thanks")};
+  const auto r = RecountWordsPerMinute(measured, generated, "generated");
+  ExpectHeader(r, 6, "words_per_minute", "Words Per Minute", "completed", kWpmKeys);
+  nlohmann::json j = ResultJson(r);
+  EXPECT_DOUBLE_EQ(j["ai_words"], 5);
+  EXPECT_DOUBLE_EQ(j["user_words"], 2);
+  EXPECT_DOUBLE_EQ(j["ai_wpm"], 150.0);  // 5 words in 2 s
+  EXPECT_DOUBLE_EQ(j["user_wpm"], 120.0);
+  EXPECT_DOUBLE_EQ(j["ai_speaking_s"], 2.0);
+  EXPECT_EQ(j["transcript"], "generated");
+  EXPECT_DOUBLE_EQ(r.score(), 150.0);
+  EXPECT_FALSE(r.has_error());
 }
 
 // --- Talk ratio ----------------------------------------------------------------------------------
