@@ -260,6 +260,11 @@ class CallevalctlErrorsTest(unittest.TestCase):
         result = self.ctl("credits", "add", "--workspace", str(workspace["id"]), "--amount", "-2")
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(json.loads(result.stdout)["credit_balance"], 5)
+        # CALLEVAL_DATA_DIR names the data dir when --data-dir does not.
+        result = run(CALLEVALCTL, "credits", "add", "--workspace", str(workspace["id"]),
+                     "--amount", "1", env={"CALLEVAL_DATA_DIR": self.data_dir})
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(json.loads(result.stdout)["credit_balance"], 6)
 
     def write_transcript(self, name, transcript):
         path = os.path.join(self.dir, name)
@@ -301,11 +306,13 @@ class AnalyzeMatchesApiTest(unittest.TestCase):
         cls.dir = tempfile.mkdtemp()
         cls.wav = make_wav(cls.dir)
         data_dir = os.path.join(cls.dir, "data")
+        # Flags from the environment too; where both say, the command line wins.
+        env = dict(os.environ, CALLEVAL_HTTP_ADDR="192.0.2.1:1", CALLEVAL_ACCESS_LOG="false",
+                   CALLEVAL_ROLES="edge,calls,accounts,agents,metrics")
         cls.server = subprocess.Popen(
             [CALLEVAL, "serve", "--data-dir", data_dir, "--http-addr", "127.0.0.1:0",
-             "--grpc-addr", "127.0.0.1:0", "--access-log", "false", "--roles",
-             "edge,calls,accounts,agents,metrics"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+             "--grpc-addr", "127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         cls.base = None
         deadline = time.time() + 30
         while time.time() < deadline and cls.base is None:
