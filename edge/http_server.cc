@@ -43,6 +43,8 @@ constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr size_t kMaxRateLimitKeys = 100000;
 // What the first read of a request asks for; the header parser reads on as it needs.
 constexpr size_t kFirstReadBytes = 4096;
+// A connection's read buffer is shrunk back to its content between requests beyond this.
+constexpr size_t kKeptBufferBytes = 64 * 1024;
 // The error code of work refused by a full pool (503), answered with this Retry-After.
 constexpr char kOverloadedCode[] = "overloaded";
 constexpr int kOverloadedRetryAfterSeconds = 1;
@@ -612,6 +614,11 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   void OnWrite(After after, beast::error_code ec, size_t) {
     busy_ = false;
     file_response_.reset();
+    // Between requests a connection holds no request and no large buffer: otherwise every idle
+    // keep-alive connection could pin a body of up to max_body_bytes until its next request.
+    request_ = {};
+    response_ = {};
+    if (buffer_.capacity() > kKeptBufferBytes) buffer_.shrink_to_fit();
     if (ec) return Close();
     switch (after) {
       case After::kKeepAlive:
