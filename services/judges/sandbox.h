@@ -18,15 +18,17 @@
 //   /usr (read-only), the /bin, /lib, /lib64 links, a private /proc and a read-only /dev.
 // - A Python harness (python3 -I -S -c) first mounts a tmpfs of tmp_bytes on /tmp, forbids
 //   nested user namespaces, makes /proc/sys read-only, drops every capability (bounding,
-//   ambient, effective, permitted, inheritable; securebits locked; no_new_privs) and sets
-//   RLIMIT_NPROC (counted in the sandbox's own user namespace); only then reads the code.
+//   ambient, effective, permitted, inheritable; securebits locked; no_new_privs), installs a
+//   seccomp filter that kills on ptrace and sets RLIMIT_NPROC (counted in the sandbox's own
+//   user namespace); only then reads the code.
 // - The service writes the input and reads the outputs with poll(), kills the whole process
 //   group at the wall clock or when an output passes its cap, and always reaps the child.
 //
 // Errors of a run (CodeRun.error.type): the snippet's own exception (ZeroDivisionError,
 // MemoryError, RecursionError, SystemExit, ... with the line), TypeError/ValueError for a
 // result that is not a bool, finite number, string or None, TimeoutError (wall clock),
-// CPULimitExceeded, OutputLimitExceeded, Crashed ("the code crashed (signal 11)"), Killed,
+// CPULimitExceeded, OutputLimitExceeded, BlockedSystemCall ("blocked system call: ptrace",
+// refused by the harness's seccomp filter), Crashed ("the code crashed (signal 11)"), Killed,
 // Exited (ended without a result) and ResultChannelError (the code wrote on fd 3).
 //
 // Thread-safe: Run and Validate may be called concurrently; each run is its own process tree.

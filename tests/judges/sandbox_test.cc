@@ -509,6 +509,29 @@ TEST_F(SandboxTest, Print10MB) {
   ExpectReported("print('hello')\nmetric['result'] = 1");
 }
 
+// ptrace is refused by the sandbox's seccomp filter, which ends the code at once: the error
+// names the blocked call instead of the code sitting out the wall clock.
+TEST_F(SandboxTest, PtraceIsReportedAsABlockedSystemCall) {
+  PythonSandbox sandbox(Limited(absl::Seconds(5), absl::Seconds(4)));
+  const absl::Time start = absl::Now();
+  CodeRun traceme = ExpectContained(
+      "import ctypes\nctypes.CDLL(None).ptrace(0, 0, 0, 0)\nmetric['result'] = True",
+      "BlockedSystemCall", &sandbox);
+  EXPECT_EQ(traceme.error->message, "blocked system call: ptrace");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  // Attaching to another process of the sandbox, errors swallowed: still ended and reported.
+  CodeRun attach = ExpectContained(
+      "import ctypes, os\n"
+      "try:\n"
+      "    ctypes.CDLL(None, use_errno=True).ptrace(16, os.getppid(), 0, 0)\n"
+      "except Exception:\n"
+      "    pass\n"
+      "metric['result'] = 'traced'",
+      "BlockedSystemCall", &sandbox);
+  EXPECT_EQ(attach.error->message, "blocked system call: ptrace");
+  EXPECT_LT(attach.elapsed, absl::Seconds(3));
+}
+
 TEST_F(SandboxTest, KillParentAndInit) {
   CodeRun run = ExpectReported(
       "import os, signal\n"
@@ -602,16 +625,17 @@ TEST_F(SandboxTest, SubprocessStaysInside) {
 }
 
 TEST_F(SandboxTest, PtraceOfTheSandboxInit) {
-  // The sandbox's init has no capabilities either (and no_new_privs), so tracing it gains
-  // nothing; a stopped init keeps the sandbox alive until the wall clock takes it down.
-  PythonSandbox sandbox(Limited(absl::Seconds(1), absl::Seconds(1)));
+  // Tracing the sandbox's init would stop it and stall the run until the wall clock; the call
+  // is refused instead, and the error says which call it was rather than "timed out".
+  PythonSandbox sandbox(Limited(absl::Seconds(1), absl::Seconds(5)));
   CodeRun run = MustRun(sandbox,
                         "import ctypes\n"
                         "libc = ctypes.CDLL(None, use_errno=True)\n"
                         "metric['result'] = libc.ptrace(16, 1, 0, 0)\n");
-  if (run.error) {
-    EXPECT_EQ(run.error->type, "TimeoutError");
-  }
+  ASSERT_TRUE(run.error.has_value());
+  EXPECT_EQ(run.error->type, "BlockedSystemCall");
+  EXPECT_EQ(run.error->message, "blocked system call: ptrace");
+  EXPECT_LT(run.elapsed, absl::Seconds(3));
   ExpectHealthy();
 }
 
