@@ -92,6 +92,8 @@ TEST_F(OpenApiTest, EveryRouteHasAnOperation) {
     EXPECT_TRUE(ids.insert(op["operationId"].get<std::string>()).second);
     EXPECT_TRUE(op["responses"].contains(std::to_string(route->success_status))) << expected_id;
     EXPECT_EQ(op["responses"]["404"]["$ref"], "#/components/responses/NotFound");
+    EXPECT_EQ(op["responses"]["401"]["$ref"], "#/components/responses/Unauthorized");
+    EXPECT_EQ(op["responses"]["422"]["$ref"], "#/components/responses/UnprocessableEntity");
     EXPECT_FALSE(op.contains("security")) << "routed operations use the global bearer auth";
   }
   EXPECT_EQ(ids.size(), 34u);
