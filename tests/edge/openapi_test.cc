@@ -377,6 +377,27 @@ TEST_F(OpenApiTest, EveryOperationHasExamplesThatFitItsSchemas) {
   EXPECT_GT(checked, 40);
 }
 
+// Every (example) option is JSON text (the generator would otherwise fall back to a made-up value).
+TEST_F(OpenApiTest, ExampleOptionsAreJson) {
+  int count = 0;
+  for (const google::protobuf::FileDescriptor* file :
+       {calleval::v1::Call::descriptor()->file(), calleval::v1::Agent::descriptor()->file(),
+        calleval::v1::Metric::descriptor()->file(), calleval::v1::Workspace::descriptor()->file(),
+        calleval::v1::ErrorResponse::descriptor()->file()}) {
+    for (int m = 0; m < file->message_type_count(); ++m) {
+      const google::protobuf::Descriptor* message = file->message_type(m);
+      for (int f = 0; f < message->field_count(); ++f) {
+        const std::string& text = message->field(f)->options().GetExtension(calleval::v1::example);
+        if (text.empty()) continue;
+        EXPECT_FALSE(Json::parse(text, nullptr, false).is_discarded())
+            << message->field(f)->full_name() << ": " << text;
+        ++count;
+      }
+    }
+  }
+  EXPECT_GT(count, 20);
+}
+
 // The validator itself: each mismatch the conformance test relies on is caught.
 TEST_F(OpenApiTest, ValidatorCatchesMismatches) {
   const Json ref = Json{{"$ref", "#/components/schemas/calleval.v1.Workspace"}};
