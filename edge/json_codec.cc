@@ -1118,12 +1118,18 @@ bool OmitEmpty(const FieldDescriptor* f) {
   return f->options().GetExtension(calleval::v1::omit_empty);
 }
 
+bool NullWhenEmpty(const FieldDescriptor* f) {
+  return f->options().GetExtension(calleval::v1::null_when_empty);
+}
+
 // The value of field `f` of `m`: a map as an object, a repeated field as an array, an unset
 // field with presence as null.
 void AppendFieldValue(const Message& m, const FieldDescriptor* f, std::string* out) {
   const Reflection* r = m.GetReflection();
   if (f->is_map()) {
     AppendMap(m, f, out);
+  } else if (f->is_repeated() && r->FieldSize(m, f) == 0 && NullWhenEmpty(f)) {
+    out->append("null");
   } else if (f->is_repeated()) {
     out->push_back('[');
     const int size = r->FieldSize(m, f);

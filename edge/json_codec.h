@@ -22,8 +22,9 @@
 //  - every field in declaration order, keys are proto field names;
 //  - int32/int64/uint are JSON numbers; doubles print as numbers (NaN/Inf as null);
 //  - singular fields with presence that are unset, and unset message fields, print null;
-//    repeated fields print [], maps {}; fields marked [(calleval.v1.omit_empty) = true] are
-//    left out when unset or empty; `null_fields` and `set_fields` are never printed.
+//    repeated fields print [] (null when empty and marked [(calleval.v1.null_when_empty) =
+//    true]), maps {}; fields marked [(calleval.v1.omit_empty) = true] are left out when unset
+//    or empty; `null_fields` and `set_fields` are never printed.
 
 #include <string>
 #include <string_view>

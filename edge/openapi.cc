@@ -47,6 +47,10 @@ bool OmitEmpty(const FieldDescriptor* field) {
   return field->options().GetExtension(calleval::v1::omit_empty);
 }
 
+bool NullWhenEmpty(const FieldDescriptor* field) {
+  return field->options().GetExtension(calleval::v1::null_when_empty);
+}
+
 bool RequiredInBody(const FieldDescriptor* field) {
   return field->options().GetExtension(calleval::v1::required_in_body);
 }
@@ -177,6 +181,7 @@ class SchemaBuilder {
                {"additionalProperties", ElementSchema(field->message_type()->map_value(), inner)}};
     } else if (field->is_repeated()) {
       schema = Json{{"type", "array"}, {"items", ElementSchema(field, inner)}};
+      if (NullWhenEmpty(field)) schema["nullable"] = true;
     } else {
       schema = ElementSchema(field, inner);
       if (field->has_presence() && !OmitEmpty(field) && schema.contains("type")) {

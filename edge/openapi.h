@@ -6,7 +6,8 @@
 // Schemas follow the JSON codec's printing rules (edge/json_codec.h): int64 is an integer (never a
 // string), fields with presence and message fields are nullable, omit_empty fields may be absent,
 // Struct is an object, Value is any JSON, null_fields / set_fields never appear. Components are
-// keyed by the message's full name ("calleval.v1.Call"); `ErrorResponse` is the SPEC §1 error body.
+// keyed by the message's full name ("calleval.v1.Call"); `ErrorResponse` is the error body of
+// docs/api.md §1.
 //
 // Response schemas list every printed field as required (the codec writes them all, null where
 // unset). Request bodies require what validation requires ((required_in_body) in the protos),

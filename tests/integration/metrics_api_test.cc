@@ -8,6 +8,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -140,8 +142,20 @@ TEST_F(MetricsApiTest, CreateGetUpdateDeleteEachType) {
   EXPECT_EQ(phrase["match"], "any");
   EXPECT_EQ(phrase["speaker"], "AI Assistant");
   EXPECT_EQ(phrase["credit_cost"], 1);
-  EXPECT_FALSE(phrase.contains("code_snippet"));  // only the fields of its type
   EXPECT_TRUE(phrase["created_at"].is_string());
+  // Every metric carries every type-specific field, null where it does not apply to its type.
+  const std::vector<std::string> kTypeSpecific = {
+      "enum_values", "llm_instructions",  "code_snippet",      "phrases",      "match",
+      "speaker",     "case_sensitive",    "permitted_options", "forbidden_options",
+      "judge_samples"};
+  auto expect_null_except = [&](const json& metric, const std::set<std::string>& applies) {
+    for (const std::string& key : kTypeSpecific) {
+      ASSERT_TRUE(metric.contains(key)) << key << " missing from " << metric.dump();
+      if (!applies.count(key)) EXPECT_TRUE(metric[key].is_null()) << key << ": " << metric.dump();
+    }
+  };
+  expect_null_except(phrase, {"phrases", "match", "speaker", "case_sensitive"});
+  EXPECT_EQ(phrase["case_sensitive"], false);
 
   json options = CreateMetric({{"name", "Payment options"},
                                {"metrics_type", "permitted_options_check"},
@@ -149,11 +163,14 @@ TEST_F(MetricsApiTest, CreateGetUpdateDeleteEachType) {
                                {"forbidden_options", {"cash"}},
                                {"mark_as_global", true}});
   EXPECT_EQ(options["scope"], "global");
+  expect_null_except(options, {"permitted_options", "forbidden_options", "speaker"});
+  EXPECT_EQ(options["forbidden_options"], json({"cash"}));
   json code = CreateMetric({{"name", "Few silences"},
                             {"metrics_type", "code_as_judge"},
                             {"result_type", "numeric"},
                             {"code_snippet", "metric['result'] = 1"}});
   EXPECT_EQ(code["code_snippet"], "metric['result'] = 1");
+  expect_null_except(code, {"code_snippet"});
   json llm = CreateMetric({{"name", "Polite"},
                            {"metrics_type", "custom_evaluation"},
                            {"result_type", "enum"},
@@ -161,6 +178,12 @@ TEST_F(MetricsApiTest, CreateGetUpdateDeleteEachType) {
                            {"llm_instructions", "Was the agent polite?"}});
   EXPECT_EQ(llm["credit_cost"], 2);
   EXPECT_EQ(llm["enum_values"], json({"polite", "rude"}));
+  expect_null_except(llm, {"enum_values", "llm_instructions", "judge_samples"});
+
+  // The standard metrics carry the same keys, all null.
+  HttpResponse latency = client_->Get("/api/v1/metrics/1");
+  ASSERT_EQ(latency.status, 200) << latency.body;
+  expect_null_except(latency.json(), {});
 
   const std::string path = absl::StrCat("/api/v1/metrics/", phrase["id"].get<int64_t>());
   HttpResponse got = client_->Get(path);
