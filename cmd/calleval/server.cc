@@ -80,7 +80,7 @@ absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& add
 }
 
 // Reads a secret file, creating it with `bytes` random bytes (mode 0600) when missing.
-// Speech-to-text (SPEC §7): the configured OpenAI-compatible endpoint, else the embedded
+// Speech-to-text (docs/api.md §7): the configured OpenAI-compatible endpoint, else the embedded
 // recognizer. Used by the transcription workers and by LLM-played callers on the websocket
 // channel.
 scoring::RecognizerFactory RecognizerFactoryFor(const ServerConfig& config) {
