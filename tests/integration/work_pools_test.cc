@@ -92,8 +92,13 @@ TEST(WorkPoolsTest, SaturatedSandboxShedsAndLeavesIngestAndReadsFast) {
       EXPECT_EQ(r.headers.count("retry-after"), 1u);
     }
   }
-  EXPECT_EQ(ran, 2);
-  EXPECT_EQ(shed, kSlow - 2);
+  // At most the pool's thread and its one queue slot ran; every other request was shed. (Two
+  // when the first was taken off the queue before the second arrived, one when the second
+  // found the slot still taken: on a loaded machine the thread may start late.)
+  EXPECT_GE(ran, 1);
+  EXPECT_LE(ran, 2);
+  EXPECT_EQ(ran + shed, kSlow);
+  EXPECT_GE(shed, kSlow - 2);
 
   server->reset();
   std::filesystem::remove_all(dir);
