@@ -70,6 +70,45 @@ VoiceActivityDetector::VoiceActivityDetector(int sample_rate, int channels,
   }
 }
 
+namespace {
+
+// Where the CPU has fused multiply-add, the filter's feedback is one instruction with one
+// rounding instead of a multiply and an add: half the latency of the chain every sample waits
+// on. (The outputs differ from the plain loop's in the last bits only.)
+const bool kCpuHasFma = __builtin_cpu_supports("fma");
+
+}  // namespace
+
+__attribute__((target("fma"))) void VoiceActivityDetector::FilterStereoFma(
+    const float* in0, const float* in1, size_t n, Biquad* f0, Biquad* f1, double* e0, double* e1,
+    double* cross) {
+  Biquad a = *f0, b = *f1;
+  double s0 = *e0, s1 = *e1, sx = *cross;
+  for (size_t k = 0; k < n; ++k) {
+    const double x0 = in0[k], x1 = in1[k];
+    const double feed0 = std::fma(a.b0, x0, a.b1 * a.x1) + std::fma(a.b2, a.x2, -a.a2 * a.y2);
+    const double feed1 = std::fma(b.b0, x1, b.b1 * b.x1) + std::fma(b.b2, b.x2, -b.a2 * b.y2);
+    const double y0 = std::fma(-a.a1, a.y1, feed0);
+    const double y1 = std::fma(-b.a1, b.y1, feed1);
+    a.x2 = a.x1;
+    a.x1 = x0;
+    a.y2 = a.y1;
+    a.y1 = y0;
+    b.x2 = b.x1;
+    b.x1 = x1;
+    b.y2 = b.y1;
+    b.y1 = y1;
+    s0 = std::fma(y0, y0, s0);
+    s1 = std::fma(y1, y1, s1);
+    sx = std::fma(y0, y1, sx);
+  }
+  *f0 = a;
+  *f1 = b;
+  *e0 = s0;
+  *e1 = s1;
+  *cross = sx;
+}
+
 void VoiceActivityDetector::Feed(const std::array<std::vector<float>, 2>& block, size_t frames) {
   for (int c = 0; c < channels_; ++c) {
     if (block[c].size() < frames) frames = block[c].size();
@@ -83,7 +122,9 @@ void VoiceActivityDetector::Feed(const std::array<std::vector<float>, 2>& block,
   while (i < frames) {
     const size_t n = std::min(frames - i, hop_samples_ - hop_fill_);
     double e0 = hop_energy_[0], e1 = hop_energy_[1], cross = hop_cross_;
-    if (channels_ == 2) {
+    if (channels_ == 2 && kCpuHasFma && options_.fused_multiply_add) {
+      FilterStereoFma(in[0] + i, in[1] + i, n, &f[0], &f[1], &e0, &e1, &cross);
+    } else if (channels_ == 2) {
       for (size_t k = i; k < i + n; ++k) {
         const double x0 = f[0].Process(in[0][k]);
         const double x1 = f[1].Process(in[1][k]);
@@ -133,13 +174,20 @@ std::array<SpeechSegments, 2> VoiceActivityDetector::Finish() {
   // Does channel c carry a copy of the other one? In frames where the other channel is much
   // louder, leakage makes the two channels coherent (a scaled copy); independent noise or
   // codec artefacts do not.
+  // Every frame's level in dB, once per channel: the passes below read each several times.
+  std::array<std::vector<double>, 2> level_db;
+  for (int c = 0; c < channels_; ++c) {
+    level_db[c].resize(frames);
+    for (size_t i = 0; i < frames; ++i) level_db[c][i] = ToDb(frame_mean(energy_[c], i));
+  }
   std::array<bool, 2> leaks{false, false};
   for (int c = 0; c < channels_ && channels_ == 2; ++c) {
     std::vector<float> coherence;
     for (size_t i = 0; i < frames; ++i) {
       const double e = frame_mean(energy_[c], i);
       const double eo = frame_mean(energy_[1 - c], i);
-      if (e <= kAudibleEnergy || ToDb(eo) - ToDb(e) < options_.crosstalk_min_difference_db) {
+      if (e <= kAudibleEnergy ||
+          level_db[1 - c][i] - level_db[c][i] < options_.crosstalk_min_difference_db) {
         continue;
       }
       const double x = frame_mean(cross_, i);
@@ -156,7 +204,7 @@ std::array<SpeechSegments, 2> VoiceActivityDetector::Finish() {
     for (size_t i = 0; i < frames; ++i) {
       const double e = frame_mean(energy_[c], i);
       if (channels_ == 1) {
-        level[i] = static_cast<float>(ToDb(e));
+        level[i] = static_cast<float>(level_db[c][i]);
         continue;
       }
       const double eo = frame_mean(energy_[1 - c], i);
@@ -165,9 +213,10 @@ std::array<SpeechSegments, 2> VoiceActivityDetector::Finish() {
         const double x = frame_mean(cross_, i);
         own = std::max(e - x * x / eo, 0.0);
       }
-      const double own_db = ToDb(own);
-      const double other_db = ToDb(eo);
-      const bool shadow = leaks[c] && other_db - ToDb(e) >= options_.crosstalk_min_difference_db &&
+      const double own_db = own == e ? level_db[c][i] : ToDb(own);
+      const double other_db = level_db[1 - c][i];
+      const bool shadow = leaks[c] &&
+                          other_db - level_db[c][i] >= options_.crosstalk_min_difference_db &&
                           own_db <= other_db - options_.crosstalk_leak_db;
       level[i] = static_cast<float>(shadow ? kShadowDb : own_db);
     }

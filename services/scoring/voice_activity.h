@@ -72,6 +72,9 @@ struct VoiceActivityOptions {
   double min_core_ms = 30.0;
   // Gaps between speech segments shorter than this are closed.
   double min_gap_ms = 60.0;
+  // Filter with fused multiply-add where the CPU has it (off: the plain loop every CPU runs,
+  // which tests compare with).
+  bool fused_multiply_add = true;
 };
 
 class VoiceActivityDetector {
@@ -105,6 +108,10 @@ class VoiceActivityDetector {
     }
   };
 
+  // n samples of both channels through their filters, adding to the hop's sums, with fused
+  // multiply-add (call only where the CPU has it).
+  static void FilterStereoFma(const float* in0, const float* in1, size_t n, Biquad* f0, Biquad* f1,
+                              double* e0, double* e1, double* cross);
   // Closes the current hop and stores its features.
   void EndHop();
   // Speech segments of one channel from its per-frame own level (dB).
