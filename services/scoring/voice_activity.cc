@@ -252,9 +252,12 @@ SpeechSegments VoiceActivityDetector::DetectChannel(const std::vector<float>& le
   // Smoothed level (mean energy over 2k+1 frames): less noise variance, so quiet speech tails
   // a few dB above the floor stay connected to the speech they end.
   const size_t half = static_cast<size_t>(std::max(options_.smoothing_half_width, 0));
-  auto energy_of = [&](size_t k) {
-    return level[k] > kShadowDb ? std::pow(10.0, level[k] / 10.0) : 0.0;
-  };
+  // Each frame's energy once (the window adds it, then takes it away again).
+  std::vector<double> energy(n);
+  for (size_t k = 0; k < n; ++k) {
+    energy[k] = level[k] > kShadowDb ? std::pow(10.0, level[k] / 10.0) : 0.0;
+  }
+  auto energy_of = [&](size_t k) { return energy[k]; };
   std::vector<float> smooth(n);
   scratch.clear();
   double window_sum = 0;  // energies of frames [k - half, k + half] clipped to [0, n)
