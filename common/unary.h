@@ -8,7 +8,9 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/errors.h"
 #include "common/grpc_status.h"
 #include "common/internal_credential.h"
 #include "common/thread_pool.h"
@@ -31,6 +33,21 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, ThreadP
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool->Schedule(
       [reactor, work = std::move(work)]() mutable { reactor->Finish(ToGrpcStatus(work())); });
+  return reactor;
+}
+
+// RunUnary on a bounded pool (ThreadPool with a queue bound): when its queue is full the call
+// fails at once, UNAVAILABLE with the error code "overloaded" (the edge answers 503 with
+// Retry-After), instead of waiting behind slow work without limit.
+template <typename Work>
+grpc::ServerUnaryReactor* RunUnaryOrShed(grpc::CallbackServerContext* context, ThreadPool* pool,
+                                         absl::string_view method, Work work) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!pool->TrySchedule([reactor, work]() mutable { reactor->Finish(ToGrpcStatus(work())); })) {
+    reactor->Finish(ToGrpcStatus(
+        MakeError(absl::StatusCode::kUnavailable, "overloaded",
+                  absl::StrCat("too many ", method, " requests in progress; retry later"))));
+  }
   return reactor;
 }
 

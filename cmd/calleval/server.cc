@@ -696,6 +696,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     deps.store = s->metrics_store.get();
     deps.authenticator = s->authenticator.get();
     deps.pool = s->pool.get();
+    deps.sandbox_pool = s->sandbox_pool.get();
+    deps.llm_pool = s->llm_pool.get();
     deps.sandbox = s->sandbox.get();
     deps.calls = [calls_store](int64_t workspace_id, int64_t call_id) {
       return calls_store->Get(workspace_id, absl::StrCat(call_id));

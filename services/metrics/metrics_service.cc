@@ -333,12 +333,23 @@ CALLEVAL_METRICS_RPC(CreateMetric, v1::CreateMetricRequest, v1::Metric, deps_.po
 CALLEVAL_METRICS_RPC(GetMetric, v1::GetMetricRequest, v1::Metric, nullptr)
 CALLEVAL_METRICS_RPC(UpdateMetric, v1::UpdateMetricRequest, v1::Metric, deps_.pool)
 CALLEVAL_METRICS_RPC(DeleteMetric, v1::DeleteMetricRequest, google::protobuf::Empty, deps_.pool)
-CALLEVAL_METRICS_RPC(GenerateMetrics, v1::GenerateMetricsRequest, v1::GenerateMetricsResponse,
-                     deps_.pool)
+#define CALLEVAL_METRICS_SLOW_RPC(Name, Request, Response, bounded_pool)                       \
+  grpc::ServerUnaryReactor* MetricsService::Name(grpc::CallbackServerContext* context,         \
+                                                 const Request* request, Response* response) { \
+    auto work = [this, auth = AuthorizationOf(context), request, response] {                   \
+      return Handle##Name(auth, *request, response);                                           \
+    };                                                                                         \
+    if (bounded_pool == nullptr) return Dispatch(context, deps_.pool, std::move(work));        \
+    return RunUnaryOrShed(context, bounded_pool, #Name, std::move(work));                      \
+  }
+
+CALLEVAL_METRICS_SLOW_RPC(GenerateMetrics, v1::GenerateMetricsRequest, v1::GenerateMetricsResponse,
+                          deps_.llm_pool)
 CALLEVAL_METRICS_RPC(BulkCreateMetrics, v1::BulkCreateMetricsRequest, v1::BulkCreateMetricsResponse,
                      deps_.pool)
-CALLEVAL_METRICS_RPC(ValidateCode, v1::ValidateCodeRequest, v1::ValidateCodeResponse, deps_.pool)
-CALLEVAL_METRICS_RPC(TestCode, v1::TestCodeRequest, v1::TestCodeResponse, deps_.pool)
+CALLEVAL_METRICS_SLOW_RPC(ValidateCode, v1::ValidateCodeRequest, v1::ValidateCodeResponse,
+                          deps_.sandbox_pool)
+CALLEVAL_METRICS_SLOW_RPC(TestCode, v1::TestCodeRequest, v1::TestCodeResponse, deps_.sandbox_pool)
 CALLEVAL_METRICS_RPC(SetAgentStandardMetrics, v1::SetAgentStandardMetricsRequest,
                      v1::AgentStandardMetrics, deps_.pool)
 CALLEVAL_METRICS_RPC(SetAgentLlmMetrics, v1::SetAgentLlmMetricsRequest, v1::AgentLlmMetrics,
@@ -347,5 +358,6 @@ CALLEVAL_METRICS_RPC(ListUsableMetrics, v1::ListUsableMetricsRequest, v1::ListUs
                      nullptr)
 
 #undef CALLEVAL_METRICS_RPC
+#undef CALLEVAL_METRICS_SLOW_RPC
 
 }  // namespace calleval::metrics

@@ -32,6 +32,10 @@ class MetricsService final : public v1::Metrics::CallbackService {
     MetricsStore* store = nullptr;
     accounts::Authenticator* authenticator = nullptr;
     ThreadPool* pool = nullptr;
+    // Bounded pools for code runs (validate_code, test_code) and generation: a full one sheds
+    // the request with 503 overloaded. Null: those run on `pool`.
+    ThreadPool* sandbox_pool = nullptr;
+    ThreadPool* llm_pool = nullptr;
     // Null when the installation has no sandbox: validate_code and test_code answer 503.
     const judges::PythonSandbox* sandbox = nullptr;
     CallLookup calls;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
@@ -213,6 +214,72 @@ TEST_F(GrpcTest, CallsOverGrpcWithBearerMetadata) {
     v1::Call read;
     EXPECT_EQ(calls->GetCall(&context, get, &read).error_code(), grpc::UNAUTHENTICATED);
   }
+}
+
+// Code runs reached over gRPC (a metrics role in its own process) share the bounded sandbox
+// pool: with one thread and one queue slot full, the next run is shed as UNAVAILABLE
+// "overloaded" (503 with Retry-After at the edge) instead of waiting.
+TEST_F(GrpcTest, SaturatedSandboxPoolShedsCodeRunsOverGrpc) {
+  server_.reset();
+  std::filesystem::remove_all(dir_);  // a fresh installation, with its bootstrap key
+  dir_ = testing::MakeTempDir("grpc-pool");
+  ServerConfig config = testing::TestServerConfig(dir_);
+  config.sandbox_pool_threads = 1;
+  config.sandbox_pool_queue = 1;
+  Start(config);
+  auto agents = v1::Agents::NewStub(channel_);
+  auto calls = v1::Calls::NewStub(channel_);
+  v1::AgentFields fields;
+  fields.set_name("pool agent");
+  fields.set_phone_number("+14155550123");
+  fields.set_language_id(1);
+  fields.set_instructions("Help.");
+  v1::Agent agent;
+  {
+    grpc::ClientContext context;
+    Authorize(&context);
+    ASSERT_TRUE(agents->CreateAgent(&context, fields, &agent).ok());
+  }
+  v1::IngestCallRequest ingest;
+  ingest.set_call_identifier("pool-1");
+  ingest.set_agent_id(agent.id());
+  ingest.add_transcript()->set_role("User");
+  v1::Call call;
+  {
+    grpc::ClientContext context;
+    Authorize(&context);
+    ASSERT_TRUE(calls->IngestCall(&context, ingest, &call).ok());
+  }
+  v1::TestCodeRequest slow;
+  slow.mutable_body()->set_code("import time\ntime.sleep(3)\nmetric['result'] = True");
+  slow.mutable_body()->set_call_observation_id(call.id());
+  constexpr int kRuns = 4;
+  std::vector<grpc::Status> statuses(kRuns);
+  std::vector<std::thread> runs;
+  for (int i = 0; i < kRuns; ++i) {
+    runs.emplace_back([&, i] {
+      auto metrics = v1::Metrics::NewStub(channel_);
+      grpc::ClientContext context;
+      Authorize(&context);
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      v1::TestCodeResponse response;
+      statuses[i] = metrics->TestCode(&context, slow, &response);
+    });
+  }
+  for (std::thread& run : runs) run.join();
+  int ran = 0, shed = 0;
+  for (const grpc::Status& status : statuses) {
+    if (status.ok()) {
+      ++ran;
+      continue;
+    }
+    ++shed;
+    EXPECT_EQ(status.error_code(), grpc::UNAVAILABLE) << status.error_message();
+    EXPECT_EQ(ErrorInfoOf(FromGrpcStatus(status)).code(), "overloaded");
+  }
+  EXPECT_GE(ran, 1);
+  EXPECT_LE(ran, 2);  // the pool's thread and its one queue slot
+  EXPECT_GE(shed, kRuns - 2);
 }
 
 // grpc-status-details-bin is a google.rpc.Status of the call's code and message with the
