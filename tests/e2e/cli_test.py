@@ -10,13 +10,13 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
-import time
 import unittest
 import urllib.error
 import urllib.request
+
+from serve_process import ServeProcess
 
 CALLEVAL = os.environ.get("CALLEVAL_BIN")
 CALLEVALCTL = os.environ.get("CALLEVALCTL_BIN")
@@ -309,29 +309,14 @@ class AnalyzeMatchesApiTest(unittest.TestCase):
         # Flags from the environment too; where both say, the command line wins.
         env = dict(os.environ, CALLEVAL_HTTP_ADDR="192.0.2.1:1", CALLEVAL_ACCESS_LOG="false",
                    CALLEVAL_ROLES="edge,calls,accounts,agents,metrics")
-        cls.server = subprocess.Popen(
-            [CALLEVAL, "serve", "--data-dir", data_dir, "--http-addr", "127.0.0.1:0",
-             "--grpc-addr", "127.0.0.1:0"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-        cls.base = None
-        deadline = time.time() + 30
-        while time.time() < deadline and cls.base is None:
-            line = cls.server.stdout.readline()
-            if not line:
-                break
-            match = re.search(r"HTTP on (http://\S+)", line)
-            if match:
-                cls.base = match.group(1)
-        if cls.base is None:
-            cls.server.kill()
-            raise RuntimeError("server did not start")
+        cls.server = ServeProcess(CALLEVAL, data_dir, env=env)
+        cls.base = cls.server.base
         with open(os.path.join(data_dir, "bootstrap-key")) as f:
             cls.key = f.read().strip()
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.send_signal(signal.SIGTERM)
-        cls.server.wait(timeout=30)
+        cls.server.stop()
         shutil.rmtree(cls.dir)
 
     def ingest(self, transcript):

@@ -16,18 +16,16 @@ health message comes from reflection. Prints what it sees: `ctest -V -R e2e_grpc
 """
 import importlib.util
 import os
-import re
-import signal
 import subprocess
-import sys
 import tempfile
-import time
 import unittest
 
 import grpc
 from google.protobuf import descriptor_pb2
 from google.protobuf import descriptor_pool
 from google.protobuf import message_factory
+
+from serve_process import ServeProcess
 from google.protobuf import text_format
 
 CALLEVAL = os.environ.get("CALLEVAL_BIN")
@@ -60,40 +58,13 @@ def load_module(path):
     return module
 
 
-class Server:
-    def __init__(self, data_dir):
-        self.proc = subprocess.Popen(
-            [CALLEVAL, "serve", "--data-dir", data_dir, "--http-addr", "127.0.0.1:0",
-             "--grpc-addr", "127.0.0.1:0", "--access-log", "false"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.lines = []
-        self.grpc_port = None
-        deadline = time.time() + 30
-        while time.time() < deadline and self.grpc_port is None:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.lines.append(line)
-            match = re.search(r"gRPC on port (\d+)", line)
-            if match:
-                self.grpc_port = int(match.group(1))
-        if self.grpc_port is None:
-            self.proc.kill()
-            raise RuntimeError("server did not start: " + "".join(self.lines) +
-                               self.proc.stderr.read())
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
-
-
 class GrpcClientTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.reflection_pb2, cls.status_pb2 = compile_protos(os.path.join(cls.tmp.name, "gen"))
         cls.data_dir = os.path.join(cls.tmp.name, "data")
-        cls.server = Server(cls.data_dir)
+        cls.server = ServeProcess(CALLEVAL, cls.data_dir)
         with open(os.path.join(cls.data_dir, "bootstrap-key")) as f:
             cls.key = f.read().strip()
         cls.channel = grpc.insecure_channel("127.0.0.1:%d" % cls.server.grpc_port)

@@ -8,10 +8,10 @@ ingested; while the worker analyses it the worker is killed with SIGKILL. A seco
 the call over once the lease expires, the call completes, and the credit ledger shows every
 metric charged exactly once (and every refund at most once).
 """
+import functools
 import http.server
 import json
 import os
-import re
 import signal
 import sqlite3
 import subprocess
@@ -21,30 +21,11 @@ import threading
 import time
 import unittest
 import urllib.request
-import functools
+
+from serve_process import ServeProcess
 
 CALLEVAL = os.environ.get("CALLEVAL_BIN")
 CORPUS = os.environ.get("CALLEVAL_CORPUS_DIR", "")
-
-
-def serve(data_dir, *flags):
-    proc = subprocess.Popen([CALLEVAL, "serve", "--data-dir", data_dir, "--grpc-addr",
-                             "127.0.0.1:0", "--access-log", "false", *flags],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    base = grpc_port = None
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        m = re.search(r"HTTP on (http://\S+)", line)
-        if m:
-            base = m.group(1)
-        m = re.search(r"gRPC on port (\d+)", line)
-        if m:
-            grpc_port = int(m.group(1))
-            break
-    return proc, base, grpc_port
 
 
 def request(base, key, method, path, body=None):
@@ -75,9 +56,10 @@ class ScoringCrashTest(unittest.TestCase):
             threading.Thread(target=httpd.serve_forever, daemon=True).start()
             url = f"http://127.0.0.1:{httpd.server_address[1]}/long.mp3"
 
-            api, base, api_grpc = serve(data, "--http-addr", "127.0.0.1:0", "--roles",
-                              "edge,accounts,agents,calls,metrics",
-                              "--allow-private-hosts", "127.0.0.1")
+            api_server = ServeProcess(CALLEVAL, data, "--roles",
+                                      "edge,accounts,agents,calls,metrics",
+                                      "--allow-private-hosts", "127.0.0.1")
+            api, base, api_grpc = api_server.proc, api_server.base, api_server.grpc_port
             worker = None
             try:
                 self.assertIsNotNone(base)
@@ -85,8 +67,9 @@ class ScoringCrashTest(unittest.TestCase):
                     key = f.read().strip()
                 # Workers lease over gRPC from the calls role, as scoring pods do.
                 calls_addr = f"127.0.0.1:{api_grpc}"
-                worker, _, _ = serve(data, "--roles", "scoring", "--workers", "1",
-                                     "--analysis-lease-seconds", "2", "--calls-addr", calls_addr)
+                worker = ServeProcess(CALLEVAL, data, "--roles", "scoring", "--workers", "1",
+                                      "--analysis-lease-seconds", "2",
+                                      "--calls-addr", calls_addr).proc
                 agent = request(base, key, "POST", "/api/v1/agents", {
                     "name": "a", "phone_number": "+14155550123", "language_id": 1,
                     "instructions": "x"})
@@ -109,8 +92,9 @@ class ScoringCrashTest(unittest.TestCase):
                 call = request(base, key, "GET", f"/api/public/v1/calls/{call['id']}")
                 self.assertEqual(call["analysis_status"], "processing")  # nobody finished it
 
-                worker, _, _ = serve(data, "--roles", "scoring", "--workers", "1",
-                                     "--analysis-lease-seconds", "2", "--calls-addr", calls_addr)
+                worker = ServeProcess(CALLEVAL, data, "--roles", "scoring", "--workers", "1",
+                                      "--analysis-lease-seconds", "2",
+                                      "--calls-addr", calls_addr).proc
                 deadline = time.time() + 60
                 while time.time() < deadline and call["analysis_status"] == "processing":
                     time.sleep(0.05)

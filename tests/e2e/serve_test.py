@@ -7,15 +7,14 @@ SIGTERM (it must exit 0), and starts it again to check that everything was kept.
 """
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 import urllib.error
 import urllib.request
+
+from serve_process import ServeProcess
 
 CALLEVAL = os.environ.get("CALLEVAL_BIN")
 CALLEVALCTL = os.environ.get("CALLEVALCTL_BIN")
@@ -36,40 +35,12 @@ def request(method, url, key=None, body=None):
         return err.code, json.loads(raw) if raw else None
 
 
-class Server:
-    def __init__(self, data_dir):
-        self.proc = subprocess.Popen(
-            [CALLEVAL, "serve", "--data-dir", data_dir, "--http-addr", "127.0.0.1:0",
-             "--grpc-addr", "127.0.0.1:0", "--access-log", "false"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.stdout = []
-        deadline = time.time() + 30
-        self.base = None
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.stdout.append(line)
-            match = re.search(r"HTTP on (http://\S+)", line)
-            if match:
-                self.base = match.group(1)
-                break
-        if self.base is None:
-            self.proc.kill()
-            raise RuntimeError("server did not start: " + "".join(self.stdout) +
-                               self.proc.stderr.read())
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
-
-
 class ServeTest(unittest.TestCase):
     def test_serve_lifecycle(self):
         with tempfile.TemporaryDirectory() as data_dir:
-            server = Server(data_dir)
+            server = ServeProcess(CALLEVAL, data_dir)
             try:
-                printed = "".join(server.stdout)
+                printed = "".join(server.lines)
                 with open(os.path.join(data_dir, "bootstrap-key")) as f:
                     key = f.read().strip()
                 self.assertIn(key, printed)
@@ -119,9 +90,9 @@ class ServeTest(unittest.TestCase):
             self.assertEqual(code, 0, server.proc.stderr.read())
 
             # A restart keeps everything and creates no second bootstrap key.
-            server = Server(data_dir)
+            server = ServeProcess(CALLEVAL, data_dir)
             try:
-                self.assertNotIn("API key", "".join(server.stdout))
+                self.assertNotIn("API key", "".join(server.lines))
                 status, call = request("GET", server.base + "/api/public/v1/calls/e2e-1", key)
                 self.assertEqual(status, 200)
                 self.assertEqual(call["transcript"][0]["content"], "hi")

@@ -1,0 +1,45 @@
+"""`calleval serve` in a child process for the end-to-end tests: listening on free ports, read
+until it says where, stopped with SIGTERM."""
+
+import re
+import signal
+import subprocess
+
+
+class ServeProcess:
+    """Starts `BINARY serve --data-dir DATA_DIR` on free loopback ports with FLAGS after them.
+
+    `base` is the edge's URL (None when the process has no edge role), `grpc_port` its gRPC port,
+    `lines` what it printed before listening (the bootstrap key among them). The gRPC line is
+    the last one `serve` prints at start-up, so reading stops there.
+    """
+
+    def __init__(self, binary, data_dir, *flags, env=None):
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--data-dir", data_dir, "--http-addr", "127.0.0.1:0",
+             "--grpc-addr", "127.0.0.1:0", "--access-log", "false", *flags],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.lines = []
+        self.base = None
+        self.grpc_port = None
+        while self.grpc_port is None:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            match = re.search(r"HTTP on (http://\S+)", line)
+            if match:
+                self.base = match.group(1)
+            match = re.search(r"gRPC on port (\d+)", line)
+            if match:
+                self.grpc_port = int(match.group(1))
+        if self.grpc_port is None:
+            self.proc.kill()
+            raise RuntimeError("calleval serve did not start: " + "".join(self.lines) +
+                               self.proc.stderr.read())
+
+    def stop(self, timeout=30):
+        """SIGTERM, then the exit status (0 when it shut down cleanly)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
