@@ -86,10 +86,12 @@ __attribute__((target("fma"))) void VoiceActivityDetector::FilterStereoFma(
   double s0 = *e0, s1 = *e1, sx = *cross;
   for (size_t k = 0; k < n; ++k) {
     const double x0 = in0[k], x1 = in1[k];
-    const double feed0 = std::fma(a.b0, x0, a.b1 * a.x1) + std::fma(a.b2, a.x2, -a.a2 * a.y2);
-    const double feed1 = std::fma(b.b0, x1, b.b1 * b.x1) + std::fma(b.b2, b.x2, -b.a2 * b.y2);
-    const double y0 = std::fma(-a.a1, a.y1, feed0);
-    const double y1 = std::fma(-b.a1, b.y1, feed1);
+    // The input terms do not wait on any output; y[n-2] enters one step before y[n-1], so
+    // each output waits on the previous one for a single fused multiply-add.
+    const double in_terms0 = std::fma(a.b0, x0, std::fma(a.b1, a.x1, a.b2 * a.x2));
+    const double in_terms1 = std::fma(b.b0, x1, std::fma(b.b1, b.x1, b.b2 * b.x2));
+    const double y0 = std::fma(-a.a1, a.y1, std::fma(-a.a2, a.y2, in_terms0));
+    const double y1 = std::fma(-b.a1, b.y1, std::fma(-b.a2, b.y2, in_terms1));
     a.x2 = a.x1;
     a.x1 = x0;
     a.y2 = a.y1;
@@ -286,6 +288,7 @@ SpeechSegments VoiceActivityDetector::DetectChannel(const std::vector<float>& le
       static_cast<size_t>(std::ceil(options_.min_core_ms / 1000.0 * sample_rate_ / hop_samples_));
   const size_t max_extension = static_cast<size_t>(
       std::ceil(options_.max_extension_ms / 1000.0 * sample_rate_ / hop_samples_));
+  auto above_after = [&](size_t k) { return level[k] >= off_db || smooth[k] >= smooth_off_db; };
   size_t i = 0;
   while (i < n) {
     if (level[i] < on_db) {
@@ -300,7 +303,6 @@ SpeechSegments VoiceActivityDetector::DetectChannel(const std::vector<float>& le
     auto above_before = [&](size_t k) {
       return level[k] >= off_db || smooth[k >= half ? k - half : 0] >= smooth_off_db;
     };
-    auto above_after = [&](size_t k) { return level[k] >= off_db || smooth[k] >= smooth_off_db; };
     size_t core_last = i;
     while (core_last + 1 < n && level[core_last + 1] >= on_db) ++core_last;
     while (first > 0 && i - first < max_extension && above_before(first - 1)) --first;
@@ -324,6 +326,43 @@ SpeechSegments VoiceActivityDetector::DetectChannel(const std::vector<float>& le
     i = last + 1;
   }
 
+  // Word-final stops ("left", "right") end in a closure, 50-150 ms of near silence, then a
+  // release of 10-30 ms, 20 dB or more under the word's peak: too short to count as speech on
+  // its own (min_core_ms drops clicks) and, in noise, not always above the onset threshold. The
+  // release and the closure before it belong to the word, so after each segment the next
+  // release_search_ms are searched for a frame clearly above the noise floor (release_margin_db:
+  // noise frames stay within a few dB of the floor) and within peak_range_db of the peak; the
+  // segment is extended to it, and on through its decaying tail like any other speech.
+  std::vector<Run> kept;
+  const size_t release_search = static_cast<size_t>(
+      std::ceil(options_.release_search_ms / 1000.0 * sample_rate_ / hop_samples_));
+  const double release_db = std::max(
+      {floor_db + options_.release_margin_db, options_.absolute_floor_dbfs,
+       peak_db - options_.peak_range_db});
+  for (const Run& candidate : runs) {
+    if (candidate.core < min_core) continue;
+    Run run = candidate;
+    for (bool extended = true; extended && release_search > 0;) {
+      extended = false;
+      const size_t stop = std::min(n, run.last + 1 + release_search);
+      for (size_t k = run.last + 1; k < stop; ++k) {
+        if (level[k] < release_db) continue;
+        size_t last = k;
+        while (last + 1 < n && last - k < max_extension && above_after(last + 1)) ++last;
+        while (last > k && level[last] < off_db) --last;
+        run.last = last;
+        extended = true;
+        break;
+      }
+    }
+    if (!kept.empty() && run.first <= kept.back().last + 1) {
+      kept.back().last = std::max(kept.back().last, run.last);
+      kept.back().core += run.core;
+    } else {
+      kept.push_back(run);
+    }
+  }
+
   const double hop_s = hop_samples_ / static_cast<double>(sample_rate_);
   const double frame_s = hops_per_frame_ * hop_samples_ / static_cast<double>(sample_rate_);
   const double total_s = n * hop_samples_ / static_cast<double>(sample_rate_);
@@ -334,8 +373,7 @@ SpeechSegments VoiceActivityDetector::DetectChannel(const std::vector<float>& le
     if (hi <= lo) return 0.0;
     return std::clamp((off_db - lo) / (hi - lo), 0.0, 1.0);
   };
-  for (const Run& run : runs) {
-    if (run.core < min_core) continue;
+  for (const Run& run : kept) {
     // A frame's window ends frame_s after its start: an onset inside the window shows up first
     // in the frame whose window just reaches it; an offset last in the frame that still
     // covers it.

@@ -197,6 +197,8 @@ bool SetOption(VoiceActivityOptions* o, const std::string& key, double v) {
       {"crosstalk_min_coherence", &o->crosstalk_min_coherence},
       {"max_extension_ms", &o->max_extension_ms},
       {"smoothed_margin_db", &o->smoothed_margin_db},
+      {"release_search_ms", &o->release_search_ms},
+      {"release_margin_db", &o->release_margin_db},
   };
   auto it = fields.find(key);
   if (key == "smoothing_half_width") {

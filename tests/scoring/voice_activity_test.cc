@@ -97,6 +97,51 @@ TEST(VoiceActivityTest, BurstsInWhiteNoiseAt15DbSnr) {
   ExpectSegments(segments[1], {{1.50, 2.05}});
 }
 
+// A noise burst over [start_s, end_s): the release of a stop consonant, or a click.
+void AddNoiseBurst(std::vector<float>* channel, double start_s, double end_s, double rms,
+                   unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<double> dist(0.0, rms);
+  const size_t a = static_cast<size_t>(start_s * kRate);
+  const size_t b = std::min(channel->size(), static_cast<size_t>(end_s * kRate));
+  for (size_t i = a; i < b; ++i) (*channel)[i] += static_cast<float>(dist(gen));
+}
+
+// "Left": the vowel, a 120 ms closure, then a 15 ms release 20 dB under the vowel.
+Stereo WordEndingInAStop() {
+  Stereo audio;
+  audio[0].assign(3 * kRate, 0.0f);
+  audio[1].assign(3 * kRate, 0.0f);
+  AddBurst(&audio[0], 0.50, 1.20, 0.08);
+  AddNoiseBurst(&audio[0], 1.32, 1.335, 0.008, 7);
+  return audio;
+}
+
+TEST(VoiceActivityTest, ReleaseAfterClosureBelongsToTheWord) {
+  ExpectSegments(RunOneBlock(WordEndingInAStop())[0], {{0.50, 1.335}});
+  // Without the release search the release is a blip too short to be speech.
+  VoiceActivityOptions no_search;
+  no_search.release_search_ms = 0;
+  ExpectSegments(RunInBlocks(WordEndingInAStop(), 2, {3 * kRate}, no_search)[0], {{0.50, 1.20}});
+}
+
+TEST(VoiceActivityTest, ReleaseInNoiseBelongsToTheWord) {
+  Stereo audio = WordEndingInAStop();
+  // Noise 20 dB under the vowel: the release stands 3 dB above it, and a louder one (8 dB)
+  // follows the second word.
+  AddBurst(&audio[0], 2.00, 2.50, 0.08);
+  AddNoiseBurst(&audio[0], 2.60, 2.615, 0.02, 8);
+  AddWhiteNoise(&audio[0], 0.008, 9);
+  const auto segments = RunOneBlock(audio);
+  ExpectSegments(segments[0], {{0.50, 1.20}, {2.00, 2.615}});
+}
+
+TEST(VoiceActivityTest, ClickFarFromSpeechIsNotSpeech) {
+  Stereo audio = WordEndingInAStop();
+  AddNoiseBurst(&audio[0], 2.00, 2.015, 0.03, 10);
+  ExpectSegments(RunOneBlock(audio)[0], {{0.50, 1.335}});
+}
+
 TEST(VoiceActivityTest, CrosstalkCopyIsNotSpeech) {
   Stereo audio = TwoPartyCall();
   // Each channel leaks into the other 25 dB down, time-aligned.
