@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "common/sqlite.h"
+#include "common/database.h"
 
 namespace calleval {
 

@@ -1,8 +1,25 @@
-#include "common/sqlite.h"
+// The SQLite backend of common/database.h.
+//
+// One file per installation, WAL mode. Reads run on a small pool of reader connections; writes
+// go through one writer connection per process with group commit: concurrent Write() calls are
+// gathered into a single BEGIN IMMEDIATE ... COMMIT (each inside its own SAVEPOINT, so one
+// failing write does not undo the others). With synchronous=FULL every acknowledged write is on
+// disk, and the fsync is shared by everything committed together, which is what lets durable
+// ingests go far past one fsync per request.
 
+#include <sqlite3.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/database.h"
 #include "common/status_macros.h"
 
 namespace calleval::db {
@@ -11,97 +28,92 @@ namespace {
 // A write batch larger than this gains nothing and holds readers' WAL checkpoint back.
 constexpr size_t kMaxBatch = 512;
 
-}  // namespace
+class SqliteConnection;
 
-// ---------------------------------------------------------------------------------------------
-// Statement
+class SqliteStatement final : public StatementImpl {
+ public:
+  SqliteStatement(sqlite3_stmt* stmt, SqliteConnection* conn, bool owned)
+      : stmt_(stmt), conn_(conn), owned_(owned) {}
+  ~SqliteStatement() override { sqlite3_finalize(stmt_); }
 
-Statement::~Statement() {
-  if (stmt_ == nullptr) return;
-  if (owned_) {
-    sqlite3_finalize(stmt_);
-  } else {
-    conn_->Release(stmt_);
+  void BindInt64(int index, int64_t value) override { sqlite3_bind_int64(stmt_, index, value); }
+  void BindDouble(int index, double value) override { sqlite3_bind_double(stmt_, index, value); }
+  void BindText(int index, absl::string_view value) override {
+    sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
   }
-}
+  void BindBlob(int index, absl::string_view value) override {
+    sqlite3_bind_blob64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT);
+  }
+  void BindNull(int index) override { sqlite3_bind_null(stmt_, index); }
+  absl::StatusOr<bool> Step() override;
+  bool IsNull(int column) const override {
+    return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+  }
+  int64_t Int64(int column) const override { return sqlite3_column_int64(stmt_, column); }
+  double Double(int column) const override { return sqlite3_column_double(stmt_, column); }
+  std::string Text(int column) const override {
+    const auto* text = reinterpret_cast<const char*>(sqlite3_column_blob(stmt_, column));
+    const int size = sqlite3_column_bytes(stmt_, column);
+    return text == nullptr ? std::string() : std::string(text, size);
+  }
+  void Release() override {
+    if (owned_) {
+      delete this;
+      return;
+    }
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    in_use_ = false;
+  }
 
-Statement& Statement::Bind(int index, int64_t value) {
-  sqlite3_bind_int64(stmt_, index, value);
-  return *this;
-}
+  bool in_use() const { return in_use_; }
+  void set_in_use() { in_use_ = true; }
 
-Statement& Statement::Bind(int index, double value) {
-  sqlite3_bind_double(stmt_, index, value);
-  return *this;
-}
+ private:
+  sqlite3_stmt* stmt_;
+  SqliteConnection* conn_;
+  // Prepared because the cached one was in use: deleted instead of returned.
+  bool owned_;
+  bool in_use_ = false;
+};
 
-Statement& Statement::Bind(int index, absl::string_view value) {
-  sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
-  return *this;
-}
+class SqliteConnection final : public Connection {
+ public:
+  static absl::StatusOr<std::unique_ptr<SqliteConnection>> Open(const std::string& path,
+                                                                bool read_only);
+  ~SqliteConnection() override {
+    cache_.clear();  // finalizes every cached statement before the connection closes
+    sqlite3_close_v2(db_);
+  }
 
-Statement& Statement::BindBlob(int index, absl::string_view value) {
-  sqlite3_bind_blob64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT);
-  return *this;
-}
+  absl::StatusOr<Statement> Prepare(absl::string_view sql) override;
+  absl::Status Exec(absl::string_view sql) override;
+  int64_t LastInsertRowId() override { return sqlite3_last_insert_rowid(db_); }
+  int Changes() const override { return sqlite3_changes(db_); }
+  Backend backend() const override { return Backend::kSqlite; }
 
-Statement& Statement::BindNull(int index) {
-  sqlite3_bind_null(stmt_, index);
-  return *this;
-}
+  absl::Status ErrorStatus(int rc, absl::string_view context) const;
 
-absl::StatusOr<bool> Statement::Step() {
-  int rc = sqlite3_step(stmt_);
+ private:
+  explicit SqliteConnection(sqlite3* db) : db_(db) {}
+
+  sqlite3* db_;
+  std::unordered_map<std::string, std::unique_ptr<SqliteStatement>> cache_;
+};
+
+absl::StatusOr<bool> SqliteStatement::Step() {
+  const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
   return conn_->ErrorStatus(rc, sqlite3_sql(stmt_));
 }
 
-absl::Status Statement::Run() {
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, Step());
-    if (!row) return absl::OkStatus();
-  }
-}
-
-bool Statement::IsNull(int column) const {
-  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
-}
-
-int64_t Statement::Int64(int column) const { return sqlite3_column_int64(stmt_, column); }
-
-double Statement::Double(int column) const { return sqlite3_column_double(stmt_, column); }
-
-std::string Statement::Text(int column) const {
-  const auto* text = reinterpret_cast<const char*>(sqlite3_column_blob(stmt_, column));
-  int size = sqlite3_column_bytes(stmt_, column);
-  return text == nullptr ? std::string() : std::string(text, size);
-}
-
-std::optional<std::string> Statement::OptionalText(int column) const {
-  if (IsNull(column)) return std::nullopt;
-  return Text(column);
-}
-
-std::optional<int64_t> Statement::OptionalInt64(int column) const {
-  if (IsNull(column)) return std::nullopt;
-  return Int64(column);
-}
-
-std::optional<double> Statement::OptionalDouble(int column) const {
-  if (IsNull(column)) return std::nullopt;
-  return Double(column);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Connection
-
-absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const std::string& path,
-                                                             bool read_only) {
+absl::StatusOr<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::string& path,
+                                                                         bool read_only) {
   sqlite3* db = nullptr;
-  int flags = SQLITE_OPEN_NOMUTEX |
-              (read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  const int flags = SQLITE_OPEN_NOMUTEX | (read_only ? SQLITE_OPEN_READONLY
+                                                     : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
+  const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string message = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
@@ -110,42 +122,32 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const std::string& 
   sqlite3_extended_result_codes(db, 1);
   // Writers wait for each other across processes (callevalctl while the server runs).
   sqlite3_busy_timeout(db, 10000);
-  auto conn = std::unique_ptr<Connection>(new Connection(db));
+  auto conn = std::unique_ptr<SqliteConnection>(new SqliteConnection(db));
   RETURN_IF_ERROR(conn->Exec("PRAGMA foreign_keys=ON"));
   return conn;
 }
 
-Connection::~Connection() {
-  for (auto& [sql, cached] : cache_) sqlite3_finalize(cached.stmt);
-  sqlite3_close_v2(db_);
-}
-
-absl::StatusOr<Statement> Connection::Prepare(absl::string_view sql) {
+absl::StatusOr<Statement> SqliteConnection::Prepare(absl::string_view sql) {
   auto it = cache_.find(std::string(sql));
-  if (it != cache_.end() && !it->second.in_use) {
-    it->second.in_use = true;
-    return Statement(it->second.stmt, this, /*owned=*/false);
+  if (it != cache_.end() && !it->second->in_use()) {
+    it->second->set_in_use();
+    return Statement(it->second.get());
   }
   sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
-                              SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  const int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
+                                    SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
   if (rc != SQLITE_OK) return ErrorStatus(rc, sql);
-  if (it != cache_.end()) return Statement(stmt, this, /*owned=*/true);
-  auto [inserted, ok] = cache_.emplace(std::string(sql), Cached{stmt, true});
-  by_stmt_[stmt] = &inserted->second;
-  return Statement(stmt, this, /*owned=*/false);
+  if (it != cache_.end()) return Statement(new SqliteStatement(stmt, this, /*owned=*/true));
+  auto cached = std::make_unique<SqliteStatement>(stmt, this, /*owned=*/false);
+  cached->set_in_use();
+  SqliteStatement* raw = cached.get();
+  cache_.emplace(std::string(sql), std::move(cached));
+  return Statement(raw);
 }
 
-void Connection::Release(sqlite3_stmt* stmt) {
-  sqlite3_reset(stmt);
-  sqlite3_clear_bindings(stmt);
-  auto it = by_stmt_.find(stmt);
-  if (it != by_stmt_.end()) it->second->in_use = false;
-}
-
-absl::Status Connection::Exec(absl::string_view sql) {
+absl::Status SqliteConnection::Exec(absl::string_view sql) {
   char* error = nullptr;
-  int rc = sqlite3_exec(db_, std::string(sql).c_str(), nullptr, nullptr, &error);
+  const int rc = sqlite3_exec(db_, std::string(sql).c_str(), nullptr, nullptr, &error);
   if (rc != SQLITE_OK) {
     std::string message = error ? error : sqlite3_errstr(rc);
     sqlite3_free(error);
@@ -154,32 +156,54 @@ absl::Status Connection::Exec(absl::string_view sql) {
   return absl::OkStatus();
 }
 
-absl::Status Connection::ErrorStatus(int rc, absl::string_view context) const {
+absl::Status SqliteConnection::ErrorStatus(int rc, absl::string_view context) const {
   std::string message =
       absl::StrCat("sqlite: ", sqlite3_errmsg(db_), " (", rc, ") in: ", context.substr(0, 200));
-  int primary = rc & 0xff;
+  const int primary = rc & 0xff;
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) return absl::UnavailableError(message);
   if (primary == SQLITE_CONSTRAINT) return absl::AlreadyExistsError(message);
   return absl::InternalError(message);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Database
+class SqliteDatabase final : public Database {
+ public:
+  static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path,
+                                                        const std::vector<Migration>& migrations,
+                                                        const Options& options);
 
-struct Database::PendingWrite {
-  const WriteFn* fn;
-  absl::Status status;
-  bool done = false;
+  absl::Status Write(const WriteFn& fn) override;
+  absl::Status Read(const ReadFn& fn) override;
+  Backend backend() const override { return Backend::kSqlite; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  struct PendingWrite {
+    const WriteFn* fn;
+    absl::Status status;
+    bool done = false;
+  };
+  SqliteDatabase() = default;
+  void CommitBatch(std::vector<PendingWrite*>& batch);
+
+  std::string path_;
+  std::unique_ptr<SqliteConnection> writer_;
+
+  absl::Mutex write_mu_;
+  std::deque<PendingWrite*> write_queue_ ABSL_GUARDED_BY(write_mu_);
+  bool leader_active_ ABSL_GUARDED_BY(write_mu_) = false;
+
+  absl::Mutex read_mu_;
+  std::vector<std::unique_ptr<SqliteConnection>> idle_readers_ ABSL_GUARDED_BY(read_mu_);
+  Options options_;
 };
 
-absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path,
-                                                         const std::vector<Migration>& migrations,
-                                                         Options options) {
-  auto db = std::unique_ptr<Database>(new Database());
+absl::StatusOr<std::unique_ptr<Database>> SqliteDatabase::Open(
+    const std::string& path, const std::vector<Migration>& migrations, const Options& options) {
+  auto db = std::unique_ptr<SqliteDatabase>(new SqliteDatabase());
   db->path_ = path;
   db->options_ = options;
-  ASSIGN_OR_RETURN(db->writer_, Connection::Open(path, /*read_only=*/false));
-  Connection& w = *db->writer_;
+  ASSIGN_OR_RETURN(db->writer_, SqliteConnection::Open(path, /*read_only=*/false));
+  SqliteConnection& w = *db->writer_;
   RETURN_IF_ERROR(w.Exec("PRAGMA journal_mode=WAL"));
   RETURN_IF_ERROR(
       w.Exec(options.synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));
@@ -204,16 +228,16 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
     return migrated;
   }
   RETURN_IF_ERROR(w.Exec("COMMIT"));
-  return db;
+  return std::unique_ptr<Database>(std::move(db));
 }
 
-absl::Status Database::Write(const WriteFn& fn) {
+absl::Status SqliteDatabase::Write(const WriteFn& fn) {
   PendingWrite self{&fn};
   absl::MutexLock lock(&write_mu_);
   write_queue_.push_back(&self);
   struct Waiter {
     PendingWrite* self;
-    Database* db;
+    SqliteDatabase* db;
     static bool Ready(Waiter* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return w->self->done || !w->db->leader_active_;
     }
@@ -236,8 +260,8 @@ absl::Status Database::Write(const WriteFn& fn) {
   }
 }
 
-void Database::CommitBatch(std::vector<PendingWrite*>& batch) {
-  Connection& w = *writer_;
+void SqliteDatabase::CommitBatch(std::vector<PendingWrite*>& batch) {
+  SqliteConnection& w = *writer_;
   absl::Status begun = w.Exec("BEGIN IMMEDIATE");
   if (!begun.ok()) {
     for (PendingWrite* p : batch) p->status = begun;
@@ -260,8 +284,8 @@ void Database::CommitBatch(std::vector<PendingWrite*>& batch) {
   }
 }
 
-absl::Status Database::Read(const ReadFn& fn) {
-  std::unique_ptr<Connection> conn;
+absl::Status SqliteDatabase::Read(const ReadFn& fn) {
+  std::unique_ptr<SqliteConnection> conn;
   {
     absl::MutexLock lock(&read_mu_);
     if (!idle_readers_.empty()) {
@@ -270,7 +294,7 @@ absl::Status Database::Read(const ReadFn& fn) {
     }
   }
   if (conn == nullptr) {
-    ASSIGN_OR_RETURN(conn, Connection::Open(path_, /*read_only=*/true));
+    ASSIGN_OR_RETURN(conn, SqliteConnection::Open(path_, /*read_only=*/true));
   }
   // A read transaction keeps every statement of `fn` on one snapshot.
   auto run = [&](absl::string_view sql) -> absl::Status {
@@ -288,6 +312,14 @@ absl::Status Database::Read(const ReadFn& fn) {
     idle_readers_.push_back(std::move(conn));
   }
   return status;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Database>> OpenSqlite(const std::string& path,
+                                                     const std::vector<Migration>& migrations,
+                                                     const Database::Options& options) {
+  return SqliteDatabase::Open(path, migrations, options);
 }
 
 }  // namespace calleval::db

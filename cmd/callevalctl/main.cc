@@ -25,7 +25,7 @@
 #include "cmd/flags.h"
 #include "common/errors.h"
 #include "common/schema.h"
-#include "common/sqlite.h"
+#include "common/database.h"
 #include "edge/json_codec.h"
 #include "nlohmann/json.hpp"
 #include "services/accounts/accounts_store.h"

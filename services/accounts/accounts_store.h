@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/sqlite.h"
+#include "common/database.h"
 
 namespace calleval::accounts {
 

@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "calleval/v1/agents.pb.h"
-#include "common/sqlite.h"
+#include "common/database.h"
 #include "common/url_guard.h"
 #include "services/agents/web_channel.h"
 

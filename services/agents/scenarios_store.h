@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "calleval/v1/agents.pb.h"
-#include "common/sqlite.h"
+#include "common/database.h"
 
 namespace calleval::agents {
 

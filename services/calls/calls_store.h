@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "calleval/v1/calls.pb.h"
-#include "common/sqlite.h"
+#include "common/database.h"
 #include "common/url_guard.h"
 #include "services/calls/recording_signer.h"
 

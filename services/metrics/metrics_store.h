@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "calleval/v1/metrics.pb.h"
-#include "common/sqlite.h"
+#include "common/database.h"
 #include "services/agents/agents_store.h"
 
 namespace calleval::metrics {

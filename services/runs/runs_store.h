@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "calleval/v1/agents.pb.h"
-#include "common/sqlite.h"
+#include "common/database.h"
 
 namespace calleval::runs {
 

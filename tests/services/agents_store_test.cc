@@ -16,7 +16,7 @@
 #include "common/errors.h"
 #include "common/schema.h"
 #include "common/status_macros.h"
-#include "common/sqlite.h"
+#include "common/database.h"
 #include "common/thread_pool.h"
 #include "services/accounts/accounts_store.h"
 #include "services/accounts/authenticator.h"

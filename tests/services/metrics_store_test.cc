@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/schema.h"
-#include "common/sqlite.h"
+#include "common/database.h"
 #include "common/standard_metrics.h"
 #include "services/accounts/accounts_store.h"
 #include "services/agents/agents_store.h"

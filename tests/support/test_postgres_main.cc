@@ -1,0 +1,30 @@
+// The ctest fixture around the test PostgreSQL server (tests/support/test_postgres.h):
+//   test_postgres start DIR   starts a server in DIR (or finds it running)
+//   test_postgres stop DIR    stops it and removes DIR
+
+#include <cstdio>
+#include <string>
+
+#include "tests/support/test_postgres.h"
+
+int main(int argc, char** argv) {
+  if (argc != 3 || (std::string(argv[1]) != "start" && std::string(argv[1]) != "stop")) {
+    std::fprintf(stderr, "usage: test_postgres start|stop DIR\n");
+    return 2;
+  }
+  if (std::string(argv[1]) == "start") {
+    auto server = calleval::testing::TestPostgres::Start(argv[2]);
+    if (!server.ok()) {
+      std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("PostgreSQL for the tests: %s\n", server->AdminUrl().c_str());
+    return 0;
+  }
+  auto stopped = calleval::testing::TestPostgres::Stop(argv[2]);
+  if (!stopped.ok()) {
+    std::fprintf(stderr, "%s\n", stopped.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
