@@ -2,6 +2,7 @@
 """Builds the test corpus: call recordings with exact ground truth, from tests/corpus/calls.json.
 
     python3 make_calls.py --out DIR [--scripts calls.json] [--only ID ...]
+                          [--clip-root NAME=DIR ...]
 
 For every call it writes into DIR:
 
@@ -26,9 +27,25 @@ refuses a script whose timing would sit near one of those thresholds (a same-par
 550 and 850 ms, an overlap between 120 and 280 ms, a silence within 150 ms of 3000 ms), so no
 truth depends on how a detector rounds a boundary.
 
+A turn may play a recorded clip instead of synthesising its text (the real-speech calls, ids
+`real_*`): `"clip": "alsa/Front_Left.wav"` names a file under a clip root (`--clip-root
+alsa=/usr/share/sounds/alsa`, given by CMake: the Debian packages' install paths; nothing is
+downloaded), `text` is what the clip says. The clip is resampled to the call's rate by FFmpeg
+and its speech found by the same 35 dB rule, measured on 10 ms frames every 5 ms (the first and
+last frames within 35 dB of the loudest, refined to their first and last sample at that level),
+so a word-final release or fricative tail 20-30 dB under the peak is speech. It keeps 40 ms of
+its own background before the speech (less where the recording starts sooner) and 80 ms after,
+faded in and out, instead of the 5 ms gate, and is normalised to the same active level as a synthetic line. `speaker` (or the
+script's `agent_speaker`/`user_speaker`) says who speaks in it: agent clips of different
+speakers in a row are a voice change. A turn may barge in: `barge_in_ms` starts its speech that
+many ms after the previous turn's speech start (instead of `gap_ms`), and `stop_ms` cuts the
+previous turn's audio that many ms after this turn's speech start (10 ms fade); the cut turn's
+speech end is measured again, and its `spoken_text` (required) is what it got out, the
+transcript's content. A script may take its turns from another (`turns_of`).
+
 Needs python3 (standard library; audioop, present up to Python 3.12), espeak-ng and ffmpeg.
-The output depends only on the script and those programs' versions; a stamp of both is kept in
-DIR/.stamp so a build regenerates the corpus only when one of them changes.
+The output depends only on the script, those programs' versions and the clips' contents; a stamp
+of them is kept in DIR/.stamp so a build regenerates the corpus only when one of them changes.
 """
 
 import argparse
@@ -38,6 +55,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,6 +71,9 @@ SILENCE_THRESHOLD_MS = 3000
 MIN_OVERLAP_S = 0.2
 ACTIVITY_REL_DB = 35.0
 FADE_S = 0.005
+CLIP_PRE_S = 0.040   # a recorded clip's own background kept before its speech (faded in)
+CLIP_POST_S = 0.080  # and after it (faded out)
+CUT_FADE_S = 0.010   # a barge-in's cut of the interrupted turn
 AGENT_LEVEL_DBFS = -22.0
 USER_LEVEL_DBFS = -24.0
 WIDTH = 2  # bytes per sample: every intermediate is 16-bit PCM
@@ -170,7 +191,90 @@ def make_utterance(text, voice, rate_wpm, sample_rate, level_dbfs):
     head = fade(pcm[head_start * WIDTH:first * WIDTH], True)
     body = pcm[first * WIDTH:(last + 1) * WIDTH]
     tail = fade(pcm[(last + 1) * WIDTH:tail_end * WIDTH], False)
-    return head + body + tail, first - head_start, last + 1 - first, pause
+    return {"pcm": head + body + tail, "lead": first - head_start, "speech": last + 1 - first,
+            "pause": pause, "threshold": threshold}
+
+
+# --- one recorded clip --------------------------------------------------------------------------
+
+def resolve_clip(clip, roots):
+    """The file of a clip named ROOT/relative/path, under the clip root ROOT."""
+    root, _, rest = clip.partition("/")
+    if root not in roots or not rest:
+        raise RuntimeError(f"clip '{clip}': no clip root '{root}' (give --clip-root {root}=DIR)")
+    path = os.path.join(roots[root], rest)
+    if not os.path.isfile(path):
+        raise RuntimeError(f"clip '{clip}': no file {path} (scripts/setup installs the packages "
+                           "the clips come from)")
+    return path
+
+
+def clip_span(pcm, sample_rate, threshold):
+    """(first, last): the first and last frames whose RMS reaches threshold, refined to their
+    first and last sample at that level; None when no frame does."""
+    frame = sample_rate // 100
+    active = [s for s, rms in frame_rms(pcm, sample_rate) if rms >= threshold]
+    if not active:
+        return None
+    samples = memoryview(pcm).cast("h")
+    first = next(i for i in range(active[0], active[0] + frame) if abs(samples[i]) >= threshold)
+    end = min(len(samples), active[-1] + frame)
+    last = next(i for i in range(end - 1, active[-1] - 1, -1) if abs(samples[i]) >= threshold)
+    return first, last
+
+
+def loudest_threshold(pcm, sample_rate):
+    loudest = max(rms for _, rms in frame_rms(pcm, sample_rate))
+    if loudest == 0:
+        raise RuntimeError("clip is silent")
+    return max(1, int(math.ceil(loudest * 10 ** (-ACTIVITY_REL_DB / 20))))
+
+
+def make_clip_utterance(path, sample_rate, level_dbfs):
+    """A recorded clip at the call's rate: its speech by the 35 dB rule, with up to 40 ms of its
+    own background before and 80 ms after (faded), at level_dbfs active level (same dict as
+    make_utterance)."""
+    pcm = run(["ffmpeg", "-nostdin", "-v", "error", "-i", path, "-ac", "1", "-ar",
+               str(sample_rate), "-f", "s16le", "-"])
+    threshold = loudest_threshold(pcm, sample_rate)
+    gain = 10 ** ((level_dbfs - active_level_dbfs(pcm, sample_rate, threshold)) / 20)
+    if audioop.max(pcm, WIDTH) * gain >= 32767:
+        raise RuntimeError(f"{path} would clip at {level_dbfs} dBFS")
+    pcm = audioop.mul(pcm, WIDTH, gain)
+    threshold = loudest_threshold(pcm, sample_rate)
+    first, last = clip_span(pcm, sample_rate, threshold)
+    pre = int(round(CLIP_PRE_S * sample_rate))
+    post = int(round(CLIP_POST_S * sample_rate))
+    n = len(pcm) // WIDTH
+    for _ in range(8):
+        a, b = max(0, first - pre), min(n, last + 1 + post)
+        out = (fade(pcm[a * WIDTH:first * WIDTH], True) + pcm[first * WIDTH:(last + 1) * WIDTH] +
+               fade(pcm[(last + 1) * WIDTH:b * WIDTH], False))
+        # The frame grid starts again at the cut: measure the trimmed clip as it will be placed,
+        # and trim again until its speech span is where it was cut for.
+        span = clip_span(out, sample_rate, threshold)
+        if span == (first - a, last - a):
+            break
+        first, last = a + span[0], a + span[1]
+    else:
+        raise RuntimeError(f"{path}: the speech span does not settle")
+    pause = longest_pause_s(out, sample_rate, first - a, last - a, threshold)
+    return {"pcm": out, "lead": first - a, "speech": last + 1 - first, "pause": pause,
+            "threshold": threshold}
+
+
+def cut_utterance(utterance, cut, sample_rate):
+    """The utterance's audio cut `cut` samples into its pcm (a 10 ms fade before the cut) and its
+    speech end measured again: a barge-in that makes the other party stop."""
+    ramp = int(round(CUT_FADE_S * sample_rate))
+    pcm = utterance["pcm"][:cut * WIDTH]
+    pcm = pcm[:(cut - ramp) * WIDTH] + fade(pcm[(cut - ramp) * WIDTH:], False)
+    span = clip_span(pcm, sample_rate, utterance["threshold"])
+    if span is None or span[0] != utterance["lead"]:
+        raise RuntimeError("a cut would remove the start of the interrupted speech")
+    cut_utt = dict(utterance, pcm=pcm, speech=span[1] + 1 - span[0], truncated=True)
+    cut_utt["pause"] = longest_pause_s(pcm, sample_rate, span[0], span[1], utterance["threshold"])
+    return cut_utt
 
 
 # --- the call -----------------------------------------------------------------------------------
@@ -187,6 +291,12 @@ def expand_turns(script):
 
 
 def voice_of(script, turn):
+    """Who speaks: the espeak-ng voice, or a clip's speaker."""
+    if "clip" in turn:
+        speaker = turn.get("speaker", script.get(f"{turn['role']}_speaker"))
+        if not speaker:
+            raise RuntimeError(f"{script['id']}: clip {turn['clip']} names no speaker")
+        return speaker
     if "voice" in turn:
         return turn["voice"]
     if turn["role"] == "agent":
@@ -195,20 +305,44 @@ def voice_of(script, turn):
 
 
 def place(script, utterances, sample_rate):
-    """Start sample of each utterance's speech on the call's timeline.
+    """Start sample of each utterance's speech on the call's timeline, and the utterances as
+    placed (an utterance cut by a barge-in replaced by its cut).
 
     An entry's gap_ms runs from the latest speech end so far: after a caller's short
-    interjection inside an agent's utterance, the next gap counts from the agent's end.
+    interjection inside an agent's utterance, the next gap counts from the agent's end. An entry
+    with barge_in_ms starts that long after the previous entry's speech start; its stop_ms cuts
+    the previous entry's audio that long after its own start.
     """
-    starts = []
-    latest_end = 0
-    for turn, (_, _, speech, _) in zip(expand_turns(script), utterances):
-        start = latest_end + int(round(turn["gap_ms"] * sample_rate / 1000))
-        if start < 0:
+    utterances = list(utterances)
+    turns = expand_turns(script)
+    starts, ends = [], []
+    for i, turn in enumerate(turns):
+        if "barge_in_ms" in turn:
+            if i == 0 or turns[i - 1]["role"] == turn["role"]:
+                raise RuntimeError(f"{script['id']} turn {i}: a barge-in needs the other party "
+                                   "speaking just before")
+            start = starts[i - 1] + int(round(turn["barge_in_ms"] * sample_rate / 1000))
+        else:
+            start = max(ends, default=0) + int(round(turn["gap_ms"] * sample_rate / 1000))
+        if "stop_ms" in turn:
+            if "barge_in_ms" not in turn:
+                raise RuntimeError(f"{script['id']} turn {i}: stop_ms needs barge_in_ms")
+            cut_at = start + int(round(turn["stop_ms"] * sample_rate / 1000))
+            if cut_at >= ends[i - 1]:
+                raise RuntimeError(f"{script['id']} turn {i}: stop_ms cuts nothing")
+            prev = utterances[i - 1]
+            utterances[i - 1] = cut_utterance(prev, cut_at - (starts[i - 1] - prev["lead"]),
+                                              sample_rate)
+            ends[i - 1] = starts[i - 1] + utterances[i - 1]["speech"]
+        if start - utterances[i]["lead"] < 0:
             raise RuntimeError("an utterance would start before the recording")
         starts.append(start)
-        latest_end = max(latest_end, start + speech)
-    return starts
+        ends.append(start + utterances[i]["speech"])
+    for i, (turn, utterance) in enumerate(zip(turns, utterances)):
+        if bool(utterance.get("truncated")) != ("spoken_text" in turn):
+            raise RuntimeError(f"{script['id']} turn {i}: spoken_text is for a turn cut by a "
+                               "barge-in, and such a turn needs it")
+    return starts, utterances
 
 
 def mix(script, utterances, starts, sample_rate, total):
@@ -216,11 +350,12 @@ def mix(script, utterances, starts, sample_rate, total):
     mono = script.get("layout") == "mono"
     channels = [bytearray(total * WIDTH) for _ in range(1 if mono else 2)]
     agent_channel = script.get("agent_channel", 0)
-    for turn, (pcm, lead, _, _), start in zip(expand_turns(script), utterances, starts):
+    for turn, utterance, start in zip(expand_turns(script), utterances, starts):
         channel = 0 if mono else (agent_channel if turn["role"] == "agent" else 1 - agent_channel)
-        a = (start - lead) * WIDTH
-        b = a + len(pcm)
-        channels[channel][a:b] = audioop.add(bytes(channels[channel][a:b]), pcm, WIDTH)
+        a = (start - utterance["lead"]) * WIDTH
+        b = a + len(utterance["pcm"])
+        channels[channel][a:b] = audioop.add(bytes(channels[channel][a:b]), utterance["pcm"],
+                                             WIDTH)
     return [bytes(c) for c in channels]
 
 
@@ -444,26 +579,47 @@ def check_timing(script, turns, spans):
                     raise RuntimeError(f"{script['id']} turn {i}: overlap {overlap:.3f} s")
 
 
-def build_call(script, out_dir, pool):
+def utterance_key(script, turn):
+    level = AGENT_LEVEL_DBFS if turn["role"] == "agent" else USER_LEVEL_DBFS
+    if "clip" in turn:
+        return ("clip", turn["clip"], level)
+    return (turn["text"], voice_of(script, turn), script[f"{turn['role']}_rate"], level)
+
+
+def check_silences(script, agent, user, duration):
+    """Refuses a stretch of nobody's turn within 150 ms of the silence threshold (call edges
+    included)."""
+    cursor = 0.0
+    for s, e in sorted(agent + user) + [(duration, duration)]:
+        if abs((s - cursor) * 1000 - SILENCE_THRESHOLD_MS) < 150:
+            raise RuntimeError(f"{script['id']}: {s - cursor:.3f} s of silence at {cursor:.3f} s "
+                               "is within 150 ms of the silence threshold")
+        cursor = max(cursor, e)
+
+
+def build_call(script, out_dir, pool, clip_roots, sources):
     sample_rate = 8000 if script.get("codec") == "mulaw8k" else script.get("sample_rate", 16000)
     turns = expand_turns(script)
     jobs = {}  # a repeated line is spoken once
     for turn in turns:
-        level = AGENT_LEVEL_DBFS if turn["role"] == "agent" else USER_LEVEL_DBFS
-        key = (turn["text"], voice_of(script, turn), script[f"{turn['role']}_rate"], level)
-        if key not in jobs:
-            jobs[key] = pool.submit(make_utterance, key[0], key[1], key[2], sample_rate, level)
-    utterances = [jobs[(t["text"], voice_of(script, t), script[f"{t['role']}_rate"],
-                        AGENT_LEVEL_DBFS if t["role"] == "agent" else USER_LEVEL_DBFS)].result()
-                  for t in turns]
-    for turn, (_, _, _, pause) in zip(turns, utterances):
-        if pause >= 0.55:
-            raise RuntimeError(f"{script['id']}: a pause of {pause:.3f} s inside '{turn['text']}'")
-    starts = place(script, utterances, sample_rate)
-    ends = [start + speech for start, (_, _, speech, _) in zip(starts, utterances)]
+        key = utterance_key(script, turn)
+        if key in jobs:
+            continue
+        if "clip" in turn:
+            jobs[key] = pool.submit(make_clip_utterance, resolve_clip(turn["clip"], clip_roots),
+                                    sample_rate, key[2])
+        else:
+            jobs[key] = pool.submit(make_utterance, *key[:3], sample_rate, key[3])
+    utterances = [jobs[utterance_key(script, t)].result() for t in turns]
+    starts, utterances = place(script, utterances, sample_rate)
+    for turn, utterance in zip(turns, utterances):
+        if utterance["pause"] >= 0.55:
+            raise RuntimeError(f"{script['id']}: a pause of {utterance['pause']:.3f} s inside "
+                               f"'{turn['text']}'")
+    ends = [start + u["speech"] for start, u in zip(starts, utterances)]
     tail = int(round(script.get("tail_silence_ms", 800) * sample_rate / 1000))
-    total = max(end + len(pcm) // WIDTH - lead - speech
-                for end, (pcm, lead, speech, _) in zip(ends, utterances)) + tail
+    total = max(end + len(u["pcm"]) // WIDTH - u["lead"] - u["speech"]
+                for end, u in zip(ends, utterances)) + tail
     total = max(total, max(ends) + tail)
     channels = mix(script, utterances, starts, sample_rate, total)
     if script.get("crosstalk_db") is not None:
@@ -493,9 +649,22 @@ def build_call(script, out_dir, pool):
             len(agent) + len(user) != len(turns)):
         raise RuntimeError(f"{script['id']}: a mono call needs one transcript entry per turn")
 
-    transcript = [{"role": ROLE_NAMES[t["role"]], "content": t.get("transcript", t["text"]),
+    check_silences(script, agent, user, duration)
+
+    # A turn cut by a barge-in got out only its spoken_text; the transcript says what was said.
+    said = [t.get("spoken_text", t.get("transcript", t["text"])) for t in turns]
+    transcript = [{"role": ROLE_NAMES[t["role"]], "content": content,
                    "start_time": round(s, 3), "end_time": round(e, 3)}
-                  for t, (s, e) in zip(turns, spans)]
+                  for t, content, (s, e) in zip(turns, said, spans)]
+    utterance_truth = []
+    for t, u, content, (s, e) in zip(turns, utterances, said, spans):
+        entry = {"role": t["role"], "text": t["text"], "spoken_text": content,
+                 "start_s": r4(s), "end_s": r4(e), "truncated": bool(u.get("truncated"))}
+        if "clip" in t:
+            entry.update(clip=t["clip"], speaker=voice_of(script, t))
+        else:
+            entry["voice"] = voice_of(script, t)
+        utterance_truth.append(entry)
     agent_voices = [voice_of(script, t) for i, t in enumerate(turns) if t["role"] == "agent"]
     agent_spans = [sp for t, sp in zip(turns, spans) if t["role"] == "agent"]
     change_points, change_windows = [], []
@@ -540,6 +709,9 @@ def build_call(script, out_dir, pool):
                   "user": [{"start_s": s, "end_s": e} for s, e in user]},
         "voice_change": {"changed": bool(change_points), "change_points_s": change_points,
                          "change_windows_s": change_windows},
+        "utterances": utterance_truth,
+        "clip_sources": {c: {k: v for k, v in sources[c].items() if k != "file"}
+                         for c in sorted({t["clip"] for t in turns if "clip" in t})} or None,
         "definitions": {"turn_merge_ms": 700, "silence_threshold_ms": SILENCE_THRESHOLD_MS,
                         "interruption_min_overlap_ms": 200, "silence_includes_call_edges": True},
     }
@@ -547,7 +719,37 @@ def build_call(script, out_dir, pool):
         json.dump(transcript, f, indent=1)
     with open(os.path.join(out_dir, f"{name}.truth.json"), "w") as f:
         json.dump(truth, f, indent=1)
-    return name, duration
+    return name, duration, truth
+
+
+def clip_sources(scripts, roots):
+    """Every clip the scripts play: its file, its contents' SHA-256 and, where dpkg knows it, the
+    Debian package (and version) that installed it."""
+    clips = sorted({t["clip"] for script in scripts for t in script["turns"] if "clip" in t})
+    sources = {}
+    for clip in clips:
+        path = resolve_clip(clip, roots)
+        with open(path, "rb") as f:
+            sources[clip] = {"file": path, "sha256": hashlib.sha256(f.read()).hexdigest(),
+                             "package": None}
+    if not clips:
+        return sources
+    owners = subprocess.run(["dpkg-query", "-S", *(s["file"] for s in sources.values())],
+                            capture_output=True, text=True) if shutil.which("dpkg-query") else None
+    packages = {}
+    for line in (owners.stdout.splitlines() if owners else []):
+        package, _, file = line.partition(": ")
+        packages[file] = package.split(":")[0]
+    if packages:
+        versions = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Version}\n",
+                                   *sorted(set(packages.values()))],
+                                  capture_output=True, text=True).stdout
+        version_of = dict(line.split(" ", 1) for line in versions.splitlines() if " " in line)
+        for source in sources.values():
+            package = packages.get(source["file"])
+            if package:
+                source["package"] = f"{package} {version_of.get(package, '')}".strip()
+    return sources
 
 
 def main():
@@ -556,16 +758,32 @@ def main():
     parser.add_argument("--out", required=True, help="directory for the generated calls")
     parser.add_argument("--scripts", default=os.path.join(here, "calls.json"))
     parser.add_argument("--only", nargs="*", help="ids of the calls to build (default: all)")
+    parser.add_argument("--clip-root", action="append", default=[], metavar="NAME=DIR",
+                        help="where clips named NAME/... are (repeatable)")
     args = parser.parse_args()
+    roots = {}
+    for root in args.clip_root:
+        name, sep, directory = root.partition("=")
+        if not sep or not name or not directory:
+            parser.error(f"--clip-root {root}: give NAME=DIR")
+        roots[name] = directory
 
     with open(args.scripts) as f:
         scripts = json.load(f)
+    by_id = {script["id"]: script for script in scripts}
+    for script in scripts:
+        if "turns_of" in script:
+            script["turns"] = by_id[script["turns_of"]]["turns"]
     with open(__file__, "rb") as f:
         generator = f.read()
+    sources = clip_sources(scripts, roots)
     stamp = hashlib.sha256(generator + json.dumps(scripts, sort_keys=True).encode() +
-                           tool_versions().encode()).hexdigest()
+                           tool_versions().encode() +
+                           json.dumps({c: s["sha256"] for c, s in sources.items()},
+                                      sort_keys=True).encode()).hexdigest()
     stamp_path = os.path.join(args.out, ".stamp")
     if not args.only and os.path.exists(stamp_path) and open(stamp_path).read() == stamp:
+        os.utime(stamp_path)  # newer than the inputs that woke the build, which changed nothing
         return 0
     os.makedirs(args.out, exist_ok=True)
     if os.path.exists(stamp_path):
@@ -573,8 +791,11 @@ def main():
     wanted = [s for s in scripts if not args.only or s["id"] in args.only]
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         for script in wanted:
-            name, duration = build_call(script, args.out, pool)
-            print(f"{name}: {duration:.1f} s")
+            name, duration, truth = build_call(script, args.out, pool, roots, sources)
+            latencies = [t["latency_ms"] for t in truth["standard_metrics"][0]["result"]["turns"]]
+            print(f"{name}: {duration:.1f} s, {len(truth['turns']['agent'])} agent and "
+                  f"{len(truth['turns']['user'])} caller turns, {len(latencies)} latencies" +
+                  (f" {min(latencies):.0f}-{max(latencies):.0f} ms" if latencies else ""))
     if not args.only:
         with open(stamp_path, "w") as f:
             f.write(stamp)
