@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& url,
   return OpenSqlite(url, migrations, options);
 }
 
-std::string ToPostgresParameters(absl::string_view sql) {
+std::string ToPostgresParameters(absl::string_view sql, int* count) {
   std::string out;
   out.reserve(sql.size() + 16);
   int highest = 0;
@@ -100,6 +100,7 @@ std::string ToPostgresParameters(absl::string_view sql) {
       ++i;
     }
   }
+  if (count != nullptr) *count = highest;
   return out;
 }
 

@@ -178,12 +178,14 @@ class Database {
   virtual const std::string& path() const = 0;
 };
 
-// Runs `fn` in a write transaction and returns what it produced.
+namespace internal {
+// Runs `fn` through `run` (Database::Write or Database::Read) and returns what it produced.
 template <typename T>
-absl::StatusOr<T> WriteResult(Database& db,
-                              const std::function<absl::StatusOr<T>(Connection&)>& fn) {
+absl::StatusOr<T> RunForResult(Database& db,
+                               absl::Status (Database::*run)(const Database::WriteFn&),
+                               const std::function<absl::StatusOr<T>(Connection&)>& fn) {
   std::optional<T> out;
-  absl::Status status = db.Write([&](Connection& c) -> absl::Status {
+  absl::Status status = (db.*run)([&](Connection& c) -> absl::Status {
     auto r = fn(c);
     if (!r.ok()) return r.status();
     out = std::move(r).value();
@@ -192,19 +194,20 @@ absl::StatusOr<T> WriteResult(Database& db,
   if (!status.ok()) return status;
   return std::move(*out);
 }
+}  // namespace internal
 
+// Runs `fn` in a write transaction and returns what it produced.
+template <typename T>
+absl::StatusOr<T> WriteResult(Database& db,
+                              const std::function<absl::StatusOr<T>(Connection&)>& fn) {
+  return internal::RunForResult<T>(db, &Database::Write, fn);
+}
+
+// Runs `fn` in a read-only transaction and returns what it produced.
 template <typename T>
 absl::StatusOr<T> ReadResult(Database& db,
                              const std::function<absl::StatusOr<T>(Connection&)>& fn) {
-  std::optional<T> out;
-  absl::Status status = db.Read([&](Connection& c) -> absl::Status {
-    auto r = fn(c);
-    if (!r.ok()) return r.status();
-    out = std::move(r).value();
-    return absl::OkStatus();
-  });
-  if (!status.ok()) return status;
-  return std::move(*out);
+  return internal::RunForResult<T>(db, &Database::Read, fn);
 }
 
 // The SQLite and PostgreSQL implementations behind Database::Open.
@@ -216,7 +219,7 @@ absl::StatusOr<std::unique_ptr<Database>> OpenPostgres(const std::string& url,
                                                        const Database::Options& options);
 
 // `sql` with SQLite's `?` and `?NNN` parameters written as PostgreSQL's `$n` (string literals,
-// quoted identifiers and comments left alone).
-std::string ToPostgresParameters(absl::string_view sql);
+// quoted identifiers and comments left alone). `count`, when given, receives the highest n.
+std::string ToPostgresParameters(absl::string_view sql, int* count = nullptr);
 
 }  // namespace calleval::db

@@ -12,7 +12,6 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -279,8 +278,12 @@ std::string PgStatement::Text(int column) const {
     case kBoolOid:
       return absl::StrCat(Int64(column));
     case kFloat8Oid:
-    case kFloat4Oid:
-      return absl::StrCat(Double(column));
+    case kFloat4Oid: {
+      // Every digit, as SQLite gives a REAL column's text.
+      char buffer[32];
+      std::snprintf(buffer, sizeof(buffer), "%.17g", Double(column));
+      return buffer;
+    }
     case kNumericOid: {
       const long double value =
           NumericValue(PQgetvalue(r, row_, column), PQgetlength(r, row_, column));
@@ -360,21 +363,8 @@ absl::StatusOr<Statement> PgConnection::Prepare(absl::string_view sql) {
     it->second->set_in_use();
     return Statement(it->second.get());
   }
-  std::string translated = ToPostgresParameters(sql);
-  // The parameter count: the highest $n.
   int params = 0;
-  for (size_t i = 0; i + 1 < translated.size(); ++i) {
-    if (translated[i] != '$' || !std::isdigit(static_cast<unsigned char>(translated[i + 1]))) {
-      continue;
-    }
-    int n = 0;
-    size_t j = i + 1;
-    while (j < translated.size() && std::isdigit(static_cast<unsigned char>(translated[j]))) {
-      n = n * 10 + (translated[j] - '0');
-      ++j;
-    }
-    params = std::max(params, n);
-  }
+  std::string translated = ToPostgresParameters(sql, &params);
   if (it != cache_.end()) {
     return Statement(new PgStatement(this, "", std::move(translated), params, /*owned=*/true));
   }

@@ -381,6 +381,14 @@ TEST(ToPostgresParametersTest, NumbersPlaceholdersAndLeavesQuotesAlone) {
   EXPECT_EQ(ToPostgresParameters("SELECT ? -- why?\n, ? /* ? */"), "SELECT $1 -- why?\n, $2 /* ? */");
 }
 
+TEST(ToPostgresParametersTest, CountsTheHighestParameter) {
+  int count = -1;
+  ToPostgresParameters("SELECT '$9', ?2, ?", &count);
+  EXPECT_EQ(count, 3);
+  ToPostgresParameters("SELECT 1", &count);
+  EXPECT_EQ(count, 0);
+}
+
 TEST(DatabaseUrlTest, UnknownSchemeIsRefused) {
   auto db = Database::Open("mysql://x/y", kSchema);
   EXPECT_EQ(db.status().code(), absl::StatusCode::kInvalidArgument) << db.status();
