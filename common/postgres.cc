@@ -529,6 +529,14 @@ absl::Status PgDatabase::RunTransaction(const char* begin, const WriteFn& fn, bo
   ASSIGN_OR_RETURN(auto conn, Acquire());
   conn->ClearError();
   absl::Status status = conn->Exec(begin);
+  // Pooled connections the server closed (a restart, an idle timeout) fail at BEGIN, before
+  // anything ran on them: each is dropped and the next one tried, down to a fresh connection.
+  for (int tries = 0; !status.ok() && conn->broken() && tries < options_.pool_size; ++tries) {
+    Return(std::move(conn));
+    ASSIGN_OR_RETURN(conn, Acquire());
+    conn->ClearError();
+    status = conn->Exec(begin);
+  }
   if (status.ok()) {
     status = fn(*conn);
     if (status.ok()) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <chrono>
 #include <optional>
 #include <ostream>
 #include <filesystem>
@@ -360,6 +361,64 @@ TEST_F(PostgresTest, ExhaustedPoolWaitsThenAnswersUnavailable) {
   release.Notify();
   holder.join();
   EXPECT_TRUE((*db)->Read([](Connection&) { return absl::OkStatus(); }).ok());
+}
+
+TEST_F(PostgresTest, ConnectionsTheServerClosedAreReplaced) {
+  Database::Options options;
+  options.pool_size = 2;
+  auto db = Database::Open(url_, kSchema, options);
+  ASSERT_TRUE(db.ok()) << db.status();
+  // Two connections into the pool, then the server ends every session of this database.
+  absl::Notification both;
+  std::thread other([&] {
+    (*db)->Read([&](Connection&) {
+           both.WaitForNotification();
+           return absl::OkStatus();
+         })
+        .IgnoreError();
+  });
+  ASSERT_TRUE((*db)->Read([&](Connection&) {
+                    both.Notify();
+                    return absl::OkStatus();
+                  }).ok());
+  other.join();
+  auto server = testing::TestPostgres::Shared();
+  ASSERT_TRUE(server.ok());
+  auto admin = Database::Open((*server)->AdminUrl(), {});
+  ASSERT_TRUE(admin.ok()) << admin.status();
+  // postgresql://user@/NAME?host=...
+  const size_t name_at = url_.find("@/") + 2;
+  const std::string name = url_.substr(name_at, url_.find('?') - name_at);
+  auto terminated = ReadResult<int64_t>(**admin, [&](Connection& c) -> absl::StatusOr<int64_t> {
+    ASSIGN_OR_RETURN(auto st, c.Prepare("SELECT COUNT(pg_terminate_backend(pid)) FROM "
+                                        "pg_stat_activity WHERE datname = ?"));
+    st.Bind(1, name);
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    return row ? st.Int64(0) : -1;
+  });
+  ASSERT_TRUE(terminated.ok()) << terminated.status();
+  ASSERT_EQ(*terminated, 2);
+  // Termination is a signal to each backend: wait until they are gone.
+  for (int i = 0; i < 100; ++i) {
+    auto left = ReadResult<int64_t>(**admin, [&](Connection& c) -> absl::StatusOr<int64_t> {
+      ASSIGN_OR_RETURN(auto st,
+                       c.Prepare("SELECT COUNT(*) FROM pg_stat_activity WHERE datname = ?"));
+      st.Bind(1, name);
+      ASSIGN_OR_RETURN(bool row, st.Step());
+      return row ? st.Int64(0) : -1;
+    });
+    ASSERT_TRUE(left.ok()) << left.status();
+    if (*left == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // Every request still succeeds: each dead connection is noticed at BEGIN and replaced.
+  for (int i = 0; i < 3; ++i) {
+    absl::Status s = (*db)->Read([](Connection& c) -> absl::Status {
+      ASSIGN_OR_RETURN(auto st, c.Prepare("SELECT 1"));
+      return st.Run();
+    });
+    EXPECT_TRUE(s.ok()) << s;
+  }
 }
 
 TEST_F(PostgresTest, StatementTimeoutCancels) {
