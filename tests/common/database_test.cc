@@ -16,16 +16,19 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "common/schema.h"
 #include "common/status_macros.h"
 #include "tests/support/test_postgres.h"
 
 namespace calleval::db {
-namespace {
 
-// Test names say the backend.
+// Test names say the backend (found by argument-dependent lookup: not in the anonymous
+// namespace).
 void PrintTo(Backend backend, std::ostream* os) {
   *os << (backend == Backend::kSqlite ? "sqlite" : "postgres");
 }
+
+namespace {
 
 class DatabaseTest : public ::testing::TestWithParam<Backend> {
  protected:
@@ -306,6 +309,53 @@ TEST_P(DatabaseTest, SqlErrorIsReportedNotFatal) {
   // The connection (or the pool) still works afterwards.
   EXPECT_TRUE(Insert(*db, "after").ok());
   EXPECT_EQ(Count(*db), 1);
+}
+
+// The service's schema (common/schema.cc) opens on both backends, with the same behaviour where
+// the stores depend on it: custom metric ids start at 101, and deleting an agent removes its
+// metric links.
+TEST_P(DatabaseTest, ServiceSchemaMigratesOnBothBackends) {
+  auto db = Open(SchemaMigrations());
+  ASSERT_TRUE(db);
+  auto again = Open(SchemaMigrations());  // nothing applied twice
+  ASSERT_TRUE(again);
+  auto metric_id = WriteResult<int64_t>(*db, [](Connection& c) -> absl::StatusOr<int64_t> {
+    ASSIGN_OR_RETURN(auto ws, c.Prepare("INSERT INTO workspaces (name, credit_balance, created_at) "
+                                        "VALUES ('w', 10, 'now')"));
+    RETURN_IF_ERROR(ws.Run());
+    const int64_t workspace = c.LastInsertRowId();
+    ASSIGN_OR_RETURN(auto agent,
+                     c.Prepare("INSERT INTO agents (workspace_id, name, agent_source, "
+                               "call_directions, max_call_duration_seconds, created_at, "
+                               "updated_at) VALUES (?, 'a', 'internal', '[]', 60, 'now', 'now')"));
+    agent.Bind(1, workspace);
+    RETURN_IF_ERROR(agent.Run());
+    const int64_t agent_id = c.LastInsertRowId();
+    ASSIGN_OR_RETURN(auto metric,
+                     c.Prepare("INSERT INTO metrics (workspace_id, name, name_key, metrics_type, "
+                               "result_type, credit_cost, definition, created_at, updated_at) "
+                               "VALUES (?, 'm', 'm', 'llm_judge', 'boolean', 1, ?, 'now', 'now')"));
+    metric.Bind(1, workspace).BindBlob(2, std::string("\x00\x01", 2));
+    RETURN_IF_ERROR(metric.Run());
+    const int64_t metric_id = c.LastInsertRowId();
+    ASSIGN_OR_RETURN(auto link,
+                     c.Prepare("INSERT INTO metric_agents (metric_id, agent_id) VALUES (?, ?)"));
+    link.Bind(1, metric_id).Bind(2, agent_id);
+    RETURN_IF_ERROR(link.Run());
+    ASSIGN_OR_RETURN(auto remove, c.Prepare("DELETE FROM agents WHERE id = ?"));
+    remove.Bind(1, agent_id);
+    RETURN_IF_ERROR(remove.Run());
+    return metric_id;
+  });
+  ASSERT_TRUE(metric_id.ok()) << metric_id.status();
+  EXPECT_EQ(*metric_id, 101);
+  auto links = ReadResult<int64_t>(*db, [](Connection& c) -> absl::StatusOr<int64_t> {
+    ASSIGN_OR_RETURN(auto st, c.Prepare("SELECT COUNT(*) FROM metric_agents"));
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    return row ? st.Int64(0) : -1;
+  });
+  ASSERT_TRUE(links.ok()) << links.status();
+  EXPECT_EQ(*links, 0);
 }
 
 std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
