@@ -5,8 +5,10 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -15,8 +17,10 @@
 #include <string_view>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "calleval/v1/accounts.grpc.pb.h"
 #include "calleval/v1/agents.grpc.pb.h"
 #include "calleval/v1/calls.grpc.pb.h"
@@ -63,6 +67,24 @@ constexpr int kStoreThreads = 32;
 
 bool HasRole(const ServerConfig& config, const std::string& role) {
   return config.roles.count(role) > 0;
+}
+
+// This process's lease holder id: --lease-holder, else <hostname>/<roles> (stable across a
+// restart of the process, in a container too; distinct for the pods of a deployment).
+std::string LeaseHolderOf(const ServerConfig& config) {
+  if (!config.lease_holder.empty()) return config.lease_holder;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+    std::snprintf(host, sizeof(host), "localhost");
+  }
+  std::string holder = absl::StrCat(host, "/", absl::StrJoin(config.roles, ","));
+  for (char& c : holder) {
+    if (c == ':' || absl::ascii_isspace(static_cast<unsigned char>(c)) ||
+        absl::ascii_iscntrl(static_cast<unsigned char>(c))) {
+      c = '_';
+    }
+  }
+  return holder;
 }
 
 absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& addr) {
@@ -542,6 +564,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   }
   s->calls_store = std::make_unique<calls::CallsStore>(
       s->database.get(), AgentLookupFor(s->agents_store.get()), calls_options);
+  // Carried by the lease tokens this process takes (analysis, transcription, runs).
+  const std::string holder = LeaseHolderOf(config);
 
   // Services of the roles run here, on gRPC and (for the edge) as direct handlers.
   if (HasRole(config, "accounts")) {
@@ -556,6 +580,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     // installation shares the data dir.
     runs::RunWorkers::Options run_options;
     run_options.workers = config.run_workers;
+    run_options.holder = holder;
     agents::ScenariosStore* scenarios = s->scenarios_store.get();
     agents::AgentsStore* agents_store = s->agents_store.get();
     calls::CallsStore* calls_store = s->calls_store.get();
@@ -623,22 +648,35 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
         });
   }
   if (HasRole(config, "scoring")) {
-    // A lease outlives any analysis by far (an hour of audio takes seconds); attempts bound
-    // a call that keeps killing its worker.
+    // Leases are short and renewed by each worker pool's heartbeat while the work runs, so a
+    // dead worker's call is taken over within a lease; attempts bound a call that keeps killing
+    // its worker. The tokens carry this process's holder id: what its previous life held
+    // (SIGKILL, OOM) is given back before the workers lease anything.
     // Leased from the calls role: directly when it runs here or when no address is given
     // (with SQLite all roles share the data dir), over gRPC otherwise.
+    absl::StatusOr<int> released;
     if (HasRole(config, "calls") || config.calls_addr.empty()) {
       s->analysis_queue = std::make_unique<scoring::StoreAnalysisQueue>(
-          s->calls_store.get(), config.analysis_lease, /*max_attempts=*/3);
+          s->calls_store.get(), config.analysis_lease, /*max_attempts=*/3, holder);
       s->transcription_queue = std::make_unique<scoring::StoreTranscriptionQueue>(
-          s->calls_store.get(), config.transcription_lease, /*max_attempts=*/3);
+          s->calls_store.get(), config.transcription_lease, /*max_attempts=*/3, holder);
+      released = s->calls_store->ReleaseLeasesOf(holder);
     } else {
       std::shared_ptr<grpc::Channel> calls =
           CreateInternalChannel(config.calls_addr, internal_credential);
       s->analysis_queue = std::make_unique<scoring::GrpcAnalysisQueue>(
-          calls, config.analysis_lease, /*max_attempts=*/3);
+          calls, config.analysis_lease, /*max_attempts=*/3, holder);
       s->transcription_queue = std::make_unique<scoring::GrpcTranscriptionQueue>(
-          calls, config.transcription_lease, /*max_attempts=*/3);
+          calls, config.transcription_lease, /*max_attempts=*/3, holder);
+      released = scoring::ReleaseHolderLeasesOverGrpc(calls, holder);
+    }
+    if (!released.ok()) {
+      // Not fatal: those leases expire on their own within a lease.
+      std::cerr << "calleval: could not give back the leases of " << holder << ": "
+                << released.status() << "\n";
+    } else if (*released > 0) {
+      std::cerr << "calleval: gave back " << *released << " leases held by " << holder
+                << " before the restart\n";
     }
     // Speech-to-text runs on its own workers: a recording takes about a tenth of its length
     // to transcribe, and the audio metrics of other calls must not wait behind it.
@@ -768,7 +806,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     RegisterDirectHandlers(*s);
     s->invoker_slot.target.store(s->direct_invoker.get());
   }
-  if (s->run_workers) s->run_workers->Start();
+  if (s->run_workers) {
+    // What this holder's previous life held resumes at once rather than after its lease.
+    absl::StatusOr<int> released = s->runs_store->ReleaseLeasesOf(holder);
+    if (!released.ok()) {
+      std::cerr << "calleval: could not give back the run leases of " << holder << ": "
+                << released.status() << "\n";
+    } else if (*released > 0) {
+      std::cerr << "calleval: gave back " << *released << " run leases held by " << holder
+                << " before the restart\n";
+    }
+    s->run_workers->Start();
+  }
   s->ready.store(true);
   if (s->grpc_server) {
     for (const std::string& name : s->health_names) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cmd/flags.h"
+#include "common/lease_heartbeat.h"
 #include "common/status_macros.h"
 #include "common/url_guard.h"
 
@@ -92,7 +93,24 @@ const std::vector<Flag>& Flags() {
       IntFlag("workers", "N", &ServerConfig::workers, 0, 256,
               "scoring workers (threads) of the scoring role; 0: one per core"),
       SecondsFlag("analysis-lease-seconds", &ServerConfig::analysis_lease, 1,
-                  "how long a scoring worker holds a call before another may take it over"),
+                  "how long a scoring worker's lease on a call lasts; renewed every third of "
+                  "it while the call is scored, so a dead worker's call is taken over within it"),
+      [] {
+        Flag flag = StringFlag("lease-holder", "ID", &ServerConfig::lease_holder,
+                               "this process's lease holder id, carried by its lease tokens; a "
+                               "restart releases every lease its previous life held (no ':' or "
+                               "spaces)",
+                               "<hostname>/<roles>");
+        flag.set = [](absl::string_view v, ServerConfig* c) -> absl::Status {
+          if (!v.empty()) {
+            absl::Status valid = ValidateLeaseHolder(v);
+            if (!valid.ok()) return cli::UsageError(valid.message());
+          }
+          c->lease_holder = std::string(v);
+          return absl::OkStatus();
+        };
+        return flag;
+      }(),
       IntFlag("http-threads", "N", &ServerConfig::http_threads, 1, 64, "edge I/O threads"),
       IntFlag("max-body-bytes", "BYTES", &ServerConfig::max_body_bytes, 1024,
               std::numeric_limits<int64_t>::max(), "request body limit (413 beyond)"),
@@ -168,8 +186,8 @@ const std::vector<Flag>& Flags() {
               "recordings the scoring role transcribes at once (one core each, and a model's "
               "memory with the embedded recognizer); 0: none here, another scoring process must"),
       SecondsFlag("transcription-lease-seconds", &ServerConfig::transcription_lease, 1,
-                  "how long a transcription worker holds a recording before another may take it "
-                  "over"),
+                  "how long a transcription worker's lease on a recording lasts; renewed every "
+                  "third of it while the recording is transcribed"),
       StringFlag("agent-ca-file", "FILE", &ServerConfig::agent_ca_file,
                  "PEM certificate authorities trusted, besides the system's, when runs dial "
                  "wss:// agents"),

@@ -63,8 +63,13 @@ struct ServerConfig {
   int rate_limit_burst = 0;
   int64_t max_recording_bytes = int64_t{512} << 20;
   absl::Duration download_timeout = absl::Minutes(5);
-  // How long a scoring worker holds a call before another may take it over.
-  absl::Duration analysis_lease = absl::Minutes(10);
+  // How long a scoring worker's lease on a call lasts; the worker renews it every third of
+  // that while it scores (a heartbeat), so a dead worker's call is taken over within it.
+  absl::Duration analysis_lease = absl::Seconds(30);
+  // This process's lease holder id, carried by the lease tokens it takes: a restart releases
+  // every lease of its previous life at once. Empty: <hostname>/<roles>. Processes sharing a
+  // database on one host with the same roles need distinct ones.
+  std::string lease_holder;
   // The code sandbox (docs/api.md §6): bubblewrap and Debian's python3 (which must live under /usr,
   // the only tree mounted in the sandbox).
   std::string sandbox_bwrap = "/usr/bin/bwrap";
@@ -98,9 +103,10 @@ struct ServerConfig {
   std::string tts_api_key;
   std::string tts_model = "tts-1";
   std::string tts_voice = "alloy";
-  // How long a transcription worker holds a recording before another may take it over (an
-  // hour of audio takes about 6 minutes with the embedded recognizer).
-  absl::Duration transcription_lease = absl::Minutes(30);
+  // How long a transcription worker's lease on a recording lasts, renewed like the analysis
+  // lease while it transcribes (an hour of audio takes about 6 minutes with the embedded
+  // recognizer, which the heartbeat covers).
+  absl::Duration transcription_lease = absl::Seconds(30);
 };
 
 // Parses `serve` flags (argv after the subcommand) over the environment's CALLEVAL_* values.

@@ -100,7 +100,8 @@ grpc::ServerUnaryReactor* CallsService::LeaseAnalysis(grpc::CallbackServerContex
       context, pool_, internal_credential_, [this, request, response]() -> absl::Status {
         ASSIGN_OR_RETURN(std::optional<AnalysisJob> job,
                          store_->LeaseAnalysis(absl::Seconds(std::max(1, request->lease_seconds())),
-                                               std::max(1, request->max_attempts())));
+                                               std::max(1, request->max_attempts()),
+                                               request->holder()));
         if (job) *response->mutable_job() = ToProto(*job);
         return absl::OkStatus();
       });
@@ -150,7 +151,7 @@ grpc::ServerUnaryReactor* CallsService::LeaseTranscription(
         ASSIGN_OR_RETURN(
             std::optional<TranscriptionJob> job,
             store_->LeaseTranscription(absl::Seconds(std::max(1, request->lease_seconds())),
-                                       std::max(1, request->max_attempts())));
+                                       std::max(1, request->max_attempts()), request->holder()));
         if (job) *response->mutable_job() = ToProto(*job);
         return absl::OkStatus();
       });
@@ -180,6 +181,35 @@ grpc::ServerUnaryReactor* CallsService::ReleaseTranscription(
   return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
     return store_->ReleaseTranscription(request->call_id(), request->token());
   });
+}
+
+grpc::ServerUnaryReactor* CallsService::RenewAnalysisLease(grpc::CallbackServerContext* context,
+                                                           const v1::RenewLeaseRequest* request,
+                                                           google::protobuf::Empty* response) {
+  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
+    return store_->RenewAnalysisLease(request->call_id(), request->token(),
+                                      absl::Seconds(std::max(1, request->lease_seconds())));
+  });
+}
+
+grpc::ServerUnaryReactor* CallsService::RenewTranscriptionLease(
+    grpc::CallbackServerContext* context, const v1::RenewLeaseRequest* request,
+    google::protobuf::Empty* response) {
+  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
+    return store_->RenewTranscriptionLease(request->call_id(), request->token(),
+                                           absl::Seconds(std::max(1, request->lease_seconds())));
+  });
+}
+
+grpc::ServerUnaryReactor* CallsService::ReleaseHolderLeases(
+    grpc::CallbackServerContext* context, const v1::ReleaseHolderLeasesRequest* request,
+    v1::ReleaseHolderLeasesResponse* response) {
+  return RunInternalUnary(
+      context, pool_, internal_credential_, [this, request, response]() -> absl::Status {
+        ASSIGN_OR_RETURN(int released, store_->ReleaseLeasesOf(request->holder()));
+        response->set_released(released);
+        return absl::OkStatus();
+      });
 }
 
 v1::AnalysisJob ToProto(const AnalysisJob& job) {

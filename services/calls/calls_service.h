@@ -53,6 +53,15 @@ class CallsService final : public v1::Calls::CallbackService {
                                             const v1::ReleaseAnalysisRequest* request,
                                             google::protobuf::Empty* response) override;
   // The transcription queue, likewise.
+  grpc::ServerUnaryReactor* RenewAnalysisLease(grpc::CallbackServerContext* context,
+                                               const v1::RenewLeaseRequest* request,
+                                               google::protobuf::Empty* response) override;
+  grpc::ServerUnaryReactor* RenewTranscriptionLease(grpc::CallbackServerContext* context,
+                                                    const v1::RenewLeaseRequest* request,
+                                                    google::protobuf::Empty* response) override;
+  grpc::ServerUnaryReactor* ReleaseHolderLeases(grpc::CallbackServerContext* context,
+                                                const v1::ReleaseHolderLeasesRequest* request,
+                                                v1::ReleaseHolderLeasesResponse* response) override;
   grpc::ServerUnaryReactor* LeaseTranscription(grpc::CallbackServerContext* context,
                                                const v1::LeaseTranscriptionRequest* request,
                                                v1::LeaseTranscriptionResponse* response) override;

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/errors.h"
+#include "common/lease_heartbeat.h"
 #include "common/pagination.h"
 #include "common/standard_metrics.h"
 #include "common/status_macros.h"
@@ -655,8 +656,9 @@ absl::Status CallsStore::FailRecording(int64_t call_id, absl::string_view messag
 }
 
 absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseAnalysis(absl::Duration lease,
-                                                                     int max_attempts) {
-  ASSIGN_OR_RETURN(std::optional<AnalysisJob> job, LeaseNext(lease, max_attempts));
+                                                                     int max_attempts,
+                                                                     absl::string_view holder) {
+  ASSIGN_OR_RETURN(std::optional<AnalysisJob> job, LeaseNext(lease, max_attempts, holder));
   if (!job) return job;
   // Outside the write transaction: the definitions and the agent come from other stores.
   const int64_t workspace_id = job->call.client_id();
@@ -677,7 +679,8 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseAnalysis(absl::Durat
 }
 
 absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseNext(absl::Duration lease,
-                                                                 int max_attempts) {
+                                                                 int max_attempts,
+                                                                 absl::string_view holder) {
   const int64_t now = NowUnixSeconds();
   return db::WriteResult<std::optional<AnalysisJob>>(
       *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<AnalysisJob>> {
@@ -744,7 +747,7 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseNext(absl::Duration 
           }
           AnalysisJob job;
           job.call_id = id;
-          job.token = HexEncode(RandomBytes(16));
+          job.token = LeaseToken(holder);
           job.attempts = attempts + 1;
           job.planned_metric_ids = planned;
           ASSIGN_OR_RETURN(auto lease_stmt,
@@ -929,7 +932,7 @@ absl::Status CallsStore::RecordAudioStage(
 }
 
 absl::StatusOr<std::optional<TranscriptionJob>> CallsStore::LeaseTranscription(
-    absl::Duration lease, int max_attempts) {
+    absl::Duration lease, int max_attempts, absl::string_view holder) {
   const int64_t now = NowUnixSeconds();
   return db::WriteResult<std::optional<TranscriptionJob>>(
       *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<TranscriptionJob>> {
@@ -960,7 +963,7 @@ absl::StatusOr<std::optional<TranscriptionJob>> CallsStore::LeaseTranscription(
           }
           TranscriptionJob job;
           job.call_id = id;
-          job.token = HexEncode(RandomBytes(16));
+          job.token = LeaseToken(holder);
           job.attempts = attempts + 1;
           job.recording_path = RecordingPath(id);
           job.has_provided_transcript = next.Int64(2) != 0;
@@ -1019,6 +1022,67 @@ absl::Status CallsStore::ReleaseTranscription(int64_t call_id, absl::string_view
                                "MAX(0, transcription_attempts - 1) WHERE id = ?"));
     update.Bind(1, call_id);
     return update.Run();
+  });
+}
+
+absl::Status CallsStore::RenewAnalysisLease(int64_t call_id, absl::string_view token,
+                                            absl::Duration lease) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto update,
+                     c.Prepare("UPDATE calls SET analysis_lease_until = ? WHERE id = ? AND "
+                               "analysis_token = ? AND analysis_status IN ('processing', "
+                               "'computed')"));
+    update.Bind(1, NowUnixSeconds() + absl::ToInt64Seconds(lease)).Bind(2, call_id);
+    update.Bind(3, token);
+    RETURN_IF_ERROR(update.Run());
+    if (c.Changes() == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the analysis lease of call ", call_id, " is no longer held"));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CallsStore::RenewTranscriptionLease(int64_t call_id, absl::string_view token,
+                                                 absl::Duration lease) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto update,
+                     c.Prepare("UPDATE calls SET transcription_lease_until = ? WHERE id = ? AND "
+                               "transcription_token = ? AND transcription_status = "
+                               "'processing'"));
+    update.Bind(1, NowUnixSeconds() + absl::ToInt64Seconds(lease)).Bind(2, call_id);
+    update.Bind(3, token);
+    RETURN_IF_ERROR(update.Run());
+    if (c.Changes() == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the transcription lease of call ", call_id, " is no longer held"));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<int> CallsStore::ReleaseLeasesOf(absl::string_view holder) {
+  RETURN_IF_ERROR(ValidateLeaseHolder(holder));
+  const std::string prefix = LeaseTokenPrefix(holder);
+  return db::WriteResult<int>(*db_, [&](db::Connection& c) -> absl::StatusOr<int> {
+    // A prefix compared exactly (no LIKE: a holder id may contain '%' or '_').
+    ASSIGN_OR_RETURN(auto analysis,
+                     c.Prepare("UPDATE calls SET analysis_token = NULL, analysis_lease_until = 0 "
+                               "WHERE analysis_token IS NOT NULL AND substr(analysis_token, 1, "
+                               "length(?)) = ? AND analysis_status IN ('processing', "
+                               "'computed')"));
+    analysis.Bind(1, prefix).Bind(2, prefix);
+    RETURN_IF_ERROR(analysis.Run());
+    int released = static_cast<int>(c.Changes());
+    ASSIGN_OR_RETURN(auto transcription,
+                     c.Prepare("UPDATE calls SET transcription_token = NULL, "
+                               "transcription_lease_until = 0 WHERE transcription_token IS NOT "
+                               "NULL AND substr(transcription_token, 1, length(?)) = ? AND "
+                               "transcription_status = 'processing'"));
+    transcription.Bind(1, prefix).Bind(2, prefix);
+    RETURN_IF_ERROR(transcription.Run());
+    released += static_cast<int>(c.Changes());
+    return released;
   });
 }
 

@@ -145,7 +145,14 @@ class CallsStore {
   // The first lease reserves the planned metrics' credits (a short balance ends the call
   // skipped with insufficient_credits, charging nothing); a call that was leased
   // `max_attempts` times without a report ends failed.
-  absl::StatusOr<std::optional<AnalysisJob>> LeaseAnalysis(absl::Duration lease, int max_attempts);
+  // The job's token carries `holder` (common/lease_heartbeat.h LeaseToken) so that a restart
+  // of that process can give the lease back (ReleaseLeasesOf).
+  absl::StatusOr<std::optional<AnalysisJob>> LeaseAnalysis(absl::Duration lease, int max_attempts,
+                                                           absl::string_view holder = "");
+  // Extends the lease held with `token` to `lease` from now (the worker's heartbeat). A lease
+  // no longer held (reported, released, or expired and taken by another worker) is refused
+  // with kFailedPrecondition: the worker abandons the job.
+  absl::Status RenewAnalysisLease(int64_t call_id, absl::string_view token, absl::Duration lease);
   // Stores the results of a lease (`token` must be the current one: a stale report is
   // refused with kFailedPrecondition) and completes the call. Metrics that did not complete
   // are refunded, each at most once.
@@ -172,8 +179,11 @@ class CallsStore {
   // started (so a call skipped for credits is never transcribed), oldest first, or one whose
   // transcription lease expired. A call leased `max_attempts` times without a report ends with
   // transcription_status failed (the call itself goes on).
-  absl::StatusOr<std::optional<TranscriptionJob>> LeaseTranscription(absl::Duration lease,
-                                                                     int max_attempts);
+  absl::StatusOr<std::optional<TranscriptionJob>> LeaseTranscription(
+      absl::Duration lease, int max_attempts, absl::string_view holder = "");
+  // The transcription lease's heartbeat, like RenewAnalysisLease.
+  absl::Status RenewTranscriptionLease(int64_t call_id, absl::string_view token,
+                                       absl::Duration lease);
   // Stores the generated transcript (transcription_status completed); a call without a
   // provided transcript shows it as its transcript with transcript_source "generated".
   absl::Status RecordTranscription(int64_t call_id, absl::string_view token,
@@ -183,13 +193,21 @@ class CallsStore {
                                  absl::string_view message);
   absl::Status ReleaseTranscription(int64_t call_id, absl::string_view token);
 
+  // A process restarting gives back what its previous life held: every analysis and
+  // transcription lease whose token carries `holder` expires now (the token is cleared, so a
+  // late report of the dead process is refused), and the calls are handed out again at once.
+  // The attempt counts (a call that keeps killing its worker still ends failed). Answers how
+  // many leases were given back.
+  absl::StatusOr<int> ReleaseLeasesOf(absl::string_view holder);
+
   // The stored recording of a call (no workspace check: the caller verified a signed link).
   absl::StatusOr<RecordingFile> GetRecordingFile(int64_t call_id);
   std::string RecordingPath(int64_t call_id) const;
 
  private:
   // The lease itself, in one write transaction.
-  absl::StatusOr<std::optional<AnalysisJob>> LeaseNext(absl::Duration lease, int max_attempts);
+  absl::StatusOr<std::optional<AnalysisJob>> LeaseNext(absl::Duration lease, int max_attempts,
+                                                       absl::string_view holder);
 
   db::Database* db_;
   AgentLookup agents_;

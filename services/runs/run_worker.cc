@@ -53,6 +53,10 @@ bool RunPassed(const v1::Call& call, const std::vector<v1::Metric>& definitions)
 }
 
 void RunWorkers::Start() {
+  if (options_.lease > absl::ZeroDuration()) {
+    heartbeat_ =
+        std::make_unique<LeaseHeartbeat>("runs", LeaseHeartbeat::IntervalFor(options_.lease));
+  }
   workers_.Start(options_.workers, options_.poll_interval, [this] { return WorkOnce(); });
 }
 
@@ -202,7 +206,7 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
   return call->id();
 }
 
-std::optional<RunOutcome> RunWorkers::Execute(RunJob& job) {
+std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat::Held* held) {
   const RunDependencies& deps = options_.deps;
   absl::StatusOr<v1::Scenario> scenario = deps.scenario(job.workspace_id, job.scenario_id);
   if (!scenario.ok()) return Failed(absl::StrCat("scenario ", job.scenario_id, " is gone"));
@@ -249,11 +253,11 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job) {
     }
   }
 
-  // Wait for the call to be scored, renewing the lease meanwhile.
+  // Wait for the call to be scored (the heartbeat renews the lease meanwhile).
   const absl::Time give_up = absl::Now() + options_.scoring_timeout;
-  absl::Time renew_at = absl::Now() + options_.lease / 2;
   while (true) {
     if (workers_.stopping()) return std::nullopt;
+    if (held != nullptr && held->lost()) return std::nullopt;
     absl::StatusOr<v1::Call> call =
         deps.call(job.workspace_id, absl::StrCat(*job.call_id));
     if (!call.ok()) return Failed(absl::StrCat("the run's call is gone: ", call.status().message()));
@@ -278,23 +282,33 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job) {
                                  call->failure_message()));
     }
     if (absl::Now() >= give_up) return Failed("the run's call was not scored in time");
-    if (absl::Now() >= renew_at) {
-      (void)store_->Renew(job.run_id, job.token, options_.lease);
-      renew_at = absl::Now() + options_.lease / 2;
-    }
     absl::SleepFor(absl::Milliseconds(50));
   }
 }
 
 bool RunWorkers::WorkOnce() {
-  auto job = store_->Lease(options_.lease, options_.max_attempts);
+  auto job = store_->Lease(options_.lease, options_.max_attempts, options_.holder);
   if (!job.ok()) {
     std::cerr << "runs: lease failed: " << job.status() << "\n";
     return false;
   }
   if (!job->has_value()) return false;
   RunJob& leased = **job;
-  std::optional<RunOutcome> outcome = Execute(leased);
+  // Renewed until reported.
+  std::unique_ptr<LeaseHeartbeat::Held> held;
+  if (heartbeat_) {
+    const int64_t run_id = leased.run_id;
+    const std::string token = leased.token;
+    held = heartbeat_->Hold([this, run_id, token] {
+      return store_->Renew(run_id, token, options_.lease);
+    });
+  }
+  std::optional<RunOutcome> outcome = Execute(leased, held.get());
+  if (held && held->lost()) {
+    // The lease expired and another worker took the run: its report would be refused.
+    std::cerr << "runs: run " << leased.run_id << ": lease lost, outcome dropped\n";
+    return true;
+  }
   absl::Status reported = outcome ? store_->Finish(leased.run_id, leased.token, *outcome)
                                   : store_->Release(leased.run_id, leased.token);
   if (!reported.ok()) std::cerr << "runs: run " << leased.run_id << ": " << reported << "\n";

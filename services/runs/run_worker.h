@@ -20,6 +20,7 @@
 #include "calleval/v1/calls.pb.h"
 #include "calleval/v1/metrics.pb.h"
 #include "common/llm_client.h"
+#include "common/lease_heartbeat.h"
 #include "common/polling_workers.h"
 #include "common/url_guard.h"
 #include "services/agents/web_channel.h"
@@ -72,8 +73,12 @@ class RunWorkers {
   struct Options {
     int workers = 2;
     absl::Duration poll_interval = absl::Seconds(1);
-    absl::Duration lease = absl::Minutes(10);
+    // A run's lease; the pool's heartbeat renews every lease it holds every third of this, so
+    // a dead worker's run is taken over within it.
+    absl::Duration lease = absl::Seconds(30);
     int max_attempts = 3;
+    // This process's lease holder id, carried by the tokens it takes (RunsStore::Lease).
+    std::string holder;
     // How long a run waits for its call to be scored before it fails.
     absl::Duration scoring_timeout = absl::Minutes(30);
     RunDependencies deps;
@@ -85,13 +90,17 @@ class RunWorkers {
   // Wakes a worker now (a run was queued).
   void Notify() { workers_.Notify(); }
   // Stops leasing; runs in progress give their lease back and resume on the next start.
-  void Stop() { workers_.Stop(); }
+  void Stop() {
+    workers_.Stop();
+    if (heartbeat_) heartbeat_->Stop();
+  }
 
  private:
   // Leases one run and holds it to its end; false when none was queued.
   bool WorkOnce();
-  // Runs one leased job to its end; nullopt when it was interrupted by Stop() (released).
-  std::optional<RunOutcome> Execute(RunJob& job);
+  // Runs one leased job to its end; nullopt when it was interrupted by Stop() (released) or
+  // its lease was lost (`held`, may be null).
+  std::optional<RunOutcome> Execute(RunJob& job, const LeaseHeartbeat::Held* held);
   // Holds the conversation of a text run and ingests it; the call's id.
   absl::StatusOr<int64_t> TextRun(const RunJob& job, const v1::Scenario& scenario,
                                   const v1::Agent& agent, std::string* end_reason);
@@ -102,6 +111,8 @@ class RunWorkers {
 
   RunsStore* store_;
   Options options_;
+  // Renews the leases of the runs in progress (one thread for the pool).
+  std::unique_ptr<LeaseHeartbeat> heartbeat_;
   PollingWorkers workers_;
 };
 

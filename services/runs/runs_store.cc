@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/errors.h"
+#include "common/lease_heartbeat.h"
 #include "common/pagination.h"
 #include "common/status_macros.h"
 
@@ -269,7 +270,8 @@ absl::StatusOr<v1::BatchRun> RunsStore::GetBatch(int64_t workspace_id, int64_t i
   });
 }
 
-absl::StatusOr<std::optional<RunJob>> RunsStore::Lease(absl::Duration lease, int max_attempts) {
+absl::StatusOr<std::optional<RunJob>> RunsStore::Lease(absl::Duration lease, int max_attempts,
+                                                       absl::string_view holder) {
   const int64_t now = NowUnixSeconds();
   return db::WriteResult<std::optional<RunJob>>(
       *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<RunJob>> {
@@ -305,7 +307,7 @@ absl::StatusOr<std::optional<RunJob>> RunsStore::Lease(absl::Duration lease, int
             RETURN_IF_ERROR(end.Run());
             continue;
           }
-          job.token = HexEncode(RandomBytes(16));
+          job.token = LeaseToken(holder);
           job.attempts = attempts + 1;
           ASSIGN_OR_RETURN(auto lease_stmt,
                            c.Prepare("UPDATE runs SET status = 'in_progress', lease_token = ?, "
@@ -374,6 +376,20 @@ absl::Status RunsStore::Release(int64_t run_id, absl::string_view token) {
                                "MAX(0, attempts - 1) WHERE id = ?"));
     stmt.Bind(1, run_id);
     return stmt.Run();
+  });
+}
+
+absl::StatusOr<int> RunsStore::ReleaseLeasesOf(absl::string_view holder) {
+  RETURN_IF_ERROR(ValidateLeaseHolder(holder));
+  const std::string prefix = LeaseTokenPrefix(holder);
+  return db::WriteResult<int>(*db_, [&](db::Connection& c) -> absl::StatusOr<int> {
+    ASSIGN_OR_RETURN(auto stmt,
+                     c.Prepare("UPDATE runs SET lease_token = NULL, lease_until = 0 WHERE "
+                               "status = 'in_progress' AND lease_token IS NOT NULL AND "
+                               "substr(lease_token, 1, length(?)) = ?"));
+    stmt.Bind(1, prefix).Bind(2, prefix);
+    RETURN_IF_ERROR(stmt.Run());
+    return static_cast<int>(c.Changes());
   });
 }
 

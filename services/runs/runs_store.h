@@ -1,9 +1,10 @@
 #pragma once
 
 // Runs and batch runs (docs/api.md §5) on SQLite: creation, reads, the batch summary, and the
-// durable queue the runs role works from. A run is leased with a token and an expiry; a worker that
-// dies leaves the lease to expire and the run is handed out again, so no run stays
-// in_progress forever; one leased `max_attempts` times without a report ends failed.
+// durable queue the runs role works from. A run is leased with a token and a short expiry that
+// the worker's heartbeat renews; a worker that dies leaves the lease to expire and the run is
+// handed out again, so no run stays in_progress forever; one leased `max_attempts` times without
+// a report ends failed.
 
 #include <cstdint>
 #include <optional>
@@ -58,15 +59,22 @@ class RunsStore {
                                            const v1::CreateBatchRunRequest& request);
   absl::StatusOr<v1::BatchRun> GetBatch(int64_t workspace_id, int64_t id);
 
-  // The queue. Oldest queued run whose batch has room, or one whose lease expired.
-  absl::StatusOr<std::optional<RunJob>> Lease(absl::Duration lease, int max_attempts);
+  // The queue. Oldest queued run whose batch has room, or one whose lease expired. The token
+  // carries `holder` (common/lease_heartbeat.h LeaseToken), for ReleaseLeasesOf.
+  absl::StatusOr<std::optional<RunJob>> Lease(absl::Duration lease, int max_attempts,
+                                              absl::string_view holder = "");
   // Remembers the call the run's conversation became, so a retried lease does not ingest twice.
   absl::Status SetCall(int64_t run_id, absl::string_view token, int64_t call_id);
-  // Extends the lease while a long run is still working.
+  // Extends the lease while the run is still working (the workers' heartbeat);
+  // kFailedPrecondition when the lease is no longer held.
   absl::Status Renew(int64_t run_id, absl::string_view token, absl::Duration lease);
   absl::Status Finish(int64_t run_id, absl::string_view token, const RunOutcome& outcome);
   // Gives the lease back untried (the worker is stopping): the attempt does not count.
   absl::Status Release(int64_t run_id, absl::string_view token);
+  // A runs role restarting gives back every run lease whose token carries `holder` (its
+  // previous life's): they expire now and the runs resume at once (the attempt counts).
+  // Answers how many were given back.
+  absl::StatusOr<int> ReleaseLeasesOf(absl::string_view holder);
 
  private:
   db::Database* db_;

@@ -233,8 +233,11 @@ JobOutcome ScoreJob(const calls::AnalysisJob& job, const Judges& tools) {
 }
 
 GrpcAnalysisQueue::GrpcAnalysisQueue(std::shared_ptr<grpc::Channel> calls, absl::Duration lease,
-                                     int max_attempts)
-    : stub_(v1::Calls::NewStub(std::move(calls))), lease_(lease), max_attempts_(max_attempts) {}
+                                     int max_attempts, std::string holder)
+    : stub_(v1::Calls::NewStub(std::move(calls))),
+      lease_(lease),
+      max_attempts_(max_attempts),
+      holder_(std::move(holder)) {}
 
 namespace {
 
@@ -251,6 +254,7 @@ absl::StatusOr<std::optional<calls::AnalysisJob>> GrpcAnalysisQueue::Lease() {
   v1::LeaseAnalysisRequest request;
   request.set_lease_seconds(static_cast<int32_t>(absl::ToInt64Seconds(lease_)));
   request.set_max_attempts(max_attempts_);
+  request.set_holder(holder_);
   v1::LeaseAnalysisResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->LeaseAnalysis(&context, request, &response)));
   if (!response.has_job()) return std::nullopt;
@@ -313,7 +317,36 @@ absl::Status GrpcAnalysisQueue::Release(const calls::AnalysisJob& job) {
   return FromGrpcStatus(stub_->ReleaseAnalysis(&context, request, &empty));
 }
 
+absl::Status GrpcAnalysisQueue::Renew(const calls::AnalysisJob& job) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::RenewLeaseRequest request;
+  request.set_call_id(job.call_id);
+  request.set_token(job.token);
+  request.set_lease_seconds(static_cast<int32_t>(absl::ToInt64Seconds(lease_)));
+  google::protobuf::Empty empty;
+  return FromGrpcStatus(stub_->RenewAnalysisLease(&context, request, &empty));
+}
+
+absl::StatusOr<int> ReleaseHolderLeasesOverGrpc(const std::shared_ptr<grpc::Channel>& calls,
+                                                absl::string_view holder) {
+  std::unique_ptr<v1::Calls::Stub> stub = v1::Calls::NewStub(calls);
+  grpc::ClientContext context;
+  // At start-up the calls role may be starting too: wait for it a little.
+  context.set_wait_for_ready(true);
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::ReleaseHolderLeasesRequest request;
+  request.set_holder(std::string(holder));
+  v1::ReleaseHolderLeasesResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub->ReleaseHolderLeases(&context, request, &response)));
+  return response.released();
+}
+
 void ScoringWorkers::Start() {
+  if (queue_->lease() > absl::ZeroDuration()) {
+    heartbeat_ = std::make_unique<LeaseHeartbeat>("scoring",
+                                                  LeaseHeartbeat::IntervalFor(queue_->lease()));
+  }
   workers_.Start(options_.workers, options_.poll_interval, [this] { return WorkOnce(); });
 }
 
@@ -325,6 +358,14 @@ bool ScoringWorkers::WorkOnce() {
   }
   if (!job->has_value()) return false;
   const calls::AnalysisJob& leased = **job;
+  // Renewed until reported (the handle is destroyed before the job).
+  std::unique_ptr<LeaseHeartbeat::Held> held;
+  if (heartbeat_) {
+    calls::AnalysisJob ref;
+    ref.call_id = leased.call_id;
+    ref.token = leased.token;
+    held = heartbeat_->Hold([this, ref] { return queue_->Renew(ref); });
+  }
   // Only a voice call whose recording waits for transcription concerns the transcription
   // workers; waking them for every text call would cost a write transaction per call.
   if (options_.on_leased && leased.observation_type == "voice" &&
@@ -332,6 +373,11 @@ bool ScoringWorkers::WorkOnce() {
     options_.on_leased();
   }
   JobOutcome outcome = ScoreJob(leased, options_.judges);
+  if (held && held->lost()) {
+    // The lease expired and another worker took the call: its report would be refused.
+    std::cerr << "scoring: call " << leased.call_id << ": lease lost, result dropped\n";
+    return true;
+  }
   // A stop that cancelled provider requests mid-job gives the call back unscored rather than
   // recording "cancelled" failures: another worker, or this one after a restart, scores it in
   // full.

@@ -1,9 +1,10 @@
 #pragma once
 
 // Scoring workers: lease a call from the analysis queue, run the audio pass on its stored
-// recording, and report the standard metrics with the lease token. A worker that dies leaves
-// its lease to expire and the call is handed out again; a stale report is refused, so nothing
-// is recorded or charged twice.
+// recording, and report the standard metrics with the lease token. The lease is short and
+// renewed by a heartbeat while the call is scored (common/lease_heartbeat.h): a worker that dies
+// stops renewing, its lease expires and the call is handed out again; a stale report is refused,
+// so nothing is recorded or charged twice.
 
 #include <grpcpp/channel.h>
 
@@ -11,12 +12,14 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "calleval/v1/calls.grpc.pb.h"
+#include "common/lease_heartbeat.h"
 #include "common/polling_workers.h"
 #include "services/calls/calls_store.h"
 #include "services/judges/sandbox.h"
@@ -41,15 +44,26 @@ class AnalysisQueue {
   virtual absl::Status Fail(const calls::AnalysisJob& job, absl::string_view reason,
                             absl::string_view message) = 0;
   virtual absl::Status Release(const calls::AnalysisJob& job) = 0;
+  // Extends the job's lease by lease() from now (the heartbeat); kFailedPrecondition when the
+  // lease is lost. Only job.call_id and job.token are read.
+  virtual absl::Status Renew(const calls::AnalysisJob& job) { return absl::OkStatus(); }
+  // How long a lease lasts; the workers renew every third of it. Zero: no heartbeat.
+  virtual absl::Duration lease() const { return absl::ZeroDuration(); }
 };
 
 class StoreAnalysisQueue : public AnalysisQueue {
  public:
-  StoreAnalysisQueue(calls::CallsStore* store, absl::Duration lease, int max_attempts)
-      : store_(store), lease_(lease), max_attempts_(max_attempts) {}
+  // `holder`: this process's lease holder id, carried by the tokens it takes.
+  StoreAnalysisQueue(calls::CallsStore* store, absl::Duration lease, int max_attempts,
+                     std::string holder = "")
+      : store_(store), lease_(lease), max_attempts_(max_attempts), holder_(std::move(holder)) {}
   absl::StatusOr<std::optional<calls::AnalysisJob>> Lease() override {
-    return store_->LeaseAnalysis(lease_, max_attempts_);
+    return store_->LeaseAnalysis(lease_, max_attempts_, holder_);
   }
+  absl::Status Renew(const calls::AnalysisJob& job) override {
+    return store_->RenewAnalysisLease(job.call_id, job.token, lease_);
+  }
+  absl::Duration lease() const override { return lease_; }
   absl::Status Record(const calls::AnalysisJob& job, std::optional<double> duration_s,
                       const std::vector<v1::StandardMetricResult>& results,
                       const std::vector<v1::MetricResult>& metric_results) override {
@@ -74,12 +88,14 @@ class StoreAnalysisQueue : public AnalysisQueue {
   calls::CallsStore* store_;
   absl::Duration lease_;
   int max_attempts_;
+  std::string holder_;
 };
 
 // The queue of a calls role in another process, over gRPC.
 class GrpcAnalysisQueue : public AnalysisQueue {
  public:
-  GrpcAnalysisQueue(std::shared_ptr<grpc::Channel> calls, absl::Duration lease, int max_attempts);
+  GrpcAnalysisQueue(std::shared_ptr<grpc::Channel> calls, absl::Duration lease, int max_attempts,
+                    std::string holder = "");
   absl::StatusOr<std::optional<calls::AnalysisJob>> Lease() override;
   absl::Status Record(const calls::AnalysisJob& job, std::optional<double> duration_s,
                       const std::vector<v1::StandardMetricResult>& results,
@@ -91,12 +107,20 @@ class GrpcAnalysisQueue : public AnalysisQueue {
   absl::Status Fail(const calls::AnalysisJob& job, absl::string_view reason,
                     absl::string_view message) override;
   absl::Status Release(const calls::AnalysisJob& job) override;
+  absl::Status Renew(const calls::AnalysisJob& job) override;
+  absl::Duration lease() const override { return lease_; }
 
  private:
   std::unique_ptr<v1::Calls::Stub> stub_;
   absl::Duration lease_;
   int max_attempts_;
+  std::string holder_;
 };
+
+// Gives back, over gRPC, every analysis and transcription lease of `holder` (a scoring process
+// starting: what its previous life held). Answers how many were given back.
+absl::StatusOr<int> ReleaseHolderLeasesOverGrpc(const std::shared_ptr<grpc::Channel>& calls,
+                                                absl::string_view holder);
 
 // The metrics of one leased call: the audio pass for voice calls, transcription_accuracy, the
 // transcript-judged standard metrics by the LLM provider (failed llm_unavailable without one,
@@ -136,7 +160,10 @@ class ScoringWorkers {
   // Wakes a worker now (a call became ready) instead of at the next poll.
   void Notify() { workers_.Notify(); }
   // Stops leasing, lets analyses in progress finish and report, joins the workers.
-  void Stop() { workers_.Stop(); }
+  void Stop() {
+    workers_.Stop();
+    if (heartbeat_) heartbeat_->Stop();
+  }
 
  private:
   // Leases, scores and reports one call; false when none was ready.
@@ -144,6 +171,8 @@ class ScoringWorkers {
 
   AnalysisQueue* queue_;
   Options options_;
+  // Renews the leases of the calls being scored (one thread for the pool).
+  std::unique_ptr<LeaseHeartbeat> heartbeat_;
   PollingWorkers workers_;
 };
 

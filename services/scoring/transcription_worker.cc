@@ -106,8 +106,12 @@ void SetDeadline(grpc::ClientContext* context) {
 }  // namespace
 
 GrpcTranscriptionQueue::GrpcTranscriptionQueue(std::shared_ptr<grpc::Channel> calls,
-                                               absl::Duration lease, int max_attempts)
-    : stub_(v1::Calls::NewStub(std::move(calls))), lease_(lease), max_attempts_(max_attempts) {}
+                                               absl::Duration lease, int max_attempts,
+                                               std::string holder)
+    : stub_(v1::Calls::NewStub(std::move(calls))),
+      lease_(lease),
+      max_attempts_(max_attempts),
+      holder_(std::move(holder)) {}
 
 absl::StatusOr<std::optional<calls::TranscriptionJob>> GrpcTranscriptionQueue::Lease() {
   grpc::ClientContext context;
@@ -115,6 +119,7 @@ absl::StatusOr<std::optional<calls::TranscriptionJob>> GrpcTranscriptionQueue::L
   v1::LeaseTranscriptionRequest request;
   request.set_lease_seconds(static_cast<int32_t>(absl::ToInt64Seconds(lease_)));
   request.set_max_attempts(max_attempts_);
+  request.set_holder(holder_);
   v1::LeaseTranscriptionResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->LeaseTranscription(&context, request, &response)));
   if (!response.has_job()) return std::nullopt;
@@ -155,7 +160,22 @@ absl::Status GrpcTranscriptionQueue::Release(const calls::TranscriptionJob& job)
   return FromGrpcStatus(stub_->ReleaseTranscription(&context, request, &empty));
 }
 
+absl::Status GrpcTranscriptionQueue::Renew(const calls::TranscriptionJob& job) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::RenewLeaseRequest request;
+  request.set_call_id(job.call_id);
+  request.set_token(job.token);
+  request.set_lease_seconds(static_cast<int32_t>(absl::ToInt64Seconds(lease_)));
+  google::protobuf::Empty empty;
+  return FromGrpcStatus(stub_->RenewTranscriptionLease(&context, request, &empty));
+}
+
 void TranscriptionWorkers::Start() {
+  if (queue_->lease() > absl::ZeroDuration()) {
+    heartbeat_ = std::make_unique<LeaseHeartbeat>("transcription",
+                                                  LeaseHeartbeat::IntervalFor(queue_->lease()));
+  }
   workers_.Start(options_.workers, options_.poll_interval, [this] { return WorkOnce(); });
 }
 
@@ -175,8 +195,21 @@ void TranscriptionWorkers::Run(const calls::TranscriptionJob& job,
     }
     *recognizer = *std::move(made);
   }
+  // Renewed until reported.
+  std::unique_ptr<LeaseHeartbeat::Held> held;
+  if (heartbeat_) {
+    calls::TranscriptionJob ref;
+    ref.call_id = job.call_id;
+    ref.token = job.token;
+    held = heartbeat_->Hold([this, ref] { return queue_->Renew(ref); });
+  }
   absl::StatusOr<std::vector<v1::Turn>> transcript = TranscribeRecording(
       job.recording_path, ChannelMapOf(job.metadata), job.has_provided_transcript, **recognizer);
+  if (held && held->lost()) {
+    // The lease expired and another worker took the recording: its report would be refused.
+    std::cerr << "transcription: call " << job.call_id << ": lease lost, transcript dropped\n";
+    return;
+  }
   if (!transcript.ok() && transcript.status().code() == absl::StatusCode::kCancelled) {
     // Stopping: give the recording back untranscribed; the next start takes it up again.
     reported = queue_->Release(job);

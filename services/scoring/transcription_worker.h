@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "calleval/v1/calls.grpc.pb.h"
+#include "common/lease_heartbeat.h"
 #include "common/polling_workers.h"
 #include "services/calls/calls_store.h"
 #include "services/scoring/speech_to_text.h"
@@ -50,15 +51,26 @@ class TranscriptionQueue {
                               const std::vector<v1::Turn>& transcript) = 0;
   virtual absl::Status Fail(const calls::TranscriptionJob& job, absl::string_view message) = 0;
   virtual absl::Status Release(const calls::TranscriptionJob& job) = 0;
+  // Extends the job's lease by lease() from now (the heartbeat); kFailedPrecondition when the
+  // lease is lost. Only job.call_id and job.token are read.
+  virtual absl::Status Renew(const calls::TranscriptionJob& job) { return absl::OkStatus(); }
+  // How long a lease lasts; the workers renew every third of it. Zero: no heartbeat.
+  virtual absl::Duration lease() const { return absl::ZeroDuration(); }
 };
 
 class StoreTranscriptionQueue : public TranscriptionQueue {
  public:
-  StoreTranscriptionQueue(calls::CallsStore* store, absl::Duration lease, int max_attempts)
-      : store_(store), lease_(lease), max_attempts_(max_attempts) {}
+  // `holder`: this process's lease holder id, carried by the tokens it takes.
+  StoreTranscriptionQueue(calls::CallsStore* store, absl::Duration lease, int max_attempts,
+                          std::string holder = "")
+      : store_(store), lease_(lease), max_attempts_(max_attempts), holder_(std::move(holder)) {}
   absl::StatusOr<std::optional<calls::TranscriptionJob>> Lease() override {
-    return store_->LeaseTranscription(lease_, max_attempts_);
+    return store_->LeaseTranscription(lease_, max_attempts_, holder_);
   }
+  absl::Status Renew(const calls::TranscriptionJob& job) override {
+    return store_->RenewTranscriptionLease(job.call_id, job.token, lease_);
+  }
+  absl::Duration lease() const override { return lease_; }
   absl::Status Record(const calls::TranscriptionJob& job,
                       const std::vector<v1::Turn>& transcript) override {
     return store_->RecordTranscription(job.call_id, job.token, transcript);
@@ -74,23 +86,27 @@ class StoreTranscriptionQueue : public TranscriptionQueue {
   calls::CallsStore* store_;
   absl::Duration lease_;
   int max_attempts_;
+  std::string holder_;
 };
 
 // The queue of a calls role in another process, over gRPC.
 class GrpcTranscriptionQueue : public TranscriptionQueue {
  public:
   GrpcTranscriptionQueue(std::shared_ptr<grpc::Channel> calls, absl::Duration lease,
-                         int max_attempts);
+                         int max_attempts, std::string holder = "");
   absl::StatusOr<std::optional<calls::TranscriptionJob>> Lease() override;
   absl::Status Record(const calls::TranscriptionJob& job,
                       const std::vector<v1::Turn>& transcript) override;
   absl::Status Fail(const calls::TranscriptionJob& job, absl::string_view message) override;
   absl::Status Release(const calls::TranscriptionJob& job) override;
+  absl::Status Renew(const calls::TranscriptionJob& job) override;
+  absl::Duration lease() const override { return lease_; }
 
  private:
   std::unique_ptr<v1::Calls::Stub> stub_;
   absl::Duration lease_;
   int max_attempts_;
+  std::string holder_;
 };
 
 // Makes a worker's recognizer (PocketSphinx loads its model once per worker). `cancel`
@@ -120,7 +136,10 @@ class TranscriptionWorkers {
   // Wakes a worker now (a call was leased for analysis) instead of at the next poll.
   void Notify() { workers_.Notify(); }
   // Stops leasing, cancels transcriptions in progress (their leases are given back), joins.
-  void Stop() { workers_.Stop(); }
+  void Stop() {
+    workers_.Stop();
+    if (heartbeat_) heartbeat_->Stop();
+  }
 
  private:
   // Leases one recording, transcribes it and reports; false when none was waiting.
@@ -130,6 +149,8 @@ class TranscriptionWorkers {
 
   TranscriptionQueue* queue_;
   Options options_;
+  // Renews the leases of the recordings being transcribed (one thread for the pool).
+  std::unique_ptr<LeaseHeartbeat> heartbeat_;
   PollingWorkers workers_;
 };
 

@@ -490,3 +490,116 @@ TEST_F(TranscriptionQueueTest, SkippedCallIsNeverTranscribed) {
 
 }  // namespace
 }  // namespace calleval::calls
+
+namespace calleval::calls {
+namespace {
+
+// Leases kept alive by a heartbeat (RenewAnalysisLease / RenewTranscriptionLease) and given
+// back by a restarted holder (ReleaseLeasesOf).
+class LeaseRenewalTest : public TranscriptionQueueTest {};
+
+TEST_F(LeaseRenewalTest, RenewingWithTheTokenExtendsTheAnalysisLease) {
+  Fund(10);
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("r1", false)).ok());
+  auto job = store_->LeaseAnalysis(absl::ZeroDuration(), 3, "host-a/scoring");  // expired
+  ASSERT_TRUE(job.ok() && job->has_value()) << job.status();
+  EXPECT_EQ((*job)->token.rfind("host-a/scoring:", 0), 0u) << (*job)->token;
+  // Renewed before anyone else took it: the lease runs again and nobody else gets the call.
+  ASSERT_TRUE(store_->RenewAnalysisLease((*job)->call_id, (*job)->token, absl::Minutes(1)).ok());
+  EXPECT_FALSE(store_->LeaseAnalysis(absl::Minutes(1), 3)->has_value());
+  ASSERT_TRUE(store_
+                  ->RecordAnalysis((*job)->call_id, (*job)->token, std::nullopt,
+                                   {Result(11, "completed")})
+                  .ok());
+  // Reported: nothing left to renew.
+  EXPECT_EQ(store_->RenewAnalysisLease((*job)->call_id, (*job)->token, absl::Minutes(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(LeaseRenewalTest, RenewingAStaleTokenIsRefusedAndChangesNothing) {
+  Fund(10);
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("r2", false)).ok());
+  auto first = store_->LeaseAnalysis(absl::ZeroDuration(), 3, "host-a/scoring");
+  ASSERT_TRUE(first.ok() && first->has_value());
+  auto second = store_->LeaseAnalysis(absl::ZeroDuration(), 3, "host-b/scoring");  // took over
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->call_id, (*first)->call_id);
+  EXPECT_EQ(store_->RenewAnalysisLease((*first)->call_id, (*first)->token, absl::Hours(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->RenewAnalysisLease((*first)->call_id, "", absl::Hours(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // The refused renewal did not extend the current (expired) lease: a third worker takes it.
+  auto third = store_->LeaseAnalysis(absl::Minutes(1), 3);
+  ASSERT_TRUE(third.ok() && third->has_value());
+  EXPECT_EQ((*third)->call_id, (*first)->call_id);
+}
+
+TEST_F(LeaseRenewalTest, TranscriptionLeaseRenewsWithItsTokenOnly) {
+  Fund(20);
+  const int64_t id = StoredVoiceCall("r3");
+  ASSERT_TRUE(store_->LeaseAnalysis(absl::Minutes(1), 3)->has_value());
+  auto first = store_->LeaseTranscription(absl::ZeroDuration(), 3, "host-a/scoring");
+  ASSERT_TRUE(first.ok() && first->has_value());
+  ASSERT_TRUE(store_->RenewTranscriptionLease(id, (*first)->token, absl::Minutes(1)).ok());
+  EXPECT_FALSE(store_->LeaseTranscription(absl::Minutes(1), 3)->has_value());  // held
+  EXPECT_EQ(store_->RenewTranscriptionLease(id, "someone-else:00", absl::Minutes(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store_->RenewTranscriptionLease(id, (*first)->token, absl::ZeroDuration()).ok());
+  auto second = store_->LeaseTranscription(absl::Minutes(1), 3);  // lapsed: taken over
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ(store_->RenewTranscriptionLease(id, (*first)->token, absl::Minutes(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // The analysis lease's token does not renew the transcription lease, nor the reverse.
+  EXPECT_EQ(store_->RenewAnalysisLease(id, (*second)->token, absl::Minutes(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(LeaseRenewalTest, RestartReleasesExactlyTheHoldersLeases) {
+  Fund(100);
+  // Four calls: two leased by holder "a" (one analysis, one transcription), one by "ab" (a
+  // holder whose id extends "a"), one by "b"; all leased for an hour.
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("h1", false)).ok());
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("h2", false)).ok());
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("h3", false)).ok());
+  auto a1 = store_->LeaseAnalysis(absl::Hours(1), 3, "a");
+  auto ab = store_->LeaseAnalysis(absl::Hours(1), 3, "ab");
+  auto b = store_->LeaseAnalysis(absl::Hours(1), 3, "b");
+  ASSERT_TRUE(a1.ok() && a1->has_value() && ab.ok() && ab->has_value() && b.ok() &&
+              b->has_value());
+  const int64_t voice = StoredVoiceCall("h4");
+  auto voice_analysis = store_->LeaseAnalysis(absl::Hours(1), 3, "b");
+  ASSERT_TRUE(voice_analysis.ok() && voice_analysis->has_value());
+  auto a2 = store_->LeaseTranscription(absl::Hours(1), 3, "a");
+  ASSERT_TRUE(a2.ok() && a2->has_value());
+  EXPECT_FALSE(store_->LeaseAnalysis(absl::Hours(1), 3)->has_value());  // all held
+
+  EXPECT_EQ(store_->ReleaseLeasesOf("a:").status().code(), absl::StatusCode::kInvalidArgument);
+  auto released = store_->ReleaseLeasesOf("a");
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(*released, 2);
+  // The dead process's tokens are stale: its late reports are refused.
+  EXPECT_EQ(store_
+                ->RecordAnalysis((*a1)->call_id, (*a1)->token, std::nullopt,
+                                 {Result(11, "completed")})
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->RenewTranscriptionLease(voice, (*a2)->token, absl::Hours(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Handed out again at once, the attempt counted; the others' leases stand.
+  auto again = store_->LeaseAnalysis(absl::Hours(1), 3, "a");
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_EQ((*again)->call_id, (*a1)->call_id);
+  EXPECT_EQ((*again)->attempts, 2);
+  EXPECT_FALSE(store_->LeaseAnalysis(absl::Hours(1), 3)->has_value());
+  auto transcription = store_->LeaseTranscription(absl::Hours(1), 3, "a");
+  ASSERT_TRUE(transcription.ok() && transcription->has_value());
+  EXPECT_EQ((*transcription)->call_id, voice);
+  EXPECT_TRUE(store_->RenewAnalysisLease((*ab)->call_id, (*ab)->token, absl::Hours(1)).ok());
+  EXPECT_TRUE(store_->RenewAnalysisLease((*b)->call_id, (*b)->token, absl::Hours(1)).ok());
+  // Releasing again gives back only what the holder took since.
+  EXPECT_EQ(*store_->ReleaseLeasesOf("a"), 2);
+  EXPECT_EQ(*store_->ReleaseLeasesOf("nobody"), 0);
+}
+
+}  // namespace
+}  // namespace calleval::calls

@@ -80,6 +80,48 @@ TEST_F(RunsStoreTest, ALeaseThatExpiresIsTakenOverAndAttemptsRunOut) {
   EXPECT_EQ(failed.error(), "the run did not finish after 2 attempts");
 }
 
+TEST_F(RunsStoreTest, RenewWithTheTokenExtendsAndAStaleTokenIsRefused) {
+  auto run = store_->CreateRun(ws_, scenarios_[0], std::string("text"));
+  ASSERT_TRUE(run.ok()) << run.status();
+  auto first = store_->Lease(absl::ZeroDuration(), 3, "host-a/runs");  // expired at once
+  ASSERT_TRUE(first.ok() && first->has_value());
+  EXPECT_EQ((*first)->token.rfind("host-a/runs:", 0), 0u) << (*first)->token;
+  // The heartbeat renews it before anyone took it: held again.
+  ASSERT_TRUE(store_->Renew(run->id(), (*first)->token, absl::Minutes(1)).ok());
+  EXPECT_FALSE(store_->Lease(absl::Minutes(1), 3)->has_value());
+  // Lapsed and taken over: the first worker's renewal is refused.
+  ASSERT_TRUE(store_->Renew(run->id(), (*first)->token, absl::ZeroDuration()).ok());
+  auto second = store_->Lease(absl::Minutes(1), 3, "host-b/runs");
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ(store_->Renew(run->id(), (*first)->token, absl::Minutes(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(store_->Renew(run->id(), (*second)->token, absl::Minutes(1)).ok());
+}
+
+TEST_F(RunsStoreTest, RestartReleasesExactlyTheHoldersRuns) {
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(store_->CreateRun(ws_, scenarios_[i], std::string("text")).ok());
+  }
+  auto a = store_->Lease(absl::Hours(1), 3, "a");
+  auto ab = store_->Lease(absl::Hours(1), 3, "ab");
+  auto b = store_->Lease(absl::Hours(1), 3, "b");
+  ASSERT_TRUE(a.ok() && a->has_value() && ab.ok() && ab->has_value() && b.ok() &&
+              b->has_value());
+  EXPECT_FALSE(store_->Lease(absl::Hours(1), 3)->has_value());
+  EXPECT_EQ(store_->ReleaseLeasesOf("").status().code(), absl::StatusCode::kInvalidArgument);
+  auto released = store_->ReleaseLeasesOf("a");
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(*released, 1);
+  EXPECT_EQ(store_->Renew((*a)->run_id, (*a)->token, absl::Hours(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto again = store_->Lease(absl::Hours(1), 3, "a");
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_EQ((*again)->run_id, (*a)->run_id);
+  EXPECT_EQ((*again)->attempts, 2);
+  EXPECT_TRUE(store_->Renew((*ab)->run_id, (*ab)->token, absl::Hours(1)).ok());
+  EXPECT_TRUE(store_->Renew((*b)->run_id, (*b)->token, absl::Hours(1)).ok());
+}
+
 TEST_F(RunsStoreTest, TheCallIdSurvivesARetriedLease) {
   auto run = store_->CreateRun(ws_, scenarios_[0], std::string("text"));
   auto first = store_->Lease(absl::ZeroDuration(), 3);
