@@ -510,6 +510,16 @@ CREATE INDEX runs_by_scenario ON runs (workspace_id, scenario_id, id);
 CREATE INDEX runs_by_batch ON runs (batch_run_id, status);
 )sql";
 
+// Recording downloads leased with a token like the other queues, so the downloader's heartbeat
+// renews only its own lease and a restart gives back the leases its previous life held.
+constexpr char kV9Sqlite[] = R"sql(
+ALTER TABLE calls ADD COLUMN recording_token TEXT;
+)sql";
+
+constexpr char kV9Postgres[] = R"sql(
+ALTER TABLE calls ADD COLUMN recording_token TEXT;
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
@@ -522,6 +532,7 @@ const std::vector<db::Migration>& SchemaMigrations() {
       {6, kV6Sqlite, kV6Postgres},
       {7, kV7Sqlite, kV7Postgres},
       {8, kV8Sqlite, kV8Postgres},
+      {9, kV9Sqlite, kV9Postgres},
   };
   return *migrations;
 }

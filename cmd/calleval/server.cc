@@ -713,6 +713,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     download.fetch.guard.allowed_hosts = config.allow_private_hosts;
     download.fetch.max_bytes = config.max_recording_bytes;
     download.fetch.total_timeout = config.download_timeout;
+    download.holder = holder;
+    if (!HasRole(config, "scoring")) {
+      // Downloads this holder's previous life held resume at once (with the scoring role here,
+      // its release above gave them back already, before any worker started).
+      absl::StatusOr<int> released = s->calls_store->ReleaseLeasesOf(holder);
+      if (!released.ok()) {
+        std::cerr << "calleval: could not give back the leases of " << holder << ": "
+                  << released.status() << "\n";
+      } else if (*released > 0) {
+        std::cerr << "calleval: gave back " << *released << " leases held by " << holder
+                  << " before the restart\n";
+      }
+    }
     s->downloader = std::make_unique<calls::RecordingDownloader>(s->calls_store.get(), download);
     s->downloader->Start();
     calls::RecordingDownloader* downloader = s->downloader.get();

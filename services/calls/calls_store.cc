@@ -585,21 +585,23 @@ absl::Status CallsStore::Delete(int64_t workspace_id, absl::string_view key) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<RecordingJob>> CallsStore::ClaimRecordingJob(absl::Duration lease) {
+absl::StatusOr<std::optional<RecordingJob>> CallsStore::ClaimRecordingJob(
+    absl::Duration lease, absl::string_view holder) {
   const int64_t now = NowUnixSeconds();
+  const std::string token = LeaseToken(holder);
   return db::WriteResult<std::optional<RecordingJob>>(
       *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<RecordingJob>> {
         ASSIGN_OR_RETURN(
             auto claim,
-            c.Prepare("UPDATE calls SET recording_lease_until = ?, recording_attempts = "
-                      "recording_attempts + 1 WHERE id = (SELECT id FROM calls WHERE "
-                      "recording_state = 'pending' AND (recording_lease_until IS NULL OR "
-                      "recording_lease_until <= ?) ORDER BY id LIMIT 1) "
+            c.Prepare("UPDATE calls SET recording_lease_until = ?, recording_token = ?, "
+                      "recording_attempts = recording_attempts + 1 WHERE id = (SELECT id FROM "
+                      "calls WHERE recording_state = 'pending' AND (recording_lease_until IS "
+                      "NULL OR recording_lease_until <= ?) ORDER BY id LIMIT 1) "
                       "RETURNING id, recording_url, recording_attempts"));
-        claim.Bind(1, now + absl::ToInt64Seconds(lease)).Bind(2, now);
+        claim.Bind(1, now + absl::ToInt64Seconds(lease)).Bind(2, token).Bind(3, now);
         ASSIGN_OR_RETURN(bool row, claim.Step());
         if (!row) return std::nullopt;
-        RecordingJob job{claim.Int64(0), claim.Text(1), static_cast<int>(claim.Int64(2))};
+        RecordingJob job{claim.Int64(0), claim.Text(1), static_cast<int>(claim.Int64(2)), token};
         // Drain the statement so the UPDATE completes before the transaction commits.
         ASSIGN_OR_RETURN(bool more, claim.Step());
         (void)more;
@@ -612,7 +614,8 @@ absl::Status CallsStore::CompleteRecording(int64_t call_id, absl::string_view co
   return db_->Write([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto stmt,
                      c.Prepare("UPDATE calls SET recording_state = 'stored', "
-                               "recording_lease_until = NULL, recording_content_type = ?, "
+                               "recording_lease_until = NULL, recording_token = NULL, "
+                               "recording_content_type = ?, "
                                "recording_bytes = ?, updated_at = ? WHERE id = ? AND "
                                "recording_state = 'pending'"));
     stmt.Bind(1, content_type).Bind(2, bytes).Bind(3, NowTimestamp()).Bind(4, call_id);
@@ -625,8 +628,9 @@ absl::Status CallsStore::CompleteRecording(int64_t call_id, absl::string_view co
 absl::Status CallsStore::ReleaseRecording(int64_t call_id) {
   return db_->Write([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto stmt, c.Prepare("UPDATE calls SET recording_lease_until = NULL, "
-                                          "recording_attempts = MAX(0, recording_attempts - 1) "
-                                          "WHERE id = ? AND recording_state = 'pending'"));
+                                          "recording_token = NULL, recording_attempts = "
+                                          "MAX(0, recording_attempts - 1) WHERE id = ? AND "
+                                          "recording_state = 'pending'"));
     stmt.Bind(1, call_id);
     return stmt.Run();
   });
@@ -634,8 +638,9 @@ absl::Status CallsStore::ReleaseRecording(int64_t call_id) {
 
 absl::Status CallsStore::RetryRecording(int64_t call_id, absl::Duration delay) {
   return db_->Write([&](db::Connection& c) -> absl::Status {
-    ASSIGN_OR_RETURN(auto stmt, c.Prepare("UPDATE calls SET recording_lease_until = ? WHERE id = ? "
-                                          "AND recording_state = 'pending'"));
+    ASSIGN_OR_RETURN(auto stmt, c.Prepare("UPDATE calls SET recording_lease_until = ?, "
+                                          "recording_token = NULL WHERE id = ? AND "
+                                          "recording_state = 'pending'"));
     stmt.Bind(1, NowUnixSeconds() + absl::ToInt64Seconds(delay)).Bind(2, call_id);
     return stmt.Run();
   });
@@ -646,7 +651,7 @@ absl::Status CallsStore::FailRecording(int64_t call_id, absl::string_view messag
     ASSIGN_OR_RETURN(
         auto stmt,
         c.Prepare("UPDATE calls SET recording_state = 'failed', recording_lease_until = NULL, "
-                  "analysis_status = 'failed', transcription_status = CASE WHEN "
+                  "recording_token = NULL, analysis_status = 'failed', transcription_status = CASE WHEN "
                   "transcription_status = 'completed' THEN 'completed' ELSE 'failed' END, "
                   "failure_reason = 'download_failed', failure_message = ?, updated_at = ? "
                   "WHERE id = ? AND recording_state = 'pending'"));
@@ -1025,6 +1030,23 @@ absl::Status CallsStore::ReleaseTranscription(int64_t call_id, absl::string_view
   });
 }
 
+absl::Status CallsStore::RenewRecordingLease(int64_t call_id, absl::string_view token,
+                                             absl::Duration lease) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto update,
+                     c.Prepare("UPDATE calls SET recording_lease_until = ? WHERE id = ? AND "
+                               "recording_token = ? AND recording_state = 'pending'"));
+    update.Bind(1, NowUnixSeconds() + absl::ToInt64Seconds(lease)).Bind(2, call_id);
+    update.Bind(3, token);
+    RETURN_IF_ERROR(update.Run());
+    if (c.Changes() == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the recording download lease of call ", call_id, " is no longer held"));
+    }
+    return absl::OkStatus();
+  });
+}
+
 absl::Status CallsStore::RenewAnalysisLease(int64_t call_id, absl::string_view token,
                                             absl::Duration lease) {
   return db_->Write([&](db::Connection& c) -> absl::Status {
@@ -1081,6 +1103,14 @@ absl::StatusOr<int> CallsStore::ReleaseLeasesOf(absl::string_view holder) {
                                "transcription_status = 'processing'"));
     transcription.Bind(1, prefix).Bind(2, prefix);
     RETURN_IF_ERROR(transcription.Run());
+    released += static_cast<int>(c.Changes());
+    ASSIGN_OR_RETURN(auto recording,
+                     c.Prepare("UPDATE calls SET recording_token = NULL, recording_lease_until = "
+                               "NULL WHERE recording_token IS NOT NULL AND "
+                               "substr(recording_token, 1, length(?)) = ? AND recording_state = "
+                               "'pending'"));
+    recording.Bind(1, prefix).Bind(2, prefix);
+    RETURN_IF_ERROR(recording.Run());
     released += static_cast<int>(c.Changes());
     return released;
   });

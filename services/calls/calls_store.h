@@ -50,6 +50,7 @@ struct RecordingJob {
   int64_t call_id = 0;
   std::string url;
   int attempts = 0;  // including this one
+  std::string token;  // renews the lease (RenewRecordingLease)
 };
 
 // A call leased to one scoring worker: everything the analysis needs.
@@ -130,9 +131,14 @@ class CallsStore {
   // Deletes the record and its stored recording.
   absl::Status Delete(int64_t workspace_id, absl::string_view id_or_identifier);
 
-  // Recording downloads. A job is leased for `lease`; a downloader that dies leaves the lease
-  // to expire and the job is handed out again.
-  absl::StatusOr<std::optional<RecordingJob>> ClaimRecordingJob(absl::Duration lease);
+  // Recording downloads. A job is leased for `lease` with a token carrying `holder`; the
+  // downloader's heartbeat renews it, and a downloader that dies leaves the lease to expire and
+  // the job is handed out again.
+  absl::StatusOr<std::optional<RecordingJob>> ClaimRecordingJob(absl::Duration lease,
+                                                                absl::string_view holder = "");
+  // Extends the download's lease to `lease` from now; kFailedPrecondition when it is no longer
+  // held (stored, failed, or expired and claimed by another downloader).
+  absl::Status RenewRecordingLease(int64_t call_id, absl::string_view token, absl::Duration lease);
   absl::Status CompleteRecording(int64_t call_id, absl::string_view content_type, int64_t bytes);
   // Gives the job back untried (the process is stopping): the attempt does not count.
   absl::Status ReleaseRecording(int64_t call_id);
@@ -193,8 +199,8 @@ class CallsStore {
                                  absl::string_view message);
   absl::Status ReleaseTranscription(int64_t call_id, absl::string_view token);
 
-  // A process restarting gives back what its previous life held: every analysis and
-  // transcription lease whose token carries `holder` expires now (the token is cleared, so a
+  // A process restarting gives back what its previous life held: every recording download,
+  // analysis and transcription lease whose token carries `holder` expires now (the token is cleared, so a
   // late report of the dead process is refused), and the calls are handed out again at once.
   // The attempt counts (a call that keeps killing its worker still ends failed). Answers how
   // many leases were given back.

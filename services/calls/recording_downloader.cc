@@ -8,11 +8,6 @@
 namespace calleval::calls {
 namespace {
 
-// Longer than the fetch's total timeout, so a live download is never handed out twice.
-absl::Duration LeaseFor(const FetchOptions& fetch) {
-  return fetch.total_timeout + fetch.connect_timeout + absl::Seconds(30);
-}
-
 bool IsTransient(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable ||
          status.code() == absl::StatusCode::kDeadlineExceeded;
@@ -28,15 +23,22 @@ RecordingDownloader::RecordingDownloader(CallsStore* store, Options options)
 RecordingDownloader::~RecordingDownloader() { Stop(); }
 
 void RecordingDownloader::Start() {
+  if (options_.lease > absl::ZeroDuration()) {
+    heartbeat_ = std::make_unique<LeaseHeartbeat>("recording downloader",
+                                                  LeaseHeartbeat::IntervalFor(options_.lease));
+  }
   workers_.Start(options_.workers, options_.poll_interval, [this] { return WorkOnce(); });
 }
 
 void RecordingDownloader::Notify() { workers_.Notify(); }
 
-void RecordingDownloader::Stop() { workers_.Stop(); }
+void RecordingDownloader::Stop() {
+  workers_.Stop();
+  if (heartbeat_) heartbeat_->Stop();
+}
 
 bool RecordingDownloader::WorkOnce() {
-  auto job = store_->ClaimRecordingJob(LeaseFor(options_.fetch));
+  auto job = store_->ClaimRecordingJob(options_.lease, options_.holder);
   if (!job.ok()) {
     std::cerr << "recording downloader: " << job.status() << "\n";
     return false;
@@ -48,7 +50,21 @@ bool RecordingDownloader::WorkOnce() {
 
 void RecordingDownloader::Process(const RecordingJob& job) {
   const std::string path = store_->RecordingPath(job.call_id);
+  // Renewed until the outcome is recorded.
+  std::unique_ptr<LeaseHeartbeat::Held> held;
+  if (heartbeat_) {
+    const int64_t call_id = job.call_id;
+    const std::string token = job.token;
+    held = heartbeat_->Hold([this, call_id, token] {
+      return store_->RenewRecordingLease(call_id, token, options_.lease);
+    });
+  }
   absl::StatusOr<FetchResult> result = FetchToFile(job.url, path, options_.fetch);
+  if (held && held->lost()) {
+    // The lease expired and another downloader claimed the job: its outcome is the one kept.
+    std::cerr << "recording downloader: call " << job.call_id << ": lease lost, dropped\n";
+    return;
+  }
   absl::Status recorded;
   if (result.ok()) {
     recorded = store_->CompleteRecording(job.call_id, result->content_type, result->bytes);

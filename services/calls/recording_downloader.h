@@ -4,17 +4,22 @@
 // the calls store under a lease, fetches each with the guarded libcurl client into the recordings
 // directory, and records the outcome. Transient failures (network, timeouts, 5xx) are retried
 // with a growing delay; after the last attempt, or on a permanent failure (refused URL, 4xx,
-// size cap), the call ends failed with download_failed and the reason. A process that dies
-// mid-download leaves the lease to expire, and the job is picked up again.
+// size cap), the call ends failed with download_failed and the reason. The lease is short and
+// renewed by the pool's heartbeat while the download runs (common/lease_heartbeat.h); a process
+// that dies mid-download leaves the lease to expire (or gives it back when it restarts), and the
+// job is picked up again.
 
 #include <atomic>
 #include <functional>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/http_fetch.h"
+#include "common/lease_heartbeat.h"
 #include "common/polling_workers.h"
 #include "services/calls/calls_store.h"
 
@@ -27,6 +32,10 @@ class RecordingDownloader {
     FetchOptions fetch;
     int max_attempts = 3;
     absl::Duration poll_interval = absl::Seconds(1);
+    // A download's lease, renewed every third of it while the download runs.
+    absl::Duration lease = absl::Seconds(30);
+    // This process's lease holder id, carried by the tokens it takes.
+    std::string holder;
     // Called after a recording is stored (the call is ready for analysis).
     std::function<void(int64_t call_id)> on_stored;
   };
@@ -48,6 +57,8 @@ class RecordingDownloader {
 
   CallsStore* store_;
   Options options_;
+  // Renews the leases of the downloads in progress (one thread for the pool).
+  std::unique_ptr<LeaseHeartbeat> heartbeat_;
   PollingWorkers workers_;
 };
 

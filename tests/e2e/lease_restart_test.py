@@ -2,12 +2,12 @@
 """A `calleval serve` killed with SIGKILL while calls are processing resumes them at once.
 
 One process runs every role. Voice calls of the test corpus are ingested (their recordings
-served from a local HTTP server); once every recording is stored and the scoring workers hold
-calls, the process is killed with SIGKILL, leaving those calls `processing` under leases that
+served from a local HTTP server); once the scoring worker holds a call, the process is killed
+with SIGKILL, leaving those calls `processing` under leases that
 still run for minutes (--analysis-lease-seconds 180: longer than the test allows, so only the
 restart hand-back can make it pass). The process is restarted on the same data dir with the same
-roles (the same lease holder id): it gives back the leases of its previous life before its
-workers lease anything, and every acknowledged call must end completed within 60 s of the
+roles (the same lease holder id): it gives back the leases of its previous life (analyses, and
+any recording download caught by the kill) before its workers lease anything, and every acknowledged call must end completed within 60 s of the
 restart. The resume time is printed.
 """
 import functools
@@ -82,36 +82,33 @@ class LeaseRestartTest(unittest.TestCase):
                     "name": "a", "phone_number": "+14155550123", "language_id": 1,
                     "instructions": "x"})
                 acknowledged = set()
-                for i in range(4):
+                for i in range(6):
                     for wav in wavs:
                         call = request(server.base, key, "POST", "/api/public/v1/calls", {
                             "call_identifier": f"lease-{i}-{wav}", "agent_id": agent["id"],
                             "recording_url": f"{files}/{wav}", "metric_ids": PLANNED})
                         acknowledged.add(call["id"])
-                # Killed once every recording is stored (downloads are not under test) and the
-                # worker holds a call.
+                # Killed once the worker holds a call (downloads may be in progress too).
                 deadline = time.time() + 60
                 killed = False
                 while time.time() < deadline:
                     calls = list_calls(server.base, key)
-                    stored = all(c.get("presigned_recording_url") for c in calls)
-                    if stored and any(c["analysis_status"] == "processing" for c in calls):
+                    if any(c["analysis_status"] == "processing" for c in calls):
                         server.proc.send_signal(signal.SIGKILL)
                         server.proc.wait()
                         killed = True
                         break
                     time.sleep(0.01)
-                self.assertTrue(killed, "no call was processing once the recordings were stored")
+                self.assertTrue(killed, "no call was ever processing")
 
                 # What the dead process left: calls `processing` under leases that run on.
                 db = sqlite3.connect(os.path.join(data, "calleval.db"))
                 stuck = db.execute(
                     "SELECT id, analysis_lease_until, analysis_token FROM calls WHERE "
                     "analysis_status = 'processing'").fetchall()
-                downloading = db.execute("SELECT id, recording_state, recording_lease_until "
-                                         "FROM calls WHERE recording_state != 'stored'").fetchall()
-                self.assertEqual(downloading, [], f"recordings not stored at the kill "
-                                                  f"(now {int(time.time())})")
+                downloading = db.execute("SELECT COUNT(*) FROM calls WHERE recording_state = "
+                                         "'pending' AND recording_lease_until > ?",
+                                         (int(time.time()),)).fetchone()[0]
                 self.assertTrue(stuck, "the kill left no call processing")
                 now = time.time()
                 for _, until, token in stuck:
@@ -150,7 +147,8 @@ class LeaseRestartTest(unittest.TestCase):
                 db.close()
                 self.assertEqual(charges, [])
                 sys.stderr.write(
-                    f"\n{len(acknowledged)} calls, {len(stuck)} processing at the SIGKILL, "
+                    f"\n{len(acknowledged)} calls, {len(stuck)} processing and {downloading} "
+                    f"downloading at the SIGKILL, "
                     f"{incomplete} not yet completed; all completed {resumed_at - restarted_at:.1f}"
                     f" s after the restart (lease {LEASE_SECONDS} s)\n")
             finally:

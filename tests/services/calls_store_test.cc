@@ -554,6 +554,39 @@ TEST_F(LeaseRenewalTest, TranscriptionLeaseRenewsWithItsTokenOnly) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(LeaseRenewalTest, RecordingDownloadLeasesRenewAndARestartGivesThemBack) {
+  auto a = store_->Ingest(workspace_, Request("d1", true));
+  auto b = store_->Ingest(workspace_, Request("d2", true));
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto mine = store_->ClaimRecordingJob(absl::ZeroDuration(), "a");  // expired at once
+  ASSERT_TRUE(mine.ok() && mine->has_value());
+  EXPECT_EQ((*mine)->call_id, a->id());
+  EXPECT_EQ((*mine)->token.rfind("a:", 0), 0u) << (*mine)->token;
+  // Renewed before anyone claimed it: held again.
+  ASSERT_TRUE(store_->RenewRecordingLease(a->id(), (*mine)->token, absl::Hours(1)).ok());
+  auto other = store_->ClaimRecordingJob(absl::Hours(1), "b");
+  ASSERT_TRUE(other.ok() && other->has_value());
+  EXPECT_EQ((*other)->call_id, b->id());
+  EXPECT_FALSE(store_->ClaimRecordingJob(absl::Hours(1))->has_value());
+  EXPECT_EQ(store_->RenewRecordingLease(a->id(), (*other)->token, absl::Hours(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // "a" restarts: its download is handed out again at once, its token stale; b's stands.
+  EXPECT_EQ(*store_->ReleaseLeasesOf("a"), 1);
+  EXPECT_EQ(store_->RenewRecordingLease(a->id(), (*mine)->token, absl::Hours(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto again = store_->ClaimRecordingJob(absl::Hours(1), "a");
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_EQ((*again)->call_id, a->id());
+  EXPECT_EQ((*again)->attempts, 2);
+  EXPECT_TRUE(store_->RenewRecordingLease(b->id(), (*other)->token, absl::Hours(1)).ok());
+  // Stored: nothing left to renew.
+  ASSERT_TRUE(store_->CompleteRecording(a->id(), "audio/wav", 10).ok());
+  EXPECT_EQ(store_->RenewRecordingLease(a->id(), (*again)->token, absl::Hours(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*store_->ReleaseLeasesOf("a"), 0);
+}
+
 TEST_F(LeaseRenewalTest, RestartReleasesExactlyTheHoldersLeases) {
   Fund(100);
   // Four calls: two leased by holder "a" (one analysis, one transcription), one by "ab" (a
