@@ -25,11 +25,11 @@ absl::StatusOr<Workspace> ReadWorkspace(db::Connection& c, int64_t id) {
   return Workspace{stmt.Int64(0), stmt.Text(1), stmt.Int64(2)};
 }
 
-absl::StatusOr<Workspace> InsertWorkspace(db::Connection& c, std::optional<int64_t> id,
-                                          absl::string_view name, int64_t credits) {
-  ASSIGN_OR_RETURN(auto stmt, c.Prepare("INSERT INTO workspaces (id, name, credit_balance, "
-                                        "created_at) VALUES (?, ?, ?, ?)"));
-  stmt.Bind(1, id).Bind(2, name).Bind(3, credits).Bind(4, NowTimestamp());
+absl::StatusOr<Workspace> InsertWorkspace(db::Connection& c, absl::string_view name,
+                                          int64_t credits) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("INSERT INTO workspaces (name, credit_balance, "
+                                        "created_at) VALUES (?, ?, ?)"));
+  stmt.Bind(1, name).Bind(2, credits).Bind(3, NowTimestamp());
   RETURN_IF_ERROR(stmt.Run());
   return Workspace{c.LastInsertRowId(), std::string(name), credits};
 }
@@ -51,8 +51,8 @@ absl::StatusOr<CreatedKey> InsertKey(db::Connection& c, int64_t workspace_id,
   for (int64_t granted : grants) {
     if (granted == workspace_id) continue;
     RETURN_IF_ERROR(ReadWorkspace(c, granted).status());
-    ASSIGN_OR_RETURN(auto grant, c.Prepare("INSERT OR IGNORE INTO api_key_grants (key_id, "
-                                           "workspace_id) VALUES (?, ?)"));
+    ASSIGN_OR_RETURN(auto grant, c.Prepare("INSERT INTO api_key_grants (key_id, workspace_id) "
+                                           "VALUES (?, ?) ON CONFLICT DO NOTHING"));
     grant.Bind(1, key.key_id).Bind(2, granted);
     RETURN_IF_ERROR(grant.Run());
     key.granted_workspace_ids.push_back(granted);
@@ -78,7 +78,7 @@ absl::StatusOr<Workspace> AccountsStore::CreateWorkspace(absl::string_view name,
   if (name.empty()) return FieldError("name", "must not be empty");
   if (credits < 0) return FieldError("credits", "must not be negative");
   return db::WriteResult<Workspace>(
-      *db_, [&](db::Connection& c) { return InsertWorkspace(c, std::nullopt, name, credits); });
+      *db_, [&](db::Connection& c) { return InsertWorkspace(c, name, credits); });
 }
 
 absl::StatusOr<Workspace> AccountsStore::GetWorkspace(int64_t id) {
@@ -142,7 +142,8 @@ absl::StatusOr<std::optional<Bootstrap>> AccountsStore::BootstrapIfEmpty() {
         ASSIGN_OR_RETURN(bool row, count.Step());
         if (row && count.Int64(0) > 0) return std::nullopt;
         Bootstrap out;
-        ASSIGN_OR_RETURN(out.workspace, InsertWorkspace(c, 1, "default", kBootstrapCredits));
+        // The first row of an empty table: id 1 on both backends.
+        ASSIGN_OR_RETURN(out.workspace, InsertWorkspace(c, "default", kBootstrapCredits));
         ASSIGN_OR_RETURN(out.key, InsertKey(c, out.workspace.id, {}));
         return out;
       });

@@ -11,58 +11,74 @@
 #include "absl/strings/match.h"
 #include "common/errors.h"
 #include "common/schema.h"
+#include "common/status_macros.h"
 #include "services/accounts/authenticator.h"
+#include "tests/support/test_database.h"
 
 namespace calleval::accounts {
 namespace {
 
 using ::testing::ElementsAre;
 
-class AccountsStoreTest : public ::testing::Test {
+// Every case on a SQLite file and on PostgreSQL.
+class AccountsStoreTest : public ::testing::TestWithParam<db::Backend> {
  protected:
   void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "/accounts_XXXXXX";
-    dir_ = mkdtemp(tmpl.data());
-    path_ = dir_ + "/calleval.db";
-    auto db = db::Database::Open(path_, SchemaMigrations());
-    ASSERT_TRUE(db.ok()) << db.status();
-    db_ = std::move(*db);
-    store_ = std::make_unique<AccountsStore>(db_.get());
+    auto database = testing::TestDatabase::Create(GetParam(), SchemaMigrations());
+    ASSERT_TRUE(database.ok()) << database.status();
+    database_ = std::move(*database);
+    store_ = std::make_unique<AccountsStore>(database_->db());
   }
   void TearDown() override {
     store_.reset();
-    db_.reset();
-    std::filesystem::remove_all(dir_);
+    database_.reset();
   }
 
-  std::string dir_, path_;
-  std::unique_ptr<db::Database> db_;
+  std::unique_ptr<testing::TestDatabase> database_;
   std::unique_ptr<AccountsStore> store_;
 };
 
-TEST_F(AccountsStoreTest, KeysAreLongRandomAndPrefixed) {
+TEST(ApiKeyTest, KeysAreLongRandomAndPrefixed) {
   std::string a = GenerateApiKey(), b = GenerateApiKey();
   EXPECT_TRUE(absl::StartsWith(a, "cev_"));
   EXPECT_EQ(a.size(), 4u + 32u);  // 24 random bytes = 192 bits
   EXPECT_NE(a, b);
 }
 
-TEST_F(AccountsStoreTest, OnlyTheDigestIsStored) {
+TEST_P(AccountsStoreTest, OnlyTheDigestIsStored) {
   auto ws = store_->CreateWorkspace("acme", 5);
   ASSERT_TRUE(ws.ok());
   auto key = store_->CreateKey(ws->id, {});
   ASSERT_TRUE(key.ok());
-  db_.reset();  // flush and close
+  // Every column of every key row, as text.
+  auto rows = db::ReadResult<std::string>(
+      *database_->db(), [](db::Connection& c) -> absl::StatusOr<std::string> {
+        ASSIGN_OR_RETURN(auto st, c.Prepare("SELECT id, workspace_id, display_prefix, digest, "
+                                            "created_at, revoked_at FROM api_keys"));
+        std::string all;
+        while (true) {
+          ASSIGN_OR_RETURN(bool row, st.Step());
+          if (!row) return all;
+          for (int col = 0; col < 6; ++col) all += st.Text(col) + "|";
+        }
+      });
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_FALSE(absl::StrContains(*rows, key->api_key));
+  EXPECT_FALSE(absl::StrContains(*rows, key->api_key.substr(10)));
+  if (GetParam() != db::Backend::kSqlite) return;
+  // On SQLite, nowhere in the file or its log either.
+  const std::string path = database_->sqlite_path();
+  database_->Release().reset();  // flush and close
   std::string bytes;
   for (const char* suffix : {"", "-wal"}) {
-    std::ifstream in(path_ + suffix, std::ios::binary);
+    std::ifstream in(path + suffix, std::ios::binary);
     bytes.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   EXPECT_FALSE(absl::StrContains(bytes, key->api_key));
   EXPECT_FALSE(absl::StrContains(bytes, key->api_key.substr(10)));
 }
 
-TEST_F(AccountsStoreTest, AuthenticateKnownUnknownAndTampered) {
+TEST_P(AccountsStoreTest, AuthenticateKnownUnknownAndTampered) {
   auto ws = store_->CreateWorkspace("acme", 5);
   auto key = store_->CreateKey(ws->id, {});
   auto principal = store_->Authenticate(key->api_key);
@@ -76,7 +92,7 @@ TEST_F(AccountsStoreTest, AuthenticateKnownUnknownAndTampered) {
   EXPECT_EQ(HttpStatusFor(store_->Authenticate("Bearer x").status()), 401);
 }
 
-TEST_F(AccountsStoreTest, GrantsAndWorkspaceResolution) {
+TEST_P(AccountsStoreTest, GrantsAndWorkspaceResolution) {
   auto a = store_->CreateWorkspace("a", 0);
   auto b = store_->CreateWorkspace("b", 0);
   auto c = store_->CreateWorkspace("c", 0);
@@ -94,13 +110,13 @@ TEST_F(AccountsStoreTest, GrantsAndWorkspaceResolution) {
   EXPECT_EQ(HttpStatusFor(ResolveWorkspace(*principal, 999).status()), 403);
 }
 
-TEST_F(AccountsStoreTest, GrantOfMissingWorkspaceFails) {
+TEST_P(AccountsStoreTest, GrantOfMissingWorkspaceFails) {
   auto a = store_->CreateWorkspace("a", 0);
   EXPECT_EQ(HttpStatusFor(store_->CreateKey(a->id, {42}).status()), 404);
   EXPECT_EQ(HttpStatusFor(store_->CreateKey(42, {}).status()), 404);
 }
 
-TEST_F(AccountsStoreTest, Credits) {
+TEST_P(AccountsStoreTest, Credits) {
   auto a = store_->CreateWorkspace("a", 10);
   EXPECT_EQ(*store_->AddCredits(a->id, 5), 15);
   EXPECT_EQ(*store_->AddCredits(a->id, -15), 0);
@@ -108,7 +124,7 @@ TEST_F(AccountsStoreTest, Credits) {
   EXPECT_EQ(store_->GetWorkspace(a->id)->credit_balance, 0);
 }
 
-TEST_F(AccountsStoreTest, BootstrapOnlyOnEmptyDatabase) {
+TEST_P(AccountsStoreTest, BootstrapOnlyOnEmptyDatabase) {
   auto first = store_->BootstrapIfEmpty();
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(first->has_value());
@@ -120,6 +136,8 @@ TEST_F(AccountsStoreTest, BootstrapOnlyOnEmptyDatabase) {
   ASSERT_TRUE(second.ok());
   EXPECT_FALSE(second->has_value());
 }
+
+CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(AccountsStoreTest);
 
 TEST(BearerTokenTest, Parsing) {
   EXPECT_EQ(*BearerToken("Bearer cev_abc"), "cev_abc");
