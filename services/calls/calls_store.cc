@@ -129,8 +129,9 @@ absl::Status ValidatePage(std::optional<int> page, std::optional<int> per_page) 
 absl::StatusOr<bool> ApplyLedger(db::Connection& c, int64_t workspace_id, int64_t call_id,
                                  int64_t metric_id, absl::string_view kind, int64_t amount) {
   ASSIGN_OR_RETURN(auto insert,
-                   c.Prepare("INSERT OR IGNORE INTO credit_ledger (workspace_id, call_id, "
-                             "metric_id, kind, amount, created_at) VALUES (?, ?, ?, ?, ?, ?)"));
+                   c.Prepare("INSERT INTO credit_ledger (workspace_id, call_id, metric_id, "
+                             "kind, amount, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+                             "ON CONFLICT DO NOTHING"));
   insert.Bind(1, workspace_id).Bind(2, call_id).Bind(3, metric_id).Bind(4, kind).Bind(5, amount);
   insert.Bind(6, NowTimestamp());
   RETURN_IF_ERROR(insert.Run());
@@ -629,7 +630,8 @@ absl::Status CallsStore::ReleaseRecording(int64_t call_id) {
   return db_->Write([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto stmt, c.Prepare("UPDATE calls SET recording_lease_until = NULL, "
                                           "recording_token = NULL, recording_attempts = "
-                                          "MAX(0, recording_attempts - 1) WHERE id = ? AND "
+                                          "CASE WHEN recording_attempts > 0 THEN "
+                                          "recording_attempts - 1 ELSE 0 END WHERE id = ? AND "
                                           "recording_state = 'pending'"));
     stmt.Bind(1, call_id);
     return stmt.Run();
@@ -889,7 +891,8 @@ absl::Status CallsStore::ReleaseAnalysis(int64_t call_id, absl::string_view toke
     RETURN_IF_ERROR(CheckLease(c, call_id, token).status());
     ASSIGN_OR_RETURN(auto update,
                      c.Prepare("UPDATE calls SET analysis_token = NULL, analysis_lease_until = 0, "
-                               "analysis_attempts = MAX(0, analysis_attempts - 1) WHERE id = ?"));
+                               "analysis_attempts = CASE WHEN analysis_attempts > 0 THEN "
+                               "analysis_attempts - 1 ELSE 0 END WHERE id = ?"));
     update.Bind(1, call_id);
     return update.Run();
   });
@@ -1024,7 +1027,8 @@ absl::Status CallsStore::ReleaseTranscription(int64_t call_id, absl::string_view
     ASSIGN_OR_RETURN(auto update,
                      c.Prepare("UPDATE calls SET transcription_token = NULL, "
                                "transcription_lease_until = 0, transcription_attempts = "
-                               "MAX(0, transcription_attempts - 1) WHERE id = ?"));
+                               "CASE WHEN transcription_attempts > 0 THEN transcription_attempts - "
+                               "1 ELSE 0 END WHERE id = ?"));
     update.Bind(1, call_id);
     return update.Run();
   });

@@ -373,7 +373,7 @@ absl::Status RunsStore::Release(int64_t run_id, absl::string_view token) {
     RETURN_IF_ERROR(CheckToken(c, run_id, token));
     ASSIGN_OR_RETURN(auto stmt,
                      c.Prepare("UPDATE runs SET lease_token = NULL, lease_until = 0, attempts = "
-                               "MAX(0, attempts - 1) WHERE id = ?"));
+                               "CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END WHERE id = ?"));
     stmt.Bind(1, run_id);
     return stmt.Run();
   });

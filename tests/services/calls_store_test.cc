@@ -8,6 +8,7 @@
 
 #include "common/errors.h"
 #include "common/schema.h"
+#include "tests/support/test_database.h"
 #include "google/protobuf/text_format.h"
 #include "services/accounts/accounts_store.h"
 
@@ -16,14 +17,16 @@ namespace {
 
 using ::testing::ElementsAre;
 
-class CallsStoreTest : public ::testing::Test {
+// Every case on a SQLite file and on PostgreSQL; recordings in a directory of their own.
+class CallsStoreTest : public ::testing::TestWithParam<db::Backend> {
  protected:
   void SetUp() override {
     std::string tmpl = ::testing::TempDir() + "/calls_XXXXXX";
     dir_ = mkdtemp(tmpl.data());
-    auto db = db::Database::Open(dir_ + "/calleval.db", SchemaMigrations());
-    ASSERT_TRUE(db.ok()) << db.status();
-    db_ = std::move(*db);
+    auto database = testing::TestDatabase::Create(GetParam(), SchemaMigrations());
+    ASSERT_TRUE(database.ok()) << database.status();
+    database_ = std::move(*database);
+    db_ = database_->Release();
     accounts::AccountsStore accounts(db_.get());
     workspace_ = accounts.CreateWorkspace("w", 0)->id;
     other_workspace_ = accounts.CreateWorkspace("o", 0)->id;
@@ -42,6 +45,7 @@ class CallsStoreTest : public ::testing::Test {
   void TearDown() override {
     store_.reset();
     db_.reset();
+    database_.reset();
     std::filesystem::remove_all(dir_);
   }
 
@@ -62,13 +66,14 @@ class CallsStoreTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::unique_ptr<testing::TestDatabase> database_;
   std::unique_ptr<db::Database> db_;
   std::unique_ptr<RecordingSigner> signer_;
   std::unique_ptr<CallsStore> store_;
   int64_t workspace_ = 0, other_workspace_ = 0;
 };
 
-TEST_F(CallsStoreTest, IngestAnswerEqualsWhatIsReadBack) {
+TEST_P(CallsStoreTest, IngestAnswerEqualsWhatIsReadBack) {
   auto request = Request("a", false);
   request.set_tag("t");
   (*request.mutable_metadata()->mutable_fields())["k"].set_string_value("v");
@@ -86,14 +91,14 @@ TEST_F(CallsStoreTest, IngestAnswerEqualsWhatIsReadBack) {
   EXPECT_EQ(read->observation_type(), "text");
 }
 
-TEST_F(CallsStoreTest, DuplicatePerWorkspace) {
+TEST_P(CallsStoreTest, DuplicatePerWorkspace) {
   ASSERT_TRUE(store_->Ingest(workspace_, Request("dup", false)).ok());
   absl::Status dup = store_->Ingest(workspace_, Request("dup", false)).status();
   EXPECT_EQ(HttpStatusFor(dup), 409);
   EXPECT_TRUE(store_->Ingest(other_workspace_, Request("dup", false)).ok());
 }
 
-TEST_F(CallsStoreTest, DigitsTriedAsIdFirstThenAsIdentifier) {
+TEST_P(CallsStoreTest, DigitsTriedAsIdFirstThenAsIdentifier) {
   auto first = store_->Ingest(workspace_, Request("first", false));
   ASSERT_TRUE(first.ok());
   const std::string id = std::to_string(first->id());
@@ -107,7 +112,7 @@ TEST_F(CallsStoreTest, DigitsTriedAsIdFirstThenAsIdentifier) {
   EXPECT_EQ(store_->Get(workspace_, "424242")->call_identifier(), "424242");
 }
 
-TEST_F(CallsStoreTest, OtherWorkspaceIsNotFound) {
+TEST_P(CallsStoreTest, OtherWorkspaceIsNotFound) {
   auto call = store_->Ingest(workspace_, Request("mine", false));
   ASSERT_TRUE(call.ok());
   EXPECT_EQ(store_->Get(other_workspace_, "mine").status().code(), absl::StatusCode::kNotFound);
@@ -116,7 +121,7 @@ TEST_F(CallsStoreTest, OtherWorkspaceIsNotFound) {
   EXPECT_EQ(store_->Delete(other_workspace_, "mine").code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(CallsStoreTest, IgnoredMetricIdsUseTheAgentsDisabledList) {
+TEST_P(CallsStoreTest, IgnoredMetricIdsUseTheAgentsDisabledList) {
   auto request = Request("m", false);
   for (int64_t id : {12, 11, 3, 77}) request.add_metric_ids(id);
   auto call = store_->Ingest(workspace_, request);
@@ -125,7 +130,7 @@ TEST_F(CallsStoreTest, IgnoredMetricIdsUseTheAgentsDisabledList) {
   EXPECT_THAT(call->ignored_metric_ids(), ElementsAre(12, 3, 77));
 }
 
-TEST_F(CallsStoreTest, UnknownAgentAndPrivateUrlRejected) {
+TEST_P(CallsStoreTest, UnknownAgentAndPrivateUrlRejected) {
   auto request = Request("x", false);
   request.set_agent_id(8);
   EXPECT_EQ(ErrorInfoOf(store_->Ingest(workspace_, request).status()).code(), "agent_not_found");
@@ -136,7 +141,7 @@ TEST_F(CallsStoreTest, UnknownAgentAndPrivateUrlRejected) {
   EXPECT_EQ(ErrorInfoOf(status).details(0).field(), "recording_url");
 }
 
-TEST_F(CallsStoreTest, RecordingJobsAreLeasedOnceAndFinish) {
+TEST_P(CallsStoreTest, RecordingJobsAreLeasedOnceAndFinish) {
   auto a = store_->Ingest(workspace_, Request("ra", true));
   auto b = store_->Ingest(workspace_, Request("rb", true));
   ASSERT_TRUE(a.ok() && b.ok());
@@ -167,7 +172,7 @@ TEST_F(CallsStoreTest, RecordingJobsAreLeasedOnceAndFinish) {
   EXPECT_FALSE(store_->ClaimRecordingJob(absl::Minutes(5))->has_value());
 }
 
-TEST_F(CallsStoreTest, ExpiredLeaseIsHandedOutAgainAndReleaseDoesNotCount) {
+TEST_P(CallsStoreTest, ExpiredLeaseIsHandedOutAgainAndReleaseDoesNotCount) {
   auto a = store_->Ingest(workspace_, Request("lease", true));
   ASSERT_TRUE(a.ok());
   auto first = store_->ClaimRecordingJob(absl::ZeroDuration());  // expires at once
@@ -183,7 +188,7 @@ TEST_F(CallsStoreTest, ExpiredLeaseIsHandedOutAgainAndReleaseDoesNotCount) {
   EXPECT_FALSE(store_->ClaimRecordingJob(absl::Minutes(5))->has_value());  // not before the delay
 }
 
-TEST_F(CallsStoreTest, UpdateMergesAndClears) {
+TEST_P(CallsStoreTest, UpdateMergesAndClears) {
   auto request = Request("u", false);
   request.set_label("l");
   request.set_tag("t");
@@ -226,7 +231,7 @@ class AnalysisQueueTest : public CallsStoreTest {
   }
 };
 
-TEST_F(AnalysisQueueTest, TextCallPlansTranscriptMetricsAndChargesOnce) {
+TEST_P(AnalysisQueueTest, TextCallPlansTranscriptMetricsAndChargesOnce) {
   Fund(10);
   ASSERT_TRUE(store_->Ingest(workspace_, Request("q1", false)).ok());
   auto job = store_->LeaseAnalysis(absl::Minutes(10), 3);
@@ -254,7 +259,7 @@ TEST_F(AnalysisQueueTest, TextCallPlansTranscriptMetricsAndChargesOnce) {
   EXPECT_EQ(Balance(), 9);
 }
 
-TEST_F(AnalysisQueueTest, ExpiredLeaseIsReleasedToAnotherWorkerAndTheOldTokenIsStale) {
+TEST_P(AnalysisQueueTest, ExpiredLeaseIsReleasedToAnotherWorkerAndTheOldTokenIsStale) {
   Fund(10);
   ASSERT_TRUE(store_->Ingest(workspace_, Request("q2", false)).ok());
   auto first = store_->LeaseAnalysis(absl::ZeroDuration(), 3);  // expires at once
@@ -277,7 +282,7 @@ TEST_F(AnalysisQueueTest, ExpiredLeaseIsReleasedToAnotherWorkerAndTheOldTokenIsS
   EXPECT_EQ(store_->Get(workspace_, "q2")->credits_used(), 0);
 }
 
-TEST_F(AnalysisQueueTest, AttemptsRunOutAndEverythingIsRefunded) {
+TEST_P(AnalysisQueueTest, AttemptsRunOutAndEverythingIsRefunded) {
   Fund(10);
   ASSERT_TRUE(store_->Ingest(workspace_, Request("q3", false)).ok());
   for (int i = 0; i < 2; ++i) {
@@ -291,7 +296,7 @@ TEST_F(AnalysisQueueTest, AttemptsRunOutAndEverythingIsRefunded) {
   EXPECT_EQ(Balance(), 10);
 }
 
-TEST_F(AnalysisQueueTest, ShortBalanceSkipsWithoutCharging) {
+TEST_P(AnalysisQueueTest, ShortBalanceSkipsWithoutCharging) {
   ASSERT_TRUE(store_->Ingest(workspace_, Request("q4", false)).ok());  // balance 0
   EXPECT_FALSE(store_->LeaseAnalysis(absl::Minutes(1), 3)->has_value());
   auto call = store_->Get(workspace_, "q4");
@@ -300,7 +305,7 @@ TEST_F(AnalysisQueueTest, ShortBalanceSkipsWithoutCharging) {
   EXPECT_EQ(Balance(), 0);
 }
 
-TEST_F(AnalysisQueueTest, VoiceCallWaitsForItsRecordingAndFailsWithRefund) {
+TEST_P(AnalysisQueueTest, VoiceCallWaitsForItsRecordingAndFailsWithRefund) {
   Fund(20);
   auto call = store_->Ingest(workspace_, Request("q5", true));
   ASSERT_TRUE(call.ok());
@@ -347,7 +352,7 @@ class TranscriptionQueueTest : public AnalysisQueueTest {
   }
 };
 
-TEST_F(TranscriptionQueueTest, AudioStageThenTranscriptThenTranscriptStage) {
+TEST_P(TranscriptionQueueTest, AudioStageThenTranscriptThenTranscriptStage) {
   Fund(20);
   const int64_t id = StoredVoiceCall("t1");
   // Transcription starts once the analysis has (credits reserved).
@@ -411,7 +416,7 @@ TEST_F(TranscriptionQueueTest, AudioStageThenTranscriptThenTranscriptStage) {
   EXPECT_EQ(Balance(), 9);
 }
 
-TEST_F(TranscriptionQueueTest, ProvidedTranscriptStaysAndTheGeneratedOneIsKeptAside) {
+TEST_P(TranscriptionQueueTest, ProvidedTranscriptStaysAndTheGeneratedOneIsKeptAside) {
   Fund(20);
   auto request = Request("t2", true);
   v1::Turn provided;
@@ -442,7 +447,7 @@ TEST_F(TranscriptionQueueTest, ProvidedTranscriptStaysAndTheGeneratedOneIsKeptAs
   EXPECT_EQ(untranscribed->transcription_status(), "completed");
 }
 
-TEST_F(TranscriptionQueueTest, ExpiredLeaseIsTakenOverAndAttemptsRunOut) {
+TEST_P(TranscriptionQueueTest, ExpiredLeaseIsTakenOverAndAttemptsRunOut) {
   Fund(20);
   const int64_t id = StoredVoiceCall("t4");
   ASSERT_TRUE(store_->LeaseAnalysis(absl::Minutes(1), 3)->has_value());
@@ -463,7 +468,7 @@ TEST_F(TranscriptionQueueTest, ExpiredLeaseIsTakenOverAndAttemptsRunOut) {
   EXPECT_EQ(store_->Get(workspace_, "t4")->transcription_status(), "failed");
 }
 
-TEST_F(TranscriptionQueueTest, FailedTranscriptionReleasesTheComputedCall) {
+TEST_P(TranscriptionQueueTest, FailedTranscriptionReleasesTheComputedCall) {
   Fund(20);
   const int64_t id = StoredVoiceCall("t5");
   auto audio = store_->LeaseAnalysis(absl::Minutes(1), 3);
@@ -480,7 +485,7 @@ TEST_F(TranscriptionQueueTest, FailedTranscriptionReleasesTheComputedCall) {
   EXPECT_TRUE((*rest)->transcript.empty());
 }
 
-TEST_F(TranscriptionQueueTest, SkippedCallIsNeverTranscribed) {
+TEST_P(TranscriptionQueueTest, SkippedCallIsNeverTranscribed) {
   StoredVoiceCall("t6");  // balance 0
   EXPECT_FALSE(store_->LeaseAnalysis(absl::Minutes(1), 3)->has_value());
   EXPECT_EQ(store_->Get(workspace_, "t6")->analysis_status(), "skipped");
@@ -498,7 +503,7 @@ namespace {
 // back by a restarted holder (ReleaseLeasesOf).
 class LeaseRenewalTest : public TranscriptionQueueTest {};
 
-TEST_F(LeaseRenewalTest, RenewingWithTheTokenExtendsTheAnalysisLease) {
+TEST_P(LeaseRenewalTest, RenewingWithTheTokenExtendsTheAnalysisLease) {
   Fund(10);
   ASSERT_TRUE(store_->Ingest(workspace_, Request("r1", false)).ok());
   auto job = store_->LeaseAnalysis(absl::ZeroDuration(), 3, "host-a/scoring");  // expired
@@ -516,7 +521,7 @@ TEST_F(LeaseRenewalTest, RenewingWithTheTokenExtendsTheAnalysisLease) {
             absl::StatusCode::kFailedPrecondition);
 }
 
-TEST_F(LeaseRenewalTest, RenewingAStaleTokenIsRefusedAndChangesNothing) {
+TEST_P(LeaseRenewalTest, RenewingAStaleTokenIsRefusedAndChangesNothing) {
   Fund(10);
   ASSERT_TRUE(store_->Ingest(workspace_, Request("r2", false)).ok());
   auto first = store_->LeaseAnalysis(absl::ZeroDuration(), 3, "host-a/scoring");
@@ -534,7 +539,7 @@ TEST_F(LeaseRenewalTest, RenewingAStaleTokenIsRefusedAndChangesNothing) {
   EXPECT_EQ((*third)->call_id, (*first)->call_id);
 }
 
-TEST_F(LeaseRenewalTest, TranscriptionLeaseRenewsWithItsTokenOnly) {
+TEST_P(LeaseRenewalTest, TranscriptionLeaseRenewsWithItsTokenOnly) {
   Fund(20);
   const int64_t id = StoredVoiceCall("r3");
   ASSERT_TRUE(store_->LeaseAnalysis(absl::Minutes(1), 3)->has_value());
@@ -554,7 +559,7 @@ TEST_F(LeaseRenewalTest, TranscriptionLeaseRenewsWithItsTokenOnly) {
             absl::StatusCode::kFailedPrecondition);
 }
 
-TEST_F(LeaseRenewalTest, RecordingDownloadLeasesRenewAndARestartGivesThemBack) {
+TEST_P(LeaseRenewalTest, RecordingDownloadLeasesRenewAndARestartGivesThemBack) {
   auto a = store_->Ingest(workspace_, Request("d1", true));
   auto b = store_->Ingest(workspace_, Request("d2", true));
   ASSERT_TRUE(a.ok() && b.ok());
@@ -587,7 +592,7 @@ TEST_F(LeaseRenewalTest, RecordingDownloadLeasesRenewAndARestartGivesThemBack) {
   EXPECT_EQ(*store_->ReleaseLeasesOf("a"), 0);
 }
 
-TEST_F(LeaseRenewalTest, RestartReleasesExactlyTheHoldersLeases) {
+TEST_P(LeaseRenewalTest, RestartReleasesExactlyTheHoldersLeases) {
   Fund(100);
   // Four calls: two leased by holder "a" (one analysis, one transcription), one by "ab" (a
   // holder whose id extends "a"), one by "b"; all leased for an hour.
@@ -633,6 +638,11 @@ TEST_F(LeaseRenewalTest, RestartReleasesExactlyTheHoldersLeases) {
   EXPECT_EQ(*store_->ReleaseLeasesOf("a"), 2);
   EXPECT_EQ(*store_->ReleaseLeasesOf("nobody"), 0);
 }
+
+CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(AnalysisQueueTest);
+CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(CallsStoreTest);
+CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(LeaseRenewalTest);
+CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(TranscriptionQueueTest);
 
 }  // namespace
 }  // namespace calleval::calls

@@ -10,18 +10,19 @@
 #include "services/accounts/accounts_store.h"
 #include "services/agents/agents_store.h"
 #include "services/agents/scenarios_store.h"
+#include "tests/support/test_database.h"
 
 namespace calleval::runs {
 namespace {
 
-class RunsStoreTest : public ::testing::Test {
+// Every case on a SQLite file and on PostgreSQL.
+class RunsStoreTest : public ::testing::TestWithParam<db::Backend> {
  protected:
   void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "/runs_XXXXXX";
-    dir_ = mkdtemp(tmpl.data());
-    auto db = db::Database::Open(dir_ + "/calleval.db", SchemaMigrations());
-    ASSERT_TRUE(db.ok()) << db.status();
-    db_ = std::move(*db);
+    auto database = testing::TestDatabase::Create(GetParam(), SchemaMigrations());
+    ASSERT_TRUE(database.ok()) << database.status();
+    database_ = std::move(*database);
+    db_ = database_->Release();
     accounts::AccountsStore accounts(db_.get());
     ws_ = accounts.CreateWorkspace("w", 0)->id;
     agents::AgentsStore agents(db_.get());
@@ -46,17 +47,17 @@ class RunsStoreTest : public ::testing::Test {
   void TearDown() override {
     store_.reset();
     db_.reset();
-    std::filesystem::remove_all(dir_);
+    database_.reset();
   }
 
-  std::string dir_;
+  std::unique_ptr<testing::TestDatabase> database_;
   std::unique_ptr<db::Database> db_;
   std::unique_ptr<RunsStore> store_;
   int64_t ws_ = 0, agent_ = 0;
   std::vector<int64_t> scenarios_;
 };
 
-TEST_F(RunsStoreTest, ALeaseThatExpiresIsTakenOverAndAttemptsRunOut) {
+TEST_P(RunsStoreTest, ALeaseThatExpiresIsTakenOverAndAttemptsRunOut) {
   auto run = store_->CreateRun(ws_, scenarios_[0], std::string("text"));
   ASSERT_TRUE(run.ok()) << run.status();
   auto first = store_->Lease(absl::ZeroDuration(), 2);  // a worker that dies at once
@@ -80,7 +81,7 @@ TEST_F(RunsStoreTest, ALeaseThatExpiresIsTakenOverAndAttemptsRunOut) {
   EXPECT_EQ(failed.error(), "the run did not finish after 2 attempts");
 }
 
-TEST_F(RunsStoreTest, RenewWithTheTokenExtendsAndAStaleTokenIsRefused) {
+TEST_P(RunsStoreTest, RenewWithTheTokenExtendsAndAStaleTokenIsRefused) {
   auto run = store_->CreateRun(ws_, scenarios_[0], std::string("text"));
   ASSERT_TRUE(run.ok()) << run.status();
   auto first = store_->Lease(absl::ZeroDuration(), 3, "host-a/runs");  // expired at once
@@ -98,7 +99,7 @@ TEST_F(RunsStoreTest, RenewWithTheTokenExtendsAndAStaleTokenIsRefused) {
   EXPECT_TRUE(store_->Renew(run->id(), (*second)->token, absl::Minutes(1)).ok());
 }
 
-TEST_F(RunsStoreTest, RestartReleasesExactlyTheHoldersRuns) {
+TEST_P(RunsStoreTest, RestartReleasesExactlyTheHoldersRuns) {
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(store_->CreateRun(ws_, scenarios_[i], std::string("text")).ok());
   }
@@ -122,7 +123,7 @@ TEST_F(RunsStoreTest, RestartReleasesExactlyTheHoldersRuns) {
   EXPECT_TRUE(store_->Renew((*b)->run_id, (*b)->token, absl::Hours(1)).ok());
 }
 
-TEST_F(RunsStoreTest, TheCallIdSurvivesARetriedLease) {
+TEST_P(RunsStoreTest, TheCallIdSurvivesARetriedLease) {
   auto run = store_->CreateRun(ws_, scenarios_[0], std::string("text"));
   auto first = store_->Lease(absl::ZeroDuration(), 3);
   ASSERT_TRUE(first.ok() && first->has_value());
@@ -138,7 +139,7 @@ TEST_F(RunsStoreTest, TheCallIdSurvivesARetriedLease) {
   EXPECT_EQ(done.end_reason(), "max_turns");
 }
 
-TEST_F(RunsStoreTest, ABatchHoldsNoMoreThanItsConcurrencyInProgress) {
+TEST_P(RunsStoreTest, ABatchHoldsNoMoreThanItsConcurrencyInProgress) {
   v1::CreateBatchRunRequest request;
   request.set_agent_id(agent_);
   for (int64_t s : scenarios_) request.add_scenario_ids(s);
@@ -166,13 +167,15 @@ TEST_F(RunsStoreTest, ABatchHoldsNoMoreThanItsConcurrencyInProgress) {
   EXPECT_DOUBLE_EQ(done.summary().pass_rate(), 0.5);
 }
 
-TEST_F(RunsStoreTest, DefaultChannelFollowsThePhoneNumber) {
+TEST_P(RunsStoreTest, DefaultChannelFollowsThePhoneNumber) {
   auto run = store_->CreateRun(ws_, scenarios_[0], std::nullopt);
   ASSERT_TRUE(run.ok());
   EXPECT_EQ(run->channel(), "phone");
   EXPECT_EQ(HttpStatusFor(store_->CreateRun(ws_, scenarios_[0], std::string("sms")).status()), 422);
   EXPECT_EQ(HttpStatusFor(store_->CreateRun(ws_ + 1, scenarios_[0], std::nullopt).status()), 404);
 }
+
+CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(RunsStoreTest);
 
 }  // namespace
 }  // namespace calleval::runs
