@@ -658,8 +658,20 @@ v1::Metric StandardMetric(int64_t workspace_id, const StandardMetricInfo& info) 
   return m;
 }
 
-std::string JsonIds(const std::set<int64_t>& ids) {
-  return absl::StrCat("[", absl::StrJoin(ids, ","), "]");
+// ",1,5,7," : a list a row's id is looked up in with LIKE '%,<id>,%' (portable SQL for a
+// parameter holding a set).
+std::string DelimitedIds(const std::set<int64_t>& ids) {
+  return absl::StrCat(",", absl::StrJoin(ids, ","), ",");
+}
+
+// A LIKE pattern matching names that contain `text` ('\' escapes the wildcards).
+std::string ContainsPattern(absl::string_view text) {
+  std::string pattern = "%";
+  for (char ch : text) {
+    if (ch == '%' || ch == '_' || ch == '\\') pattern += '\\';
+    pattern += ch;
+  }
+  return pattern + "%";
 }
 
 }  // namespace
@@ -696,35 +708,39 @@ absl::StatusOr<v1::ListMetricsResponse> MetricsStore::List(int64_t workspace_id,
     *response.add_standard_metrics() = StandardMetric(workspace_id, info);
   }
 
-  // ?1 workspace, ?2 search ('' = all), ?3 agent (NULL = any), ?4 disabled ids (JSON array).
+  // ?1 workspace, ?2 name pattern ('%' = all), ?3 disabled ids (",1,5,"), ?4 agent (NULL =
+  // any; global metrics apply to every agent and do not take it).
   constexpr absl::string_view kFilter =
-      " FROM metrics WHERE workspace_id = ?1 AND (?2 = '' OR instr(name_key, ?2) > 0) AND id NOT "
-      "IN (SELECT value FROM json_each(?4)) AND ";
-  static const std::string count_sql = absl::StrCat(
-      "SELECT COUNT(*)", kFilter,
-      "is_global = 0 AND (?3 IS NULL OR id IN (SELECT metric_id FROM metric_agents WHERE "
-      "agent_id = ?3))");
-  static const std::string page_sql = absl::StrCat(
-      "SELECT ", kMetricColumns, kFilter,
-      "is_global = 0 AND (?3 IS NULL OR id IN (SELECT metric_id FROM metric_agents WHERE "
-      "agent_id = ?3)) ORDER BY id DESC LIMIT ?5 OFFSET ?6");
-  // Global metrics apply to every agent (?3 is bound but not needed).
+      " FROM metrics WHERE workspace_id = ?1 AND name_key LIKE ?2 ESCAPE '\\' AND ?3 NOT LIKE "
+      "'%,' || id || ',%' AND ";
+  static const std::string count_sql =
+      absl::StrCat("SELECT COUNT(*)", kFilter,
+                   "is_global = 0 AND (CAST(?4 AS BIGINT) IS NULL OR id IN (SELECT metric_id FROM "
+                   "metric_agents WHERE "
+                   "agent_id = ?4))");
+  static const std::string page_sql =
+      absl::StrCat("SELECT ", kMetricColumns, kFilter,
+                   "is_global = 0 AND (CAST(?4 AS BIGINT) IS NULL OR id IN (SELECT metric_id FROM "
+                   "metric_agents WHERE "
+                   "agent_id = ?4)) ORDER BY id DESC LIMIT ?5 OFFSET ?6");
   static const std::string global_sql =
       absl::StrCat("SELECT ", kMetricColumns, kFilter, "is_global = 1 ORDER BY id DESC");
-  const std::string disabled_json = JsonIds(disabled);
+  const std::string pattern = ContainsPattern(search);
+  const std::string disabled_ids = DelimitedIds(disabled);
   auto bind = [&](db::Statement& s) {
-    s.Bind(1, workspace_id).Bind(2, search).Bind(3, agent_id).Bind(4, disabled_json);
+    s.Bind(1, workspace_id).Bind(2, pattern).Bind(3, disabled_ids);
   };
 
   RETURN_IF_ERROR(db_->Read([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto count, c.Prepare(count_sql));
     bind(count);
+    count.Bind(4, agent_id);
     ASSIGN_OR_RETURN(bool row, count.Step());
     const int64_t total = row ? count.Int64(0) : 0;
 
     ASSIGN_OR_RETURN(auto data, c.Prepare(page_sql));
     bind(data);
-    data.Bind(5, per_page).Bind(6, static_cast<int64_t>(page - 1) * per_page);
+    data.Bind(4, agent_id).Bind(5, per_page).Bind(6, static_cast<int64_t>(page - 1) * per_page);
     RETURN_IF_ERROR(ReadRows(c, data, *response.mutable_data()));
 
     ASSIGN_OR_RETURN(auto global, c.Prepare(global_sql));
@@ -928,10 +944,11 @@ absl::StatusOr<v1::ListUsableMetricsResponse> MetricsStore::ListUsable(
   }
   RETURN_IF_ERROR(db_->Read([&](db::Connection& c) -> absl::Status {
     // Without an agent every custom metric; with one, those that apply to it.
-    ASSIGN_OR_RETURN(auto stmt,
-                     c.Prepare("SELECT id, name, metrics_type FROM metrics WHERE workspace_id = "
-                               "?1 AND (?2 IS NULL OR is_global = 1 OR id IN (SELECT metric_id "
-                               "FROM metric_agents WHERE agent_id = ?2)) ORDER BY id"));
+    ASSIGN_OR_RETURN(
+        auto stmt,
+        c.Prepare("SELECT id, name, metrics_type FROM metrics WHERE workspace_id = "
+                  "?1 AND (CAST(?2 AS BIGINT) IS NULL OR is_global = 1 OR id IN (SELECT metric_id "
+                  "FROM metric_agents WHERE agent_id = ?2)) ORDER BY id"));
     stmt.Bind(1, workspace_id).Bind(2, agent_id);
     while (true) {
       ASSIGN_OR_RETURN(bool more, stmt.Step());
@@ -952,10 +969,10 @@ absl::StatusOr<std::vector<CatalogEntry>> MetricsStore::Catalog(int64_t workspac
                                                                 int64_t agent_id) {
   return db::ReadResult<std::vector<CatalogEntry>>(
       *db_, [&](db::Connection& c) -> absl::StatusOr<std::vector<CatalogEntry>> {
-        ASSIGN_OR_RETURN(auto stmt,
-                         c.Prepare("SELECT id, credit_cost, is_global OR EXISTS (SELECT 1 FROM "
-                                   "metric_agents WHERE metric_id = metrics.id AND agent_id = ?2) "
-                                   "FROM metrics WHERE workspace_id = ?1 ORDER BY id"));
+        ASSIGN_OR_RETURN(
+            auto stmt, c.Prepare("SELECT id, credit_cost, (is_global = 1 OR EXISTS (SELECT 1 FROM "
+                                 "metric_agents WHERE metric_id = metrics.id AND agent_id = ?2)) "
+                                 "FROM metrics WHERE workspace_id = ?1 ORDER BY id"));
         stmt.Bind(1, workspace_id).Bind(2, agent_id);
         std::vector<CatalogEntry> entries;
         while (true) {

@@ -155,7 +155,8 @@ class AgentsStoreTest : public ::testing::TestWithParam<db::Backend> {
   void SetUp() override {
     db::Database::Options options;
     options.synchronous_full = false;
-    auto database = calleval::testing::TestDatabase::Create(GetParam(), SchemaMigrations(), options);
+    auto database =
+        calleval::testing::TestDatabase::Create(GetParam(), SchemaMigrations(), options);
     ASSERT_TRUE(database.ok()) << database.status();
     database_ = std::move(*database);
     db_ = database_->Release();
@@ -997,14 +998,15 @@ TEST_P(AgentsStoreTest, WebsocketChannelWithAWriteOnlyCredential) {
   auto channel = store_->GetWebChannel(ws_, agent.id());
   ASSERT_TRUE(channel.ok() && channel->has_value()) << channel.status();
   EXPECT_EQ((**channel).credentials["auth_token"], "tok-123");
-  auto raw = db::ReadResult<std::string>(*db_, [&](db::Connection& c) -> absl::StatusOr<std::string> {
-    ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT web_channel, web_channel_credentials FROM "
-                                          "agents WHERE id = ?"));
-    stmt.Bind(1, agent.id());
-    ASSIGN_OR_RETURN(bool row, stmt.Step());
-    if (!row) return absl::NotFoundError("agent");
-    return stmt.Text(0) + " " + stmt.Text(1);  // the fields, then the sealed bytes as stored
-  });
+  auto raw =
+      db::ReadResult<std::string>(*db_, [&](db::Connection& c) -> absl::StatusOr<std::string> {
+        ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT web_channel, web_channel_credentials FROM "
+                                              "agents WHERE id = ?"));
+        stmt.Bind(1, agent.id());
+        ASSIGN_OR_RETURN(bool row, stmt.Step());
+        if (!row) return absl::NotFoundError("agent");
+        return stmt.Text(0) + " " + stmt.Text(1);  // the fields, then the sealed bytes as stored
+      });
   ASSERT_TRUE(raw.ok()) << raw.status();
   EXPECT_EQ(raw->find("tok-123"), std::string::npos);
 
@@ -1098,11 +1100,12 @@ TEST_P(AgentsStoreTest, WebChannelPatchMergesKeyByKey) {
 }
 
 TEST_P(AgentsStoreTest, RoomAndPlatformTransportsReportTheirCredentials) {
-  v1::Agent room = MustCreate(Request(Internal()).Web({{"transport", "daily"},
-                                                      {"room_server_url", "https://rooms.example.com"},
-                                                      {"room_api_key", "k"},
-                                                      {"room_api_secret", "s"},
-                                                      {"unknown_key", "ignored"}}));
+  v1::Agent room = MustCreate(Request(Internal())
+                                  .Web({{"transport", "daily"},
+                                        {"room_server_url", "https://rooms.example.com"},
+                                        {"room_api_key", "k"},
+                                        {"room_api_secret", "s"},
+                                        {"unknown_key", "ignored"}}));
   EXPECT_EQ(Key(room, "room_management")->string_value(), "rubric");
   EXPECT_TRUE(Key(room, "room_api_key_set")->bool_value());
   EXPECT_TRUE(Key(room, "room_api_secret_set")->bool_value());

@@ -8,18 +8,19 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/database.h"
 #include "common/errors.h"
 #include "common/schema.h"
-#include "common/database.h"
 #include "common/standard_metrics.h"
 #include "services/accounts/accounts_store.h"
 #include "services/agents/agents_store.h"
+#include "tests/support/test_database.h"
 
 namespace calleval::metrics {
 namespace {
@@ -168,17 +169,17 @@ Body CodeJudge(std::string name) {
   return std::move(Body().Name(name).Type("code_as_judge").Code("metric['result'] = True\n"));
 }
 
-class MetricsStoreTest : public ::testing::Test {
+// Every case on a SQLite file and on PostgreSQL.
+class MetricsStoreTest : public ::testing::TestWithParam<db::Backend> {
  protected:
   void SetUp() override {
-    std::string dir_template = testing::TempDir() + "metrics_store_test.XXXXXX";
-    ASSERT_NE(mkdtemp(dir_template.data()), nullptr);
-    dir_ = dir_template;
     db::Database::Options options;
     options.synchronous_full = false;
-    auto db = db::Database::Open(dir_ + "/calleval.db", SchemaMigrations(), options);
-    ASSERT_TRUE(db.ok()) << db.status();
-    db_ = std::move(db).value();
+    auto database =
+        calleval::testing::TestDatabase::Create(GetParam(), SchemaMigrations(), options);
+    ASSERT_TRUE(database.ok()) << database.status();
+    database_ = std::move(*database);
+    db_ = database_->Release();
     accounts::AccountsStore accounts(db_.get());
     auto ws = accounts.CreateWorkspace("one", 0);
     ASSERT_TRUE(ws.ok()) << ws.status();
@@ -215,8 +216,7 @@ class MetricsStoreTest : public ::testing::Test {
     store_.reset();
     agents_.reset();
     db_.reset();
-    std::string cmd = "rm -rf '" + dir_ + "'";
-    (void)system(cmd.c_str());
+    database_.reset();
   }
 
   int64_t MakeAgent(int64_t ws, std::string name) {
@@ -263,7 +263,7 @@ class MetricsStoreTest : public ::testing::Test {
     return r.ok() ? *r : v1::ListMetricsResponse();
   }
 
-  std::string dir_;
+  std::unique_ptr<calleval::testing::TestDatabase> database_;
   std::unique_ptr<db::Database> db_;
   std::unique_ptr<agents::AgentsStore> agents_;
   std::unique_ptr<MetricsStore> store_;
@@ -276,7 +276,7 @@ class MetricsStoreTest : public ::testing::Test {
 
 // ---- create: shapes and defaults ----
 
-TEST_F(MetricsStoreTest, CreateCustomEvaluationWithDefaults) {
+TEST_P(MetricsStoreTest, CreateCustomEvaluationWithDefaults) {
   v1::Metric m = MustCreate(Llm("Greeting"));
   EXPECT_EQ(m.id(), kFirstCustomMetricId);
   EXPECT_EQ(m.client_id(), ws_);
@@ -310,7 +310,7 @@ TEST_F(MetricsStoreTest, CreateCustomEvaluationWithDefaults) {
   EXPECT_EQ(got->SerializeAsString(), m.SerializeAsString());
 }
 
-TEST_F(MetricsStoreTest, IdsStartAt101AndAreNeverReused) {
+TEST_P(MetricsStoreTest, IdsStartAt101AndAreNeverReused) {
   EXPECT_EQ(MustCreate(Llm("one")).id(), 101);
   EXPECT_EQ(MustCreate(Llm("two")).id(), 102);
   EXPECT_EQ(MustCreate(Llm("three"), other_ws_).id(), 103);
@@ -318,7 +318,7 @@ TEST_F(MetricsStoreTest, IdsStartAt101AndAreNeverReused) {
   EXPECT_EQ(MustCreate(Llm("four")).id(), 104);
 }
 
-TEST_F(MetricsStoreTest, CreatePhraseCheckDefaultsAndIgnoresOtherTypesFields) {
+TEST_P(MetricsStoreTest, CreatePhraseCheckDefaultsAndIgnoresOtherTypesFields) {
   v1::Metric m = MustCreate(Phrase("Says hello")
                                 .Instructions("ignored")
                                 .Code("ignored")
@@ -349,7 +349,7 @@ TEST_F(MetricsStoreTest, CreatePhraseCheckDefaultsAndIgnoresOtherTypesFields) {
   EXPECT_TRUE(all.case_sensitive());
 }
 
-TEST_F(MetricsStoreTest, CreatePermittedOptionsCheck) {
+TEST_P(MetricsStoreTest, CreatePermittedOptionsCheck) {
   v1::Metric m = MustCreate(Options("Offers")
                                 .Permitted({"refund", "credit"})
                                 .Forbidden({"cash"})
@@ -370,7 +370,7 @@ TEST_F(MetricsStoreTest, CreatePermittedOptionsCheck) {
   EXPECT_THAT(defaults.forbidden_options(), IsEmpty());
 }
 
-TEST_F(MetricsStoreTest, CreateCodeAsJudge) {
+TEST_P(MetricsStoreTest, CreateCodeAsJudge) {
   v1::Metric m = MustCreate(CodeJudge("Long silences").Result("numeric").Instructions("ignored"));
   EXPECT_EQ(m.metrics_type(), "code_as_judge");
   EXPECT_EQ(m.result_type(), "numeric");
@@ -379,7 +379,7 @@ TEST_F(MetricsStoreTest, CreateCodeAsJudge) {
   EXPECT_EQ(m.credit_cost(), kDeterministicMetricCost);
 }
 
-TEST_F(MetricsStoreTest, CreateEnumMetricWithRulesTriggerAndEverything) {
+TEST_P(MetricsStoreTest, CreateEnumMetricWithRulesTriggerAndEverything) {
   v1::Metric m = MustCreate(Llm("  Mood  ")
                                 .Description("How the caller felt")
                                 .Result("enum")
@@ -407,7 +407,7 @@ TEST_F(MetricsStoreTest, CreateEnumMetricWithRulesTriggerAndEverything) {
   EXPECT_EQ(got->SerializeAsString(), m.SerializeAsString());
 }
 
-TEST_F(MetricsStoreTest, TriggersKeepOnlyTheirOwnFields) {
+TEST_P(MetricsStoreTest, TriggersKeepOnlyTheirOwnFields) {
   v1::EvaluationTrigger phrase = Trigger("phrase");
   phrase.add_phrases("cancel");
   phrase.set_prompt("ignored");
@@ -436,7 +436,7 @@ TEST_F(MetricsStoreTest, TriggersKeepOnlyTheirOwnFields) {
   EXPECT_THAT(got->evaluation_trigger().phrases(), ElementsAre("cancel"));
 }
 
-TEST_F(MetricsStoreTest, ReadOnlyKeysInTheBodyAreIgnored) {
+TEST_P(MetricsStoreTest, ReadOnlyKeysInTheBodyAreIgnored) {
   Body body = Llm("x");
   body.raw().set_id(5);
   body.raw().set_standard_metric_key("latency");
@@ -449,7 +449,7 @@ TEST_F(MetricsStoreTest, ReadOnlyKeysInTheBodyAreIgnored) {
   EXPECT_EQ(m.scope(), "agent");
 }
 
-TEST_F(MetricsStoreTest, LimitsAtTheirMaximumAreAccepted) {
+TEST_P(MetricsStoreTest, LimitsAtTheirMaximumAreAccepted) {
   std::string name;
   for (int i = 0; i < 255; ++i) name += "é";  // 255 characters, 510 bytes
   MustCreate(Llm(name));
@@ -473,7 +473,7 @@ struct InvalidCase {
   std::vector<std::string> fields;
 };
 
-TEST_F(MetricsStoreTest, CreateRejectsEveryInvalidFieldWithItsName) {
+TEST_P(MetricsStoreTest, CreateRejectsEveryInvalidFieldWithItsName) {
   std::vector<std::string> many_values;
   for (int i = 0; i < 51; ++i) many_values.push_back(absl::StrCat("v", i));
   std::vector<v1::StructuredOutputRule> many_rules(21,
@@ -558,7 +558,7 @@ TEST_F(MetricsStoreTest, CreateRejectsEveryInvalidFieldWithItsName) {
   EXPECT_EQ(list->data_size(), 12);
 }
 
-TEST_F(MetricsStoreTest, StructuredOutputIsCheckedAgainstTheResultType) {
+TEST_P(MetricsStoreTest, StructuredOutputIsCheckedAgainstTheResultType) {
   // A numeric comparison on a boolean result, an expected value outside enum_values.
   auto boolean =
       store_->Create(ws_, Llm("x").Rules({Rule("greater_than", "3", "meets_expectations")}));
@@ -576,7 +576,7 @@ TEST_F(MetricsStoreTest, StructuredOutputIsCheckedAgainstTheResultType) {
   MustCreate(Llm("z").Result("rating").Rules({Rule("at_least", "4", "exceeds_expectations")}));
 }
 
-TEST_F(MetricsStoreTest, AgentIdsMustBeAgentsOfTheWorkspace) {
+TEST_P(MetricsStoreTest, AgentIdsMustBeAgentsOfTheWorkspace) {
   auto result = store_->Create(ws_, Llm("x").Agents({agent_a_, 9999, other_agent_}));
   ASSERT_FALSE(result.ok());
   ExpectInvalid(result.status(), {"agent_ids[1]", "agent_ids[2]"}, "agent_not_found");
@@ -587,7 +587,7 @@ TEST_F(MetricsStoreTest, AgentIdsMustBeAgentsOfTheWorkspace) {
   ExpectInvalid(mixed.status(), {"agent_ids[0]", "credit_cost"});
 }
 
-TEST_F(MetricsStoreTest, NamesAreUniquePerWorkspaceIgnoringCaseAndSpaces) {
+TEST_P(MetricsStoreTest, NamesAreUniquePerWorkspaceIgnoringCaseAndSpaces) {
   MustCreate(Llm("Greeting"));
   for (std::string name : {"greeting", "  GREETING "}) {
     auto dup = store_->Create(ws_, Phrase(name));
@@ -603,7 +603,7 @@ TEST_F(MetricsStoreTest, NamesAreUniquePerWorkspaceIgnoringCaseAndSpaces) {
   ExpectInvalid(folded.status(), {"name"}, "duplicate_name");
 }
 
-TEST_F(MetricsStoreTest, StandardMetricNamesAreTaken) {
+TEST_P(MetricsStoreTest, StandardMetricNamesAreTaken) {
   for (std::string name : {"Latency", "latency", " TASK COMPLETION", "voice tone clarity"}) {
     auto dup = store_->Create(ws_, Llm(name));
     ASSERT_FALSE(dup.ok()) << name;
@@ -617,7 +617,7 @@ TEST_F(MetricsStoreTest, StandardMetricNamesAreTaken) {
 
 // ---- get ----
 
-TEST_F(MetricsStoreTest, GetStandardMetrics) {
+TEST_P(MetricsStoreTest, GetStandardMetrics) {
   auto latency = store_->Get(ws_, 1);
   ASSERT_TRUE(latency.ok()) << latency.status();
   EXPECT_EQ(latency->id(), 1);
@@ -655,7 +655,7 @@ TEST_F(MetricsStoreTest, GetStandardMetrics) {
   EXPECT_EQ(task->result_type(), "boolean");
 }
 
-TEST_F(MetricsStoreTest, GetUnknownOrForeignMetricIsNotFound) {
+TEST_P(MetricsStoreTest, GetUnknownOrForeignMetricIsNotFound) {
   v1::Metric theirs = MustCreate(Llm("theirs"), other_ws_);
   for (int64_t id : {int64_t{0}, int64_t{13}, int64_t{100}, theirs.id(), int64_t{5000}}) {
     auto got = store_->Get(ws_, id);
@@ -668,7 +668,7 @@ TEST_F(MetricsStoreTest, GetUnknownOrForeignMetricIsNotFound) {
 
 // ---- update ----
 
-TEST_F(MetricsStoreTest, UpdateMergesSentKeysAndKeepsTheOthers) {
+TEST_P(MetricsStoreTest, UpdateMergesSentKeysAndKeepsTheOthers) {
   v1::Metric m = MustCreate(Llm("Greeting")
                                 .Description("first")
                                 .Result("rating")
@@ -700,7 +700,7 @@ TEST_F(MetricsStoreTest, UpdateMergesSentKeysAndKeepsTheOthers) {
   EXPECT_EQ(got->SerializeAsString(), updated->SerializeAsString());
 }
 
-TEST_F(MetricsStoreTest, UpdateWithNullClearsOptionalFieldsAndRestoresDefaults) {
+TEST_P(MetricsStoreTest, UpdateWithNullClearsOptionalFieldsAndRestoresDefaults) {
   v1::EvaluationTrigger phrase_trigger = Trigger("phrase");
   phrase_trigger.add_phrases("refund");
   v1::Metric m = MustCreate(Phrase("p")
@@ -743,7 +743,7 @@ TEST_F(MetricsStoreTest, UpdateWithNullClearsOptionalFieldsAndRestoresDefaults) 
   ExpectInvalid(no_name.status(), {"name", "phrases"});
 }
 
-TEST_F(MetricsStoreTest, UpdateValidatesTheMergedMetric) {
+TEST_P(MetricsStoreTest, UpdateValidatesTheMergedMetric) {
   v1::Metric m = MustCreate(Phrase("p"));
   auto result = store_->Update(ws_, m.id(), Body().Phrases({}).Result("rating"));
   ASSERT_FALSE(result.ok());
@@ -758,7 +758,7 @@ TEST_F(MetricsStoreTest, UpdateValidatesTheMergedMetric) {
   ExpectInvalid(bad_agent.status(), {"agent_ids[0]"}, "agent_not_found");
 }
 
-TEST_F(MetricsStoreTest, UpdateMetricsTypeCannotChange) {
+TEST_P(MetricsStoreTest, UpdateMetricsTypeCannotChange) {
   v1::Metric m = MustCreate(Llm("x"));
   auto same = store_->Update(ws_, m.id(), Body().Type("custom_evaluation").Name("y"));
   ASSERT_TRUE(same.ok()) << same.status();
@@ -777,7 +777,7 @@ TEST_F(MetricsStoreTest, UpdateMetricsTypeCannotChange) {
   EXPECT_EQ(got->metrics_type(), "custom_evaluation");
 }
 
-TEST_F(MetricsStoreTest, UpdateNameUniquenessExcludesItself) {
+TEST_P(MetricsStoreTest, UpdateNameUniquenessExcludesItself) {
   v1::Metric a = MustCreate(Llm("Alpha"));
   MustCreate(Llm("Beta"));
   auto recased = store_->Update(ws_, a.id(), Body().Name("ALPHA"));
@@ -791,7 +791,7 @@ TEST_F(MetricsStoreTest, UpdateNameUniquenessExcludesItself) {
   ExpectInvalid(standard.status(), {"name"}, "duplicate_name");
 }
 
-TEST_F(MetricsStoreTest, UpdateResultTypeAwayFromEnumDropsStoredEnumValues) {
+TEST_P(MetricsStoreTest, UpdateResultTypeAwayFromEnumDropsStoredEnumValues) {
   v1::Metric m = MustCreate(Llm("Mood").Result("enum").Enum({"happy", "sad"}));
   auto boolean = store_->Update(ws_, m.id(), Body().Result("boolean"));
   ASSERT_TRUE(boolean.ok()) << boolean.status();
@@ -805,7 +805,7 @@ TEST_F(MetricsStoreTest, UpdateResultTypeAwayFromEnumDropsStoredEnumValues) {
   ExpectInvalid(back.status(), {"enum_values"});
 }
 
-TEST_F(MetricsStoreTest, UpdateChangesUpdatedAt) {
+TEST_P(MetricsStoreTest, UpdateChangesUpdatedAt) {
   v1::Metric m = MustCreate(Llm("x"));
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   auto updated = store_->Update(ws_, m.id(), Body().Description("later"));
@@ -814,7 +814,7 @@ TEST_F(MetricsStoreTest, UpdateChangesUpdatedAt) {
   EXPECT_GT(updated->updated_at(), m.updated_at());
 }
 
-TEST_F(MetricsStoreTest, UpdateStandardIsForbiddenAndForeignIsNotFound) {
+TEST_P(MetricsStoreTest, UpdateStandardIsForbiddenAndForeignIsNotFound) {
   for (int64_t id = 1; id <= 12; ++id) {
     auto result = store_->Update(ws_, id, Body().Name("mine"));
     ASSERT_FALSE(result.ok());
@@ -831,7 +831,7 @@ TEST_F(MetricsStoreTest, UpdateStandardIsForbiddenAndForeignIsNotFound) {
 
 // ---- delete ----
 
-TEST_F(MetricsStoreTest, Delete) {
+TEST_P(MetricsStoreTest, Delete) {
   v1::Metric m = MustCreate(Llm("x").Agents({agent_a_}).Scenarios({3}));
   ASSERT_TRUE(store_->Delete(ws_, m.id()).ok());
   EXPECT_EQ(store_->Get(ws_, m.id()).status().code(), absl::StatusCode::kNotFound);
@@ -844,7 +844,7 @@ TEST_F(MetricsStoreTest, Delete) {
   for (const auto& u : usable->data()) EXPECT_NE(u.id(), m.id());
 }
 
-TEST_F(MetricsStoreTest, DeleteStandardIsForbiddenAndForeignIsNotFound) {
+TEST_P(MetricsStoreTest, DeleteStandardIsForbiddenAndForeignIsNotFound) {
   for (int64_t id = 1; id <= 12; ++id) {
     absl::Status status = store_->Delete(ws_, id);
     EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
@@ -857,7 +857,7 @@ TEST_F(MetricsStoreTest, DeleteStandardIsForbiddenAndForeignIsNotFound) {
   EXPECT_TRUE(store_->Get(other_ws_, theirs.id()).ok());
 }
 
-TEST_F(MetricsStoreTest, DeletingAnAgentRemovesItFromAgentIds) {
+TEST_P(MetricsStoreTest, DeletingAnAgentRemovesItFromAgentIds) {
   v1::Metric m = MustCreate(Llm("x").Agents({agent_a_, agent_b_}));
   ASSERT_TRUE(agents_->Delete(ws_, agent_a_).ok());
   auto got = store_->Get(ws_, m.id());
@@ -867,7 +867,7 @@ TEST_F(MetricsStoreTest, DeletingAnAgentRemovesItFromAgentIds) {
 
 // ---- bulk create ----
 
-TEST_F(MetricsStoreTest, BulkCreateCreatesNewAndSkipsDuplicates) {
+TEST_P(MetricsStoreTest, BulkCreateCreatesNewAndSkipsDuplicates) {
   MustCreate(Llm("Existing"));
   v1::BulkCreateMetricsBody body;
   body.set_agent_id(agent_a_);
@@ -901,7 +901,7 @@ TEST_F(MetricsStoreTest, BulkCreateCreatesNewAndSkipsDuplicates) {
   EXPECT_EQ(got->SerializeAsString(), result->created(0).SerializeAsString());
 }
 
-TEST_F(MetricsStoreTest, BulkCreateWithoutAgent) {
+TEST_P(MetricsStoreTest, BulkCreateWithoutAgent) {
   v1::BulkCreateMetricsBody body;
   *body.add_metrics() = Llm("One");
   auto result = store_->BulkCreate(ws_, body);
@@ -911,7 +911,7 @@ TEST_F(MetricsStoreTest, BulkCreateWithoutAgent) {
   EXPECT_THAT(result->skipped(), IsEmpty());
 }
 
-TEST_F(MetricsStoreTest, BulkCreateInvalidItemFailsEverything) {
+TEST_P(MetricsStoreTest, BulkCreateInvalidItemFailsEverything) {
   v1::BulkCreateMetricsBody body;
   *body.add_metrics() = Llm("Fine");
   *body.add_metrics() = Body().Name("No type");
@@ -926,7 +926,7 @@ TEST_F(MetricsStoreTest, BulkCreateInvalidItemFailsEverything) {
   EXPECT_EQ(usable->data_size(), 12);
 }
 
-TEST_F(MetricsStoreTest, BulkCreateUnknownAgent) {
+TEST_P(MetricsStoreTest, BulkCreateUnknownAgent) {
   v1::BulkCreateMetricsBody body;
   body.set_agent_id(other_agent_);
   *body.add_metrics() = Llm("One");
@@ -941,7 +941,7 @@ TEST_F(MetricsStoreTest, BulkCreateUnknownAgent) {
   ExpectInvalid(result.status(), {"agent_id", "metrics[2].name"});
 }
 
-TEST_F(MetricsStoreTest, BulkCreateListSize) {
+TEST_P(MetricsStoreTest, BulkCreateListSize) {
   auto empty = store_->BulkCreate(ws_, v1::BulkCreateMetricsBody());
   ASSERT_FALSE(empty.ok());
   ExpectInvalid(empty.status(), {"metrics"});
@@ -960,7 +960,7 @@ TEST_F(MetricsStoreTest, BulkCreateListSize) {
 
 // ---- list ----
 
-TEST_F(MetricsStoreTest, ListSplitsStandardCustomAndGlobal) {
+TEST_P(MetricsStoreTest, ListSplitsStandardCustomAndGlobal) {
   v1::Metric a = MustCreate(Llm("a"));
   v1::Metric g1 = MustCreate(Llm("g1").Global(true));
   v1::Metric b = MustCreate(Phrase("b"));
@@ -983,7 +983,7 @@ TEST_F(MetricsStoreTest, ListSplitsStandardCustomAndGlobal) {
   EXPECT_EQ(r.pagination().total_pages(), 1);
 }
 
-TEST_F(MetricsStoreTest, ListPaginatesData) {
+TEST_P(MetricsStoreTest, ListPaginatesData) {
   std::vector<int64_t> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(MustCreate(Llm(absl::StrCat("m", i))).id());
   MustCreate(Llm("global").Global(true));
@@ -1010,7 +1010,7 @@ TEST_F(MetricsStoreTest, ListPaginatesData) {
   EXPECT_EQ(none->pagination().total_pages(), 0);
 }
 
-TEST_F(MetricsStoreTest, ListRejectsBadPaging) {
+TEST_P(MetricsStoreTest, ListRejectsBadPaging) {
   struct Case {
     std::optional<int> page, per_page;
     std::vector<std::string> fields;
@@ -1031,7 +1031,7 @@ TEST_F(MetricsStoreTest, ListRejectsBadPaging) {
   EXPECT_TRUE(store_->List(ws_, max).ok());
 }
 
-TEST_F(MetricsStoreTest, ListSearchFiltersAllThreeByName) {
+TEST_P(MetricsStoreTest, ListSearchFiltersAllThreeByName) {
   v1::Metric a = MustCreate(Llm("Refund latency check"));
   MustCreate(Llm("Politeness"));
   v1::Metric g = MustCreate(Llm("LATENCY apology").Global(true));
@@ -1056,7 +1056,7 @@ TEST_F(MetricsStoreTest, ListSearchFiltersAllThreeByName) {
   EXPECT_THAT(r.data(), IsEmpty());
 }
 
-TEST_F(MetricsStoreTest, ListForAnAgentKeepsWhatAppliesAndIsEnabled) {
+TEST_P(MetricsStoreTest, ListForAnAgentKeepsWhatAppliesAndIsEnabled) {
   v1::Metric for_a = MustCreate(Llm("for a").Agents({agent_a_}));
   v1::Metric for_both = MustCreate(Llm("for both").Agents({agent_a_, agent_b_}));
   MustCreate(Llm("for b").Agents({agent_b_}));
@@ -1090,7 +1090,7 @@ TEST_F(MetricsStoreTest, ListForAnAgentKeepsWhatAppliesAndIsEnabled) {
 
 // ---- usable, catalog, definitions ----
 
-TEST_F(MetricsStoreTest, ListUsableWithoutAgentListsEverythingEnabled) {
+TEST_P(MetricsStoreTest, ListUsableWithoutAgentListsEverythingEnabled) {
   v1::Metric a = MustCreate(Llm("a").Agents({agent_a_}));
   v1::Metric b = MustCreate(CodeJudge("b"));
   MustCreate(Llm("theirs"), other_ws_);
@@ -1116,7 +1116,7 @@ TEST_F(MetricsStoreTest, ListUsableWithoutAgentListsEverythingEnabled) {
   EXPECT_EQ(r->data(13).metrics_type(), "code_as_judge");
 }
 
-TEST_F(MetricsStoreTest, ListUsableForAnAgent) {
+TEST_P(MetricsStoreTest, ListUsableForAnAgent) {
   v1::Metric for_a = MustCreate(Llm("a").Agents({agent_a_}));
   MustCreate(Llm("b").Agents({agent_b_}));
   v1::Metric global = MustCreate(Llm("g").Global(true));
@@ -1134,7 +1134,7 @@ TEST_F(MetricsStoreTest, ListUsableForAnAgent) {
   EXPECT_EQ(store_->ListUsable(ws_, other_agent_).status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(MetricsStoreTest, CatalogSaysWhichMetricsApplyToTheAgent) {
+TEST_P(MetricsStoreTest, CatalogSaysWhichMetricsApplyToTheAgent) {
   v1::Metric for_a = MustCreate(Llm("a").Agents({agent_a_}).Cost(5));
   v1::Metric for_b = MustCreate(Phrase("b").Agents({agent_b_}));
   v1::Metric global = MustCreate(CodeJudge("g").Global(true));
@@ -1153,7 +1153,7 @@ TEST_F(MetricsStoreTest, CatalogSaysWhichMetricsApplyToTheAgent) {
   EXPECT_TRUE((*catalog)[2].applies_to_agent);
 }
 
-TEST_F(MetricsStoreTest, DefinitionsInRequestOrderSkippingMissing) {
+TEST_P(MetricsStoreTest, DefinitionsInRequestOrderSkippingMissing) {
   v1::Metric a = MustCreate(Llm("a"));
   v1::Metric b = MustCreate(Phrase("b"));
   v1::Metric theirs = MustCreate(Llm("theirs"), other_ws_);
@@ -1171,7 +1171,7 @@ TEST_F(MetricsStoreTest, DefinitionsInRequestOrderSkippingMissing) {
 
 // ---- toggles ----
 
-TEST_F(MetricsStoreTest, StandardTogglesReplaceTheStandardPart) {
+TEST_P(MetricsStoreTest, StandardTogglesReplaceTheStandardPart) {
   v1::Metric custom = MustCreate(Llm("c").Agents({agent_a_}));
   ASSERT_TRUE(store_->SetCustomToggles(ws_, agent_a_, {custom.id()}).ok());
   auto r = store_->SetStandardToggles(ws_, agent_a_,
@@ -1199,7 +1199,7 @@ TEST_F(MetricsStoreTest, StandardTogglesReplaceTheStandardPart) {
   EXPECT_THAT(DisabledOf(agent_b_), IsEmpty());
 }
 
-TEST_F(MetricsStoreTest, StandardTogglesRejectUnknownKeysAndAgents) {
+TEST_P(MetricsStoreTest, StandardTogglesRejectUnknownKeysAndAgents) {
   ASSERT_TRUE(store_->SetStandardToggles(ws_, agent_a_, {"latency"}).ok());
   auto bad = store_->SetStandardToggles(ws_, agent_a_, {"talk_ratio", "Latency", "nope"});
   ASSERT_FALSE(bad.ok());
@@ -1213,7 +1213,7 @@ TEST_F(MetricsStoreTest, StandardTogglesRejectUnknownKeysAndAgents) {
   EXPECT_THAT(DisabledOf(other_agent_, other_ws_), IsEmpty());
 }
 
-TEST_F(MetricsStoreTest, CustomTogglesReplaceTheCustomPart) {
+TEST_P(MetricsStoreTest, CustomTogglesReplaceTheCustomPart) {
   v1::Metric a = MustCreate(Llm("a"));
   v1::Metric b = MustCreate(Llm("b").Global(true));
   v1::Metric c = MustCreate(CodeJudge("c"));
@@ -1235,7 +1235,7 @@ TEST_F(MetricsStoreTest, CustomTogglesReplaceTheCustomPart) {
   EXPECT_THAT(DisabledOf(agent_a_), ElementsAre(5));
 }
 
-TEST_F(MetricsStoreTest, CustomTogglesRejectUnknownMetricsAndAgents) {
+TEST_P(MetricsStoreTest, CustomTogglesRejectUnknownMetricsAndAgents) {
   v1::Metric a = MustCreate(Llm("a"));
   v1::Metric theirs = MustCreate(Llm("theirs"), other_ws_);
   ASSERT_TRUE(store_->SetCustomToggles(ws_, agent_a_, {a.id()}).ok());
@@ -1256,7 +1256,7 @@ TEST_F(MetricsStoreTest, CustomTogglesRejectUnknownMetricsAndAgents) {
   ExpectInvalid(deleted.status(), {"disabled_llm_metric_ids[0]"}, "metric_not_found");
 }
 
-TEST_F(MetricsStoreTest, TogglesChangeTheAgentsUpdatedAt) {
+TEST_P(MetricsStoreTest, TogglesChangeTheAgentsUpdatedAt) {
   auto before = agents_->Get(ws_, agent_a_);
   ASSERT_TRUE(before.ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
@@ -1266,6 +1266,8 @@ TEST_F(MetricsStoreTest, TogglesChangeTheAgentsUpdatedAt) {
   EXPECT_GT(after->updated_at(), before->updated_at());
   EXPECT_EQ(after->name(), before->name());
 }
+
+CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(MetricsStoreTest);
 
 }  // namespace
 }  // namespace calleval::metrics
