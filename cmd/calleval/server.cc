@@ -434,8 +434,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
 
   // Stores. With SQLite every role of an installation shares the data dir, the edge included
   // (it serves presigned recordings from it).
-  ASSIGN_OR_RETURN(s->database,
-                   db::Database::Open((data_dir / "calleval.db").string(), SchemaMigrations()));
+  const std::string database_url = config.database_url.empty()
+                                       ? (data_dir / "calleval.db").string()
+                                       : config.database_url;
+  ASSIGN_OR_RETURN(s->database, db::Database::Open(database_url, SchemaMigrations()));
   s->pool = std::make_unique<ThreadPool>(kStoreThreads);
   s->sandbox_pool = std::make_unique<ThreadPool>(std::max(1, config.sandbox_pool_threads),
                                                  std::max(1, config.sandbox_pool_queue));

@@ -76,6 +76,10 @@ const std::vector<Flag>& Flags() {
   static const auto* flags = new std::vector<Flag>{
       StringFlag("data-dir", "DIR", &ServerConfig::data_dir,
                  "database (calleval.db), recordings, signing key, bootstrap key"),
+      StringFlag("database-url", "URL", &ServerConfig::database_url,
+                 "the database: sqlite://PATH (or a path) or postgres://USER@HOST/DB?... "
+                 "(libpq's URI form; a password is better in PGPASSWORD or ~/.pgpass)",
+                 "sqlite://<data-dir>/calleval.db"),
       StringFlag("http-addr", "HOST:PORT", &ServerConfig::http_addr,
                  "the JSON edge; port 0 picks a free port (printed at start)"),
       StringFlag("grpc-addr", "HOST:PORT", &ServerConfig::grpc_addr,

@@ -21,6 +21,9 @@ inline const std::set<std::string>& AllRoles() {
 
 struct ServerConfig {
   std::string data_dir = "./data";
+  // The database (common/database.h): sqlite://PATH, a path, or postgres://... Empty:
+  // <data_dir>/calleval.db.
+  std::string database_url;
   std::string http_addr = "127.0.0.1:8080";  // port 0 picks a free port
   std::string grpc_addr = "127.0.0.1:50051";
   std::set<std::string> roles = AllRoles();

@@ -65,12 +65,16 @@ int InputError(absl::string_view message) {
 // The flags before the command.
 struct GlobalOptions {
   std::string data_dir = "./data";
+  std::string database_url;  // empty: <data_dir>/calleval.db
 };
 
 const std::vector<Flag<GlobalOptions>>& GlobalFlags() {
   static const auto* flags = new std::vector<Flag<GlobalOptions>>{
       StringFlag("data-dir", "DIR", &GlobalOptions::data_dir,
                  "the installation's data dir (the server's --data-dir)"),
+      StringFlag("database-url", "URL", &GlobalOptions::database_url,
+                 "the installation's database (the server's --database-url)",
+                 "sqlite://<data-dir>/calleval.db"),
   };
   return *flags;
 }
@@ -110,7 +114,9 @@ absl::StatusOr<Accounts> OpenAccounts(const GlobalOptions& global) {
   std::error_code ec;
   std::filesystem::create_directories(global.data_dir, ec);
   auto database = calleval::db::Database::Open(
-      (std::filesystem::path(global.data_dir) / "calleval.db").string(),
+      global.database_url.empty()
+          ? (std::filesystem::path(global.data_dir) / "calleval.db").string()
+          : global.database_url,
       calleval::SchemaMigrations());
   if (!database.ok()) return database.status();
   Accounts accounts;

@@ -4,6 +4,10 @@
 Starts the server on a fresh data dir (port 0), checks the bootstrap key, ingests and reads a
 call, runs callevalctl against the same data dir while the server runs, stops the server with
 SIGTERM (it must exit 0), and starts it again to check that everything was kept.
+
+With TEST_POSTGRES (the tests/support test_postgres tool) and CALLEVAL_TEST_POSTGRES_DIR set,
+the same run keeps its database on the test PostgreSQL server (--database-url) instead of
+SQLite in the data dir.
 """
 import json
 import os
@@ -18,6 +22,16 @@ from serve_process import ServeProcess
 
 CALLEVAL = os.environ.get("CALLEVAL_BIN")
 CALLEVALCTL = os.environ.get("CALLEVALCTL_BIN")
+TEST_POSTGRES = os.environ.get("TEST_POSTGRES")
+
+
+def database_flags():
+    """[] for SQLite in the data dir, or --database-url of a new PostgreSQL database."""
+    if not TEST_POSTGRES:
+        return []
+    url = subprocess.run([TEST_POSTGRES, "newdb", os.environ["CALLEVAL_TEST_POSTGRES_DIR"]],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    return ["--database-url", url]
 
 
 def request(method, url, key=None, body=None):
@@ -38,7 +52,8 @@ def request(method, url, key=None, body=None):
 class ServeTest(unittest.TestCase):
     def test_serve_lifecycle(self):
         with tempfile.TemporaryDirectory() as data_dir:
-            server = ServeProcess(CALLEVAL, data_dir)
+            db = database_flags()
+            server = ServeProcess(CALLEVAL, data_dir, *db)
             try:
                 printed = "".join(server.lines)
                 with open(os.path.join(data_dir, "bootstrap-key")) as f:
@@ -64,7 +79,7 @@ class ServeTest(unittest.TestCase):
                 self.assertEqual(call["analysis_status"], "pending")
 
                 # callevalctl on the same data dir while the server runs.
-                out = subprocess.run([CALLEVALCTL, "--data-dir", data_dir, "workspace", "create",
+                out = subprocess.run([CALLEVALCTL, "--data-dir", data_dir, *db, "workspace", "create",
                                       "--name", "acme", "--credits", "25"],
                                      check=True, capture_output=True, text=True).stdout
                 created = json.loads(out)
@@ -72,12 +87,12 @@ class ServeTest(unittest.TestCase):
                 status, ws = request("GET", server.base + "/api/v1/workspaces/current",
                                      created["api_key"])
                 self.assertEqual((status, ws["credit_balance"]), (200, 25))
-                out = subprocess.run([CALLEVALCTL, "--data-dir", data_dir, "credits", "add",
+                out = subprocess.run([CALLEVALCTL, "--data-dir", data_dir, *db, "credits", "add",
                                       "--workspace", str(created["id"]), "--amount", "5"],
                                      check=True, capture_output=True, text=True).stdout
                 self.assertEqual(json.loads(out), {"workspace_id": created["id"],
                                                    "credit_balance": 30})
-                out = subprocess.run([CALLEVALCTL, "--data-dir", data_dir, "key", "create",
+                out = subprocess.run([CALLEVALCTL, "--data-dir", data_dir, *db, "key", "create",
                                       "--workspace", "1", "--grant", str(created["id"])],
                                      check=True, capture_output=True, text=True).stdout
                 granted = json.loads(out)
@@ -88,9 +103,11 @@ class ServeTest(unittest.TestCase):
             finally:
                 code = server.stop()
             self.assertEqual(code, 0, server.proc.stderr.read())
+            # The database is where it was told to be.
+            self.assertEqual(os.path.exists(os.path.join(data_dir, "calleval.db")), not db)
 
             # A restart keeps everything and creates no second bootstrap key.
-            server = ServeProcess(CALLEVAL, data_dir)
+            server = ServeProcess(CALLEVAL, data_dir, *db)
             try:
                 self.assertNotIn("API key", "".join(server.lines))
                 status, call = request("GET", server.base + "/api/public/v1/calls/e2e-1", key)

@@ -1,6 +1,7 @@
 // The ctest fixture around the test PostgreSQL server (tests/support/test_postgres.h):
 //   test_postgres start DIR   starts a server in DIR (or finds it running)
 //   test_postgres stop DIR    stops it and removes DIR
+//   test_postgres newdb DIR   creates a database on the server running in DIR, prints its URL
 
 #include <cstdio>
 #include <string>
@@ -8,9 +9,20 @@
 #include "tests/support/test_postgres.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (std::string(argv[1]) != "start" && std::string(argv[1]) != "stop")) {
-    std::fprintf(stderr, "usage: test_postgres start|stop DIR\n");
+  const std::string command = argc == 3 ? argv[1] : "";
+  if (command != "start" && command != "stop" && command != "newdb") {
+    std::fprintf(stderr, "usage: test_postgres start|stop|newdb DIR\n");
     return 2;
+  }
+  if (command == "newdb") {
+    auto server = calleval::testing::TestPostgres::Start(argv[2]);  // adopts the running one
+    auto url = server.ok() ? server->NewDatabase() : absl::StatusOr<std::string>(server.status());
+    if (!url.ok()) {
+      std::fprintf(stderr, "%s\n", url.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("%s\n", url->c_str());
+    return 0;
   }
   if (std::string(argv[1]) == "start") {
     auto server = calleval::testing::TestPostgres::Start(argv[2]);
