@@ -25,6 +25,9 @@ DOCS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "doc
 
 ROLES_MESSAGE = "must be one of AI Assistant, User, Function Call, Function Call Result"
 
+# The flags before a callevalctl command, listed in every help.
+CTL_GLOBAL_FLAGS = {"--data-dir", "--database-url"}
+
 # Each callevalctl command and the flags it takes.
 CTL_COMMANDS = {
     "workspace create": {"--name", "--credits"},
@@ -166,7 +169,7 @@ class CallevalctlHelpTest(unittest.TestCase):
                 self.assertEqual(result.returncode, 0, result.stderr)
                 for command in CTL_COMMANDS:
                     self.assertIn(command, result.stdout)
-                expected = set().union(*CTL_COMMANDS.values()) | {"--data-dir"}
+                expected = set().union(*CTL_COMMANDS.values()) | CTL_GLOBAL_FLAGS
                 self.assertEqual(flags_of(result.stdout), expected)
                 for line in flag_lines(result.stdout):
                     self.assertRegex(line, r"\((default |required)", line)
@@ -182,7 +185,7 @@ class CallevalctlHelpTest(unittest.TestCase):
                     result = run(CALLEVALCTL, *command.split(), help_flag)
                     self.assertEqual(result.returncode, 0, result.stderr)
                     self.assertIn(command, result.stdout)
-                    self.assertEqual(flags_of(result.stdout), flags | {"--data-dir"})
+                    self.assertEqual(flags_of(result.stdout), flags | CTL_GLOBAL_FLAGS)
                     for line in flag_lines(result.stdout):
                         self.assertRegex(line, r"\((default |required)", line)
 
