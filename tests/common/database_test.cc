@@ -9,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <optional>
-#include <ostream>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -18,15 +17,10 @@
 #include "absl/synchronization/notification.h"
 #include "common/schema.h"
 #include "common/status_macros.h"
+#include "tests/support/test_database.h"
 #include "tests/support/test_postgres.h"
 
 namespace calleval::db {
-
-// Test names say the backend (found by argument-dependent lookup: not in the anonymous
-// namespace).
-void PrintTo(Backend backend, std::ostream* os) {
-  *os << (backend == Backend::kSqlite ? "sqlite" : "postgres");
-}
 
 namespace {
 
@@ -358,12 +352,7 @@ TEST_P(DatabaseTest, ServiceSchemaMigratesOnBothBackends) {
   EXPECT_EQ(*links, 0);
 }
 
-std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param == Backend::kSqlite ? "Sqlite" : "Postgres";
-}
-
-INSTANTIATE_TEST_SUITE_P(Backends, DatabaseTest,
-                         ::testing::Values(Backend::kSqlite, Backend::kPostgres), BackendName);
+CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(DatabaseTest);
 
 // PostgreSQL only.
 
