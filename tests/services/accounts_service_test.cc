@@ -1,0 +1,178 @@
+// The Accounts adapter on a real gRPC server over the real accounts store: key authentication
+// and workspace resolution of GetCurrentWorkspace, and the internal-credential gate of
+// Authenticate (the method the other roles' remote authenticator calls).
+
+#include "services/accounts/accounts_service.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "calleval/v1/accounts.grpc.pb.h"
+#include "common/thread_pool.h"
+#include "tests/services/service_test_support.h"
+
+namespace calleval::accounts {
+namespace {
+
+using ::calleval::testing::ContextWith;
+using ::calleval::testing::ContextWithKey;
+using ::calleval::testing::InternalContext;
+using ::calleval::testing::kTestInternalCredential;
+using ::calleval::testing::Metadata;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+class AccountsServiceTest : public testing::ServiceTest {
+ protected:
+  void SetUp() override {
+    ServiceTest::SetUp();
+    if (HasFatalFailure()) return;
+    service_ = std::make_unique<AccountsService>(accounts_store_.get(), authenticator_.get(),
+                                                 &pool_, kTestInternalCredential);
+    server_ = testing::TestGrpcServer::Start({service_.get()});
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::Accounts::NewStub(server_->channel());
+  }
+
+  ThreadPool pool_{2};
+  std::unique_ptr<AccountsService> service_;
+  std::unique_ptr<testing::TestGrpcServer> server_;
+  std::unique_ptr<v1::Accounts::Stub> stub_;
+};
+
+TEST_P(AccountsServiceTest, CurrentWorkspaceIsTheKeysOwn) {
+  ASSERT_TRUE(accounts_store_->AddCredits(tenants_.own, 250).ok());
+  v1::Workspace workspace;
+  ASSERT_GRPC_OK(stub_->GetCurrentWorkspace(ContextWithKey(tenants_.key).get(), {}, &workspace));
+  EXPECT_EQ(workspace.id(), tenants_.own);
+  EXPECT_EQ(workspace.name(), "own");
+  EXPECT_EQ(workspace.credit_balance(), 100000 + 250);
+}
+
+TEST_P(AccountsServiceTest, ClientIdSelectsAGrantedWorkspace) {
+  v1::GetCurrentWorkspaceRequest request;
+  request.set_client_id(tenants_.granted);
+  v1::Workspace workspace;
+  ASSERT_GRPC_OK(
+      stub_->GetCurrentWorkspace(ContextWithKey(tenants_.key).get(), request, &workspace));
+  EXPECT_EQ(workspace.id(), tenants_.granted);
+  EXPECT_EQ(workspace.name(), "granted");
+  // The key's own workspace named explicitly is the same as none.
+  request.set_client_id(tenants_.own);
+  ASSERT_GRPC_OK(
+      stub_->GetCurrentWorkspace(ContextWithKey(tenants_.key).get(), request, &workspace));
+  EXPECT_EQ(workspace.id(), tenants_.own);
+}
+
+TEST_P(AccountsServiceTest, ClientIdOfAnotherWorkspaceIsForbidden) {
+  v1::GetCurrentWorkspaceRequest request;
+  v1::Workspace workspace;
+  for (int64_t client_id : {tenants_.foreign, int64_t{987654}}) {
+    request.set_client_id(client_id);
+    EXPECT_GRPC_ERROR(
+        stub_->GetCurrentWorkspace(ContextWithKey(tenants_.key).get(), request, &workspace),
+        grpc::PERMISSION_DENIED, "workspace_not_accessible");
+  }
+  // The other workspace's own key reaches it, and only it.
+  request.clear_client_id();
+  ASSERT_GRPC_OK(
+      stub_->GetCurrentWorkspace(ContextWithKey(tenants_.foreign_key).get(), request, &workspace));
+  EXPECT_EQ(workspace.id(), tenants_.foreign);
+}
+
+TEST_P(AccountsServiceTest, EveryPublicMethodAuthenticatesAndResolvesTheWorkspace) {
+  const auto* service = testing::ServiceNamed(v1::Accounts::service_full_name());
+  EXPECT_THAT(
+      testing::ExpectPublicMethodsRefuseUnauthenticated(server_->channel(), service, tenants_),
+      ElementsAre("GetCurrentWorkspace"));
+  EXPECT_THAT(
+      testing::ExpectPublicMethodsRefuseForeignWorkspace(server_->channel(), service, tenants_),
+      IsEmpty());
+}
+
+// Authenticate answers only the installation's own processes: an API key, however valid, or a
+// wrong credential never reaches the store.
+TEST_P(AccountsServiceTest, AuthenticateNeedsTheInternalCredential) {
+  v1::AuthenticateRequest request;
+  request.set_api_key(tenants_.key);
+  const std::string credential = kTestInternalCredential;
+  for (const Metadata& metadata :
+       std::vector<Metadata>{{},
+                             {{"authorization", testing::Bearer(tenants_.key)}},
+                             {{kInternalCredentialMetadata, "another-installation-credential"}},
+                             {{kInternalCredentialMetadata, credential + "x"}},
+                             {{kInternalCredentialMetadata, credential.substr(1)}},
+                             {{"authorization", "Bearer " + credential}}}) {
+    v1::Principal principal;
+    const grpc::Status status =
+        stub_->Authenticate(ContextWith(metadata).get(), request, &principal);
+    EXPECT_EQ(status.error_code(), grpc::UNAUTHENTICATED) << status.error_message();
+    EXPECT_EQ(principal.key_id(), 0);
+  }
+}
+
+TEST_P(AccountsServiceTest, AuthenticateAnswersThePrincipalOfAKey) {
+  v1::AuthenticateRequest request;
+  request.set_api_key(tenants_.key);
+  v1::Principal principal;
+  ASSERT_GRPC_OK(stub_->Authenticate(InternalContext().get(), request, &principal));
+  EXPECT_EQ(principal.key_id(), tenants_.key_id);
+  EXPECT_EQ(principal.workspace_id(), tenants_.own);
+  EXPECT_THAT(principal.granted_workspace_ids(), ElementsAre(tenants_.granted));
+
+  // Unknown and revoked keys: 401 with the detail the remote authenticator passes on.
+  for (const std::string& key : {std::string("cev_unknown"), tenants_.revoked_key, std::string()}) {
+    request.set_api_key(key);
+    EXPECT_GRPC_ERROR(stub_->Authenticate(InternalContext().get(), request, &principal),
+                      grpc::UNAUTHENTICATED, "unauthenticated");
+  }
+}
+
+// The remote authenticator of split roles, against this adapter: it sends the credential and
+// resolves the same principal as the store; a revoked key stays refused.
+TEST_P(AccountsServiceTest, RemoteAuthenticatorResolvesThroughTheAdapter) {
+  auto remote = NewGrpcAuthenticator(
+      CreateInternalChannel(server_->address(), kTestInternalCredential), absl::ZeroDuration());
+  absl::StatusOr<Principal> principal = remote->Authenticate(testing::Bearer(tenants_.key));
+  ASSERT_TRUE(principal.ok()) << principal.status();
+  EXPECT_EQ(principal->key_id, tenants_.key_id);
+  EXPECT_EQ(principal->workspace_id, tenants_.own);
+  EXPECT_THAT(principal->granted_workspace_ids, ElementsAre(tenants_.granted));
+  absl::Status revoked = remote->Authenticate(testing::Bearer(tenants_.revoked_key)).status();
+  EXPECT_EQ(revoked.code(), absl::StatusCode::kUnauthenticated) << revoked;
+  EXPECT_EQ(ErrorInfoOf(revoked).code(), "unauthenticated");
+}
+
+TEST_P(AccountsServiceTest, HandleGetCurrentWorkspaceAnswersLikeTheRpc) {
+  struct Case {
+    std::string authorization;
+    std::optional<int64_t> client_id;
+  };
+  for (const Case& c : std::vector<Case>{{testing::Bearer(tenants_.key), std::nullopt},
+                                         {testing::Bearer(tenants_.key), tenants_.granted},
+                                         {testing::Bearer(tenants_.key), tenants_.foreign},
+                                         {testing::Bearer(tenants_.revoked_key), std::nullopt},
+                                         {"", std::nullopt}}) {
+    v1::GetCurrentWorkspaceRequest request;
+    if (c.client_id) request.set_client_id(*c.client_id);
+    v1::Workspace direct, remote;
+    const absl::Status direct_status =
+        service_->HandleGetCurrentWorkspace(c.authorization, request, &direct);
+    Metadata metadata;
+    if (!c.authorization.empty()) metadata.push_back({"authorization", c.authorization});
+    const grpc::Status remote_status =
+        stub_->GetCurrentWorkspace(ContextWith(metadata).get(), request, &remote);
+    SCOPED_TRACE(absl::StrCat(c.authorization, " client_id ", c.client_id.value_or(0)));
+    if (direct_status.ok()) {
+      ASSERT_GRPC_OK(remote_status);
+      EXPECT_EQ(direct.SerializeAsString(), remote.SerializeAsString());
+    } else {
+      testing::ExpectSameOutcome(direct_status, remote_status);
+    }
+  }
+}
+
+CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(AccountsServiceTest);
+
+}  // namespace
+}  // namespace calleval::accounts
