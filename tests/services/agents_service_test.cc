@@ -1,0 +1,420 @@
+// The Agents adapter on a real gRPC server over the real agents, scenarios and runs stores:
+// what the adapter itself decides (authentication, the workspace a request acts on, which
+// client_id wins on PATCH, waking the runs role, 503 when scenarios or runs are not served
+// here) and that requests reach the stores and answers come back, for every method.
+
+#include "services/agents/agents_service.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "calleval/v1/agents.grpc.pb.h"
+#include "common/thread_pool.h"
+#include "services/agents/agents_store.h"
+#include "services/agents/scenarios_store.h"
+#include "services/runs/runs_store.h"
+#include "tests/services/service_test_support.h"
+
+namespace calleval::agents {
+namespace {
+
+using ::calleval::testing::ContextWith;
+using ::calleval::testing::ContextWithKey;
+using ::calleval::testing::Metadata;
+using ::calleval::testing::WireErrorInfo;
+using ::testing::ElementsAre;
+using ::testing::SizeIs;
+using ::testing::UnorderedElementsAre;
+
+v1::AgentFields AgentNamed(const std::string& name) {
+  v1::AgentFields fields;
+  fields.set_name(name);
+  fields.set_phone_number("+14155550123");
+  fields.set_language_id(1);
+  fields.set_instructions("Take table bookings.");
+  fields.set_max_call_duration_seconds(300);
+  return fields;
+}
+
+v1::ScenarioFields ScenarioFor(int64_t agent_id, const std::string& name) {
+  v1::ScenarioFields fields;
+  fields.set_agent_id(agent_id);
+  fields.set_name(name);
+  fields.set_goal("Book a table for two at 8 pm");
+  fields.set_persona("A hurried caller");
+  fields.set_max_turns(7);
+  return fields;
+}
+
+class AgentsServiceTest : public testing::ServiceTest {
+ protected:
+  void SetUp() override {
+    ServiceTest::SetUp();
+    if (HasFatalFailure()) return;
+    agents_ = std::make_unique<AgentsStore>(db());
+    scenarios_ = std::make_unique<ScenariosStore>(db());
+    runs_ = std::make_unique<runs::RunsStore>(db());
+    service_ =
+        std::make_unique<AgentsService>(agents_.get(), authenticator_.get(), &pool_,
+                                        scenarios_.get(), runs_.get(), [this] { ++runs_queued_; });
+    server_ = testing::TestGrpcServer::Start({service_.get()});
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::Agents::NewStub(server_->channel());
+  }
+
+  std::unique_ptr<grpc::ClientContext> Keyed() { return ContextWithKey(tenants_.key); }
+
+  v1::Agent CreateAgent(const v1::AgentFields& fields) {
+    v1::Agent agent;
+    const grpc::Status status = stub_->CreateAgent(Keyed().get(), fields, &agent);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return agent;
+  }
+
+  v1::Scenario CreateScenario(const v1::ScenarioFields& fields) {
+    v1::Scenario scenario;
+    const grpc::Status status = stub_->CreateScenario(Keyed().get(), fields, &scenario);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return scenario;
+  }
+
+  ThreadPool pool_{4};
+  std::unique_ptr<AgentsStore> agents_;
+  std::unique_ptr<ScenariosStore> scenarios_;
+  std::unique_ptr<runs::RunsStore> runs_;
+  std::atomic<int> runs_queued_{0};
+  std::unique_ptr<AgentsService> service_;
+  std::unique_ptr<testing::TestGrpcServer> server_;
+  std::unique_ptr<v1::Agents::Stub> stub_;
+};
+
+TEST_P(AgentsServiceTest, EveryPublicMethodAuthenticatesAndResolvesTheWorkspace) {
+  const auto* service = testing::ServiceNamed(v1::Agents::service_full_name());
+  EXPECT_THAT(
+      testing::ExpectPublicMethodsRefuseUnauthenticated(server_->channel(), service, tenants_),
+      SizeIs(16));
+  // Languages are the same for every workspace.
+  EXPECT_THAT(
+      testing::ExpectPublicMethodsRefuseForeignWorkspace(server_->channel(), service, tenants_),
+      ElementsAre("ListLanguages"));
+  EXPECT_EQ(runs_queued_.load(), 0);
+}
+
+TEST_P(AgentsServiceTest, AgentLifecycle) {
+  const v1::Agent created = CreateAgent(AgentNamed("Booking"));
+  EXPECT_GT(created.id(), 0);
+  EXPECT_EQ(created.client_id(), tenants_.own);
+  EXPECT_EQ(created.name(), "Booking");
+  EXPECT_EQ(created.phone_number(), "+14155550123");
+  EXPECT_EQ(created.instructions(), "Take table bookings.");
+  EXPECT_EQ(created.max_call_duration_seconds(), 300);
+
+  v1::GetAgentRequest get;
+  get.set_id(created.id());
+  v1::Agent read;
+  ASSERT_GRPC_OK(stub_->GetAgent(Keyed().get(), get, &read));
+  EXPECT_EQ(read.SerializeAsString(), created.SerializeAsString());
+
+  v1::UpdateAgentRequest update;
+  update.set_id(created.id());
+  update.mutable_agent()->set_name("Renamed");
+  v1::Agent updated;
+  ASSERT_GRPC_OK(stub_->UpdateAgent(Keyed().get(), update, &updated));
+  EXPECT_EQ(updated.name(), "Renamed");
+  EXPECT_EQ(updated.instructions(), "Take table bookings.");  // untouched by the patch
+
+  CreateAgent(AgentNamed("Second"));
+  v1::ListAgentsRequest list;
+  list.set_per_page(1);
+  v1::ListAgentsResponse listed;
+  ASSERT_GRPC_OK(stub_->ListAgents(Keyed().get(), list, &listed));
+  ASSERT_THAT(listed.data(), SizeIs(1));       // per_page reached the store
+  EXPECT_EQ(listed.data(0).name(), "Second");  // newest first
+  EXPECT_EQ(listed.pagination().total_pages(), 2);
+
+  v1::DeleteAgentRequest remove;
+  remove.set_id(created.id());
+  google::protobuf::Empty empty;
+  ASSERT_GRPC_OK(stub_->DeleteAgent(Keyed().get(), remove, &empty));
+  EXPECT_GRPC_ERROR(stub_->GetAgent(Keyed().get(), get, &read), grpc::NOT_FOUND, "not_found");
+  EXPECT_GRPC_ERROR(stub_->DeleteAgent(Keyed().get(), remove, &empty), grpc::NOT_FOUND,
+                    "not_found");
+}
+
+// Validation failures travel with every field issue, which the edge lists in its 422 body.
+TEST_P(AgentsServiceTest, InvalidAgentIsRefusedWithItsFieldIssues) {
+  v1::AgentFields fields = AgentNamed("");
+  fields.set_max_call_duration_seconds(-1);
+  v1::Agent agent;
+  const grpc::Status status = stub_->CreateAgent(Keyed().get(), fields, &agent);
+  EXPECT_GRPC_ERROR(status, grpc::INVALID_ARGUMENT, "validation_failed");
+  std::vector<std::string> fields_named;
+  const v1::ErrorInfo info = WireErrorInfo(status);
+  for (const v1::ErrorDetail& detail : info.details()) {
+    fields_named.push_back(detail.field());
+  }
+  EXPECT_THAT(fields_named, UnorderedElementsAre("name", "max_call_duration_seconds"));
+}
+
+TEST_P(AgentsServiceTest, ClientIdActsOnAGrantedWorkspaceOnly) {
+  v1::AgentFields fields = AgentNamed("Granted");
+  fields.set_client_id(tenants_.granted);
+  const v1::Agent agent = CreateAgent(fields);
+  EXPECT_EQ(agent.client_id(), tenants_.granted);
+
+  v1::GetAgentRequest get;
+  get.set_id(agent.id());
+  v1::Agent read;
+  // Without client_id the key acts on its own workspace, where the agent is not.
+  EXPECT_GRPC_ERROR(stub_->GetAgent(Keyed().get(), get, &read), grpc::NOT_FOUND, "not_found");
+  get.set_client_id(tenants_.granted);
+  ASSERT_GRPC_OK(stub_->GetAgent(Keyed().get(), get, &read));
+  EXPECT_EQ(read.id(), agent.id());
+  // The foreign workspace's own key does not reach it either way.
+  EXPECT_GRPC_ERROR(stub_->GetAgent(ContextWithKey(tenants_.foreign_key).get(), get, &read),
+                    grpc::PERMISSION_DENIED, "workspace_not_accessible");
+  get.clear_client_id();
+  EXPECT_GRPC_ERROR(stub_->GetAgent(ContextWithKey(tenants_.foreign_key).get(), get, &read),
+                    grpc::NOT_FOUND, "not_found");
+}
+
+// PATCH may name the workspace in the query or in the body: the query wins, the body's counts
+// when the query has none, and either is checked against the key's grants.
+TEST_P(AgentsServiceTest, UpdateTakesTheQueryClientIdThenTheBodys) {
+  v1::AgentFields fields = AgentNamed("Granted");
+  fields.set_client_id(tenants_.granted);
+  const v1::Agent agent = CreateAgent(fields);
+
+  v1::UpdateAgentRequest update;
+  update.set_id(agent.id());
+  update.mutable_agent()->set_name("From the body's workspace");
+  update.mutable_agent()->set_client_id(tenants_.granted);
+  v1::Agent updated;
+  ASSERT_GRPC_OK(stub_->UpdateAgent(Keyed().get(), update, &updated));
+  EXPECT_EQ(updated.name(), "From the body's workspace");
+
+  update.set_client_id(tenants_.own);  // the query names the key's own workspace
+  EXPECT_GRPC_ERROR(stub_->UpdateAgent(Keyed().get(), update, &updated), grpc::NOT_FOUND,
+                    "not_found");
+
+  update.clear_client_id();
+  update.mutable_agent()->set_client_id(tenants_.foreign);
+  EXPECT_GRPC_ERROR(stub_->UpdateAgent(Keyed().get(), update, &updated), grpc::PERMISSION_DENIED,
+                    "workspace_not_accessible");
+}
+
+TEST_P(AgentsServiceTest, ListLanguagesNeedsOnlyAValidKey) {
+  v1::ListLanguagesResponse languages;
+  ASSERT_GRPC_OK(stub_->ListLanguages(Keyed().get(), {}, &languages));
+  EXPECT_FALSE(languages.data().empty());
+  v1::ListLanguagesResponse foreign;
+  ASSERT_GRPC_OK(stub_->ListLanguages(ContextWithKey(tenants_.foreign_key).get(), {}, &foreign));
+  EXPECT_EQ(foreign.SerializeAsString(), languages.SerializeAsString());
+}
+
+TEST_P(AgentsServiceTest, ScenarioLifecycle) {
+  const v1::Agent agent = CreateAgent(AgentNamed("Booking"));
+  const v1::Agent other = CreateAgent(AgentNamed("Other"));
+  const v1::Scenario created = CreateScenario(ScenarioFor(agent.id(), "Two at eight"));
+  EXPECT_EQ(created.client_id(), tenants_.own);
+  EXPECT_EQ(created.agent_id(), agent.id());
+  EXPECT_EQ(created.name(), "Two at eight");
+  EXPECT_EQ(created.goal(), "Book a table for two at 8 pm");
+  EXPECT_EQ(created.persona(), "A hurried caller");
+  EXPECT_EQ(created.max_turns(), 7);
+  CreateScenario(ScenarioFor(other.id(), "Of the other agent"));
+
+  v1::GetScenarioRequest get;
+  get.set_id(created.id());
+  v1::Scenario read;
+  ASSERT_GRPC_OK(stub_->GetScenario(Keyed().get(), get, &read));
+  EXPECT_EQ(read.SerializeAsString(), created.SerializeAsString());
+
+  v1::UpdateScenarioRequest update;
+  update.set_id(created.id());
+  update.mutable_scenario()->set_max_turns(9);
+  v1::Scenario updated;
+  ASSERT_GRPC_OK(stub_->UpdateScenario(Keyed().get(), update, &updated));
+  EXPECT_EQ(updated.max_turns(), 9);
+  EXPECT_EQ(updated.name(), "Two at eight");
+
+  v1::ListScenariosRequest list;
+  list.set_agent_id(agent.id());  // the filter reaches the store
+  v1::ListScenariosResponse listed;
+  ASSERT_GRPC_OK(stub_->ListScenarios(Keyed().get(), list, &listed));
+  ASSERT_THAT(listed.data(), SizeIs(1));
+  EXPECT_EQ(listed.data(0).id(), created.id());
+
+  v1::DeleteScenarioRequest remove;
+  remove.set_id(created.id());
+  google::protobuf::Empty empty;
+  ASSERT_GRPC_OK(stub_->DeleteScenario(Keyed().get(), remove, &empty));
+  EXPECT_GRPC_ERROR(stub_->GetScenario(Keyed().get(), get, &read), grpc::NOT_FOUND, "not_found");
+}
+
+TEST_P(AgentsServiceTest, ScenarioOfAnAgentOfAnotherWorkspaceIsRefused) {
+  v1::AgentFields fields = AgentNamed("Granted");
+  fields.set_client_id(tenants_.granted);
+  const v1::Agent agent = CreateAgent(fields);
+  v1::Scenario scenario;
+  const grpc::Status status =
+      stub_->CreateScenario(Keyed().get(), ScenarioFor(agent.id(), "Wrong workspace"), &scenario);
+  EXPECT_GRPC_ERROR(status, grpc::INVALID_ARGUMENT, "agent_not_found");
+  ASSERT_THAT(WireErrorInfo(status).details(), SizeIs(1));
+  EXPECT_EQ(WireErrorInfo(status).details(0).field(), "agent_id");
+}
+
+// A run or batch queued wakes the runs role; a refused one does not.
+TEST_P(AgentsServiceTest, RunsAreQueuedAndWakeTheRunsRole) {
+  const v1::Agent agent = CreateAgent(AgentNamed("Booking"));
+  const v1::Scenario first = CreateScenario(ScenarioFor(agent.id(), "First"));
+  const v1::Scenario second = CreateScenario(ScenarioFor(agent.id(), "Second"));
+
+  v1::RunScenarioRequest run_request;
+  run_request.set_id(first.id());
+  run_request.set_channel("text");
+  v1::Run run;
+  ASSERT_GRPC_OK(stub_->RunScenario(Keyed().get(), run_request, &run));
+  EXPECT_EQ(run.scenario_id(), first.id());
+  EXPECT_EQ(run.agent_id(), agent.id());
+  EXPECT_EQ(run.channel(), "text");
+  EXPECT_EQ(run.status(), "queued");
+  EXPECT_EQ(runs_queued_.load(), 1);
+
+  run_request.set_channel("carrier pigeon");
+  v1::Run refused;
+  EXPECT_GRPC_ERROR(stub_->RunScenario(Keyed().get(), run_request, &refused),
+                    grpc::INVALID_ARGUMENT, "validation_failed");
+  run_request.set_id(first.id() + second.id() + 100);
+  run_request.set_channel("text");
+  EXPECT_GRPC_ERROR(stub_->RunScenario(Keyed().get(), run_request, &refused), grpc::NOT_FOUND,
+                    "not_found");
+  EXPECT_EQ(runs_queued_.load(), 1);
+
+  v1::GetRunRequest get;
+  get.set_id(run.id());
+  v1::Run read;
+  ASSERT_GRPC_OK(stub_->GetRun(Keyed().get(), get, &read));
+  EXPECT_EQ(read.SerializeAsString(), run.SerializeAsString());
+
+  v1::CreateBatchRunRequest batch_request;
+  batch_request.set_agent_id(agent.id());
+  batch_request.add_scenario_ids(first.id());
+  batch_request.add_scenario_ids(second.id());
+  batch_request.set_channel("text");
+  batch_request.set_concurrency(2);
+  v1::BatchRun batch;
+  ASSERT_GRPC_OK(stub_->CreateBatchRun(Keyed().get(), batch_request, &batch));
+  EXPECT_EQ(batch.agent_id(), agent.id());
+  EXPECT_EQ(batch.channel(), "text");
+  EXPECT_EQ(batch.concurrency(), 2);
+  EXPECT_THAT(batch.run_ids(), SizeIs(2));
+  EXPECT_EQ(batch.summary().total(), 2);
+  EXPECT_EQ(runs_queued_.load(), 2);
+
+  v1::GetBatchRunRequest get_batch;
+  get_batch.set_id(batch.id());
+  v1::BatchRun read_batch;
+  ASSERT_GRPC_OK(stub_->GetBatchRun(Keyed().get(), get_batch, &read_batch));
+  EXPECT_THAT(read_batch.run_ids(), UnorderedElementsAre(batch.run_ids(0), batch.run_ids(1)));
+
+  v1::ListRunsRequest list;
+  list.set_batch_run_id(batch.id());  // the filter reaches the store
+  v1::ListRunsResponse listed;
+  ASSERT_GRPC_OK(stub_->ListRuns(Keyed().get(), list, &listed));
+  ASSERT_THAT(listed.data(), SizeIs(2));
+  for (const v1::Run& r : listed.data()) EXPECT_EQ(r.batch_run_id(), batch.id());
+  list.clear_batch_run_id();
+  ASSERT_GRPC_OK(stub_->ListRuns(Keyed().get(), list, &listed));
+  EXPECT_THAT(listed.data(), SizeIs(3));
+
+  // Runs of one workspace are not found from another.
+  get.set_client_id(tenants_.granted);
+  EXPECT_GRPC_ERROR(stub_->GetRun(Keyed().get(), get, &read), grpc::NOT_FOUND, "not_found");
+}
+
+// A process that serves agents without the scenarios and runs stores answers their methods
+// 503, so the edge can tell the client to retry elsewhere.
+TEST_P(AgentsServiceTest, ScenariosAndRunsNotServedHereAreUnavailable) {
+  AgentsService agents_only(agents_.get(), authenticator_.get(), &pool_);
+  auto server = testing::TestGrpcServer::Start({&agents_only});
+  ASSERT_NE(server, nullptr);
+  const auto* service = testing::ServiceNamed(v1::Agents::service_full_name());
+  int unavailable = 0;
+  for (int i = 0; i < service->method_count(); ++i) {
+    const google::protobuf::MethodDescriptor* method = service->method(i);
+    auto request = testing::NewMessage(method->input_type());
+    auto response = testing::NewMessage(method->output_type());
+    const grpc::Status status = testing::CallMethod(
+        server->channel(), method, *request, response.get(), {{"authorization", key_header()}});
+    if (status.error_code() != grpc::UNAVAILABLE) continue;
+    ++unavailable;
+    EXPECT_THAT(method->name(),
+                ::testing::AnyOf(::testing::HasSubstr("Scenario"), ::testing::HasSubstr("Run")));
+  }
+  // Five scenario methods, RunScenario, GetRun, ListRuns and the two batch methods.
+  EXPECT_EQ(unavailable, 10);
+  v1::ListAgentsResponse listed;
+  ASSERT_GRPC_OK(v1::Agents::NewStub(server->channel())->ListAgents(Keyed().get(), {}, &listed));
+}
+
+// The edge calls the Handle* entry points directly: they answer exactly what the RPCs answer.
+TEST_P(AgentsServiceTest, HandlersAnswerLikeTheRpcs) {
+  const v1::Agent agent = CreateAgent(AgentNamed("Booking"));
+  const v1::Scenario scenario = CreateScenario(ScenarioFor(agent.id(), "First"));
+  for (const std::string& authorization : {key_header(), testing::Bearer(tenants_.foreign_key),
+                                           testing::Bearer(tenants_.revoked_key), std::string()}) {
+    Metadata metadata;
+    if (!authorization.empty()) metadata.push_back({"authorization", authorization});
+    SCOPED_TRACE(authorization);
+    for (int64_t id : {agent.id(), agent.id() + 1000}) {
+      v1::GetAgentRequest request;
+      request.set_id(id);
+      v1::Agent direct, remote;
+      const absl::Status direct_status = service_->HandleGetAgent(authorization, request, &direct);
+      const grpc::Status remote_status =
+          stub_->GetAgent(ContextWith(metadata).get(), request, &remote);
+      if (direct_status.ok()) {
+        ASSERT_GRPC_OK(remote_status);
+        EXPECT_EQ(direct.SerializeAsString(), remote.SerializeAsString());
+      } else {
+        testing::ExpectSameOutcome(direct_status, remote_status);
+      }
+    }
+    {
+      v1::ListScenariosRequest request;
+      v1::ListScenariosResponse direct, remote;
+      const absl::Status direct_status =
+          service_->HandleListScenarios(authorization, request, &direct);
+      const grpc::Status remote_status =
+          stub_->ListScenarios(ContextWith(metadata).get(), request, &remote);
+      if (direct_status.ok()) {
+        ASSERT_GRPC_OK(remote_status);
+        EXPECT_EQ(direct.SerializeAsString(), remote.SerializeAsString());
+      } else {
+        testing::ExpectSameOutcome(direct_status, remote_status);
+      }
+    }
+    {
+      v1::AgentFields invalid = AgentNamed("");
+      v1::Agent direct, remote;
+      testing::ExpectSameOutcome(service_->HandleCreateAgent(authorization, invalid, &direct),
+                                 stub_->CreateAgent(ContextWith(metadata).get(), invalid, &remote));
+    }
+  }
+  // A run queued through the entry point wakes the runs role too.
+  v1::RunScenarioRequest run;
+  run.set_id(scenario.id());
+  run.set_channel("text");
+  v1::Run queued;
+  ASSERT_TRUE(service_->HandleRunScenario(key_header(), run, &queued).ok());
+  EXPECT_EQ(queued.scenario_id(), scenario.id());
+  EXPECT_EQ(runs_queued_.load(), 1);
+}
+
+CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(AgentsServiceTest);
+
+}  // namespace
+}  // namespace calleval::agents
