@@ -17,6 +17,14 @@ absl::Status Statement::Run() {
   }
 }
 
+absl::StatusOr<int64_t> Statement::RunReturningId() {
+  ASSIGN_OR_RETURN(bool row, Step());
+  if (!row) return absl::InternalError("INSERT ... RETURNING id returned no row");
+  const int64_t id = Int64(0);
+  RETURN_IF_ERROR(Run());
+  return id;
+}
+
 std::optional<std::string> Statement::OptionalText(int column) const {
   if (IsNull(column)) return std::nullopt;
   return Text(column);

@@ -28,10 +28,10 @@ absl::StatusOr<Workspace> ReadWorkspace(db::Connection& c, int64_t id) {
 absl::StatusOr<Workspace> InsertWorkspace(db::Connection& c, absl::string_view name,
                                           int64_t credits) {
   ASSIGN_OR_RETURN(auto stmt, c.Prepare("INSERT INTO workspaces (name, credit_balance, "
-                                        "created_at) VALUES (?, ?, ?)"));
+                                        "created_at) VALUES (?, ?, ?) RETURNING id"));
   stmt.Bind(1, name).Bind(2, credits).Bind(3, NowTimestamp());
-  RETURN_IF_ERROR(stmt.Run());
-  return Workspace{c.LastInsertRowId(), std::string(name), credits};
+  ASSIGN_OR_RETURN(const int64_t id, stmt.RunReturningId());
+  return Workspace{id, std::string(name), credits};
 }
 
 absl::StatusOr<CreatedKey> InsertKey(db::Connection& c, int64_t workspace_id,
@@ -41,13 +41,12 @@ absl::StatusOr<CreatedKey> InsertKey(db::Connection& c, int64_t workspace_id,
   key.api_key = GenerateApiKey();
   key.workspace_id = workspace_id;
   ASSIGN_OR_RETURN(auto stmt, c.Prepare("INSERT INTO api_keys (workspace_id, display_prefix, "
-                                        "digest, created_at) VALUES (?, ?, ?, ?)"));
+                                        "digest, created_at) VALUES (?, ?, ?, ?) RETURNING id"));
   stmt.Bind(1, workspace_id)
       .Bind(2, key.api_key.substr(0, kApiKeyPrefix.size() + 6))
       .BindBlob(3, KeyDigest(key.api_key))
       .Bind(4, NowTimestamp());
-  RETURN_IF_ERROR(stmt.Run());
-  key.key_id = c.LastInsertRowId();
+  ASSIGN_OR_RETURN(key.key_id, stmt.RunReturningId());
   for (int64_t granted : grants) {
     if (granted == workspace_id) continue;
     RETURN_IF_ERROR(ReadWorkspace(c, granted).status());

@@ -667,11 +667,10 @@ absl::StatusOr<v1::Agent> AgentsStore::Create(int64_t workspace_id, const v1::Ag
                                "instructions, opening_message, max_call_duration_seconds, "
                                "disabled_metric_ids, silence_threshold_ms, model, voice, "
                                "updated_at, web_channel, workspace_id, created_at) VALUES (?, ?, "
-                               "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                               "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"));
     BindWritable(insert, record);
     insert.Bind(17, workspace_id).Bind(18, record.created_at);
-    RETURN_IF_ERROR(insert.Run());
-    record.id = c.LastInsertRowId();
+    ASSIGN_OR_RETURN(record.id, insert.RunReturningId());
     RETURN_IF_ERROR(WriteCredentials(c, options_.credentials_key, record));
     return ToProto(record);
   });

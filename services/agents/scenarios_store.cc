@@ -250,11 +250,11 @@ absl::StatusOr<v1::Scenario> ScenariosStore::Create(int64_t workspace_id,
                                "expected_outcome, caller_script, max_turns, "
                                "max_duration_seconds, language_id, metric_ids, updated_at, "
                                "workspace_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                               "?, ?, ?)"));
+                               "?, ?, ?) RETURNING id"));
     Bind(insert, s);
     insert.Bind(12, workspace_id).Bind(13, s.created_at());
-    RETURN_IF_ERROR(insert.Run());
-    s.set_id(c.LastInsertRowId());
+    ASSIGN_OR_RETURN(const int64_t id, insert.RunReturningId());
+    s.set_id(id);
     return s;
   });
 }

@@ -354,7 +354,7 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
                       "transcript_source, metric_ids, created_at, updated_at, "
                       "planned_metric_ids, silence_threshold_ms, planned_metric_costs) VALUES "
                       "(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                      "?, ?)"));
+                      "?, ?) RETURNING id"));
         insert.Bind(1, workspace_id)
             .Bind(2, request.agent_id())
             .Bind(3, request.call_identifier())
@@ -394,8 +394,7 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
           insert.BindNull(22);
         }
         insert.Bind(23, JoinIds(planned_costs));
-        RETURN_IF_ERROR(insert.Run());
-        const int64_t id = c.LastInsertRowId();
+        ASSIGN_OR_RETURN(const int64_t id, insert.RunReturningId());
         if (recorded) {
           // Moved into place inside the transaction: a failure leaves no call without its file.
           std::error_code ec;

@@ -599,7 +599,7 @@ absl::Status InsertMetric(db::Connection& c, int64_t workspace_id, v1::Metric& m
   ASSIGN_OR_RETURN(auto insert,
                    c.Prepare("INSERT INTO metrics (workspace_id, name, name_key, metrics_type, "
                              "result_type, is_global, credit_cost, definition, created_at, "
-                             "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                             "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"));
   insert.Bind(1, workspace_id)
       .Bind(2, m.name())
       .Bind(3, NameKey(m.name()))
@@ -610,8 +610,8 @@ absl::Status InsertMetric(db::Connection& c, int64_t workspace_id, v1::Metric& m
       .BindBlob(8, DefinitionBlob(m))
       .Bind(9, now)
       .Bind(10, now);
-  RETURN_IF_ERROR(insert.Run());
-  m.set_id(c.LastInsertRowId());
+  ASSIGN_OR_RETURN(const int64_t id, insert.RunReturningId());
+  m.set_id(id);
   return WriteLinks(c, m);
 }
 

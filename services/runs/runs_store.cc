@@ -79,7 +79,7 @@ absl::StatusOr<int64_t> InsertRun(db::Connection& c, int64_t workspace_id, int64
   ASSIGN_OR_RETURN(auto insert,
                    c.Prepare("INSERT INTO runs (workspace_id, scenario_id, agent_id, "
                              "batch_run_id, channel, status, created_at) VALUES (?, ?, ?, ?, ?, "
-                             "'queued', ?)"));
+                             "'queued', ?) RETURNING id"));
   insert.Bind(1, workspace_id).Bind(2, scenario_id).Bind(3, agent_id);
   if (batch) {
     insert.Bind(4, *batch);
@@ -87,8 +87,7 @@ absl::StatusOr<int64_t> InsertRun(db::Connection& c, int64_t workspace_id, int64
     insert.BindNull(4);
   }
   insert.Bind(5, channel).Bind(6, now);
-  RETURN_IF_ERROR(insert.Run());
-  return c.LastInsertRowId();
+  return insert.RunReturningId();
 }
 
 absl::Status CheckToken(db::Connection& c, int64_t run_id, absl::string_view token) {
@@ -251,11 +250,10 @@ absl::StatusOr<v1::BatchRun> RunsStore::CreateBatch(int64_t workspace_id,
     const std::string now = NowTimestamp();
     ASSIGN_OR_RETURN(auto insert,
                      c.Prepare("INSERT INTO batch_runs (workspace_id, agent_id, channel, "
-                               "concurrency, created_at) VALUES (?, ?, ?, ?, ?)"));
+                               "concurrency, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id"));
     insert.Bind(1, workspace_id).Bind(2, request.agent_id()).Bind(3, *channel);
     insert.Bind(4, static_cast<int64_t>(concurrency)).Bind(5, now);
-    RETURN_IF_ERROR(insert.Run());
-    const int64_t batch = c.LastInsertRowId();
+    ASSIGN_OR_RETURN(const int64_t batch, insert.RunReturningId());
     for (int64_t scenario : request.scenario_ids()) {
       RETURN_IF_ERROR(
           InsertRun(c, workspace_id, scenario, request.agent_id(), batch, *channel, now).status());

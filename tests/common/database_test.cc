@@ -242,6 +242,32 @@ TEST_P(DatabaseTest, ValuesRoundTrip) {
   EXPECT_TRUE(read.ok()) << read;
 }
 
+TEST_P(DatabaseTest, RunReturningIdGivesEachInsertedRowsId) {
+  auto db = Open(kSchema);
+  ASSERT_TRUE(db);
+  absl::Status s = db->Write([](Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto st, c.Prepare("INSERT INTO t (v) VALUES (?) RETURNING id"));
+    ASSIGN_OR_RETURN(const int64_t first, st.Bind(1, "a").RunReturningId());
+    EXPECT_GT(first, 0);
+    EXPECT_EQ(c.Changes(), 1);
+    // The cached statement, again: a second row, the next id.
+    ASSIGN_OR_RETURN(auto again, c.Prepare("INSERT INTO t (v) VALUES (?) RETURNING id"));
+    ASSIGN_OR_RETURN(const int64_t second, again.Bind(1, "b").RunReturningId());
+    EXPECT_EQ(second, first + 1);
+    ASSIGN_OR_RETURN(auto read, c.Prepare("SELECT v FROM t WHERE id = ?"));
+    read.Bind(1, second);
+    ASSIGN_OR_RETURN(bool row, read.Step());
+    EXPECT_TRUE(row);
+    EXPECT_EQ(read.Text(0), "b");
+    // An insert that returns nothing is an error, not id 0.
+    ASSIGN_OR_RETURN(auto nothing, c.Prepare("INSERT INTO t (v) SELECT v FROM t WHERE v = "
+                                             "'absent' RETURNING id"));
+    EXPECT_FALSE(nothing.RunReturningId().ok());
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST_P(DatabaseTest, LastInsertRowIdAndChanges) {
   auto db = Open(kSchema);
   ASSERT_TRUE(db);
