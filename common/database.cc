@@ -40,6 +40,14 @@ std::optional<double> Statement::OptionalDouble(int column) const {
   return Double(column);
 }
 
+absl::string_view Connection::ForUpdate() const {
+  return backend() == Backend::kPostgres ? " FOR UPDATE" : "";
+}
+
+absl::string_view Connection::ForUpdateSkipLocked() const {
+  return backend() == Backend::kPostgres ? " FOR UPDATE SKIP LOCKED" : "";
+}
+
 absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& url,
                                                          const std::vector<Migration>& migrations,
                                                          Options options) {

@@ -6,7 +6,8 @@
 //    with group commit, readers on a small pool.
 //  * PostgreSQL (common/postgres.cc), for installations whose roles run on several nodes: a
 //    pool of libpq connections, writes in SERIALIZABLE transactions retried on serialization
-//    failures and deadlocks, statement timeouts.
+//    failures and deadlocks, statement timeouts. Queue claims are the exception: they run READ
+//    COMMITTED and lock the row they take (WriteOptions, Connection::ForUpdateSkipLocked).
 //
 // Stores write SQL once, in the dialect both accept: `?` and `?NNN` parameters (rewritten to
 // `$n` for PostgreSQL), no backend-specific functions. Schema migrations are the exception and
@@ -28,6 +29,23 @@
 namespace calleval::db {
 
 enum class Backend { kSqlite, kPostgres };
+
+// How a write transaction is isolated from concurrent ones. SQLite has one writer, which is
+// serializable whatever is asked; the choice matters on PostgreSQL only.
+enum class Isolation {
+  // The default: every write behaves as if the writes ran one at a time, as on SQLite. A
+  // transaction that loses a conflict is run again.
+  kSerializable,
+  // Each statement sees what was committed when it started; nothing is detected for the
+  // transaction as a whole. For queue claims, which pick their row with ForUpdateSkipLocked()
+  // and lock every other row whose read decides what they write (ForUpdate()): under
+  // SERIALIZABLE, workers claiming from one queue at once conflict with each other and retry.
+  kReadCommitted,
+};
+
+struct WriteOptions {
+  Isolation isolation = Isolation::kSerializable;
+};
 
 // What a backend implements for one prepared statement. Bind indexes are 1-based, column
 // indexes 0-based.
@@ -128,6 +146,16 @@ class Connection {
   // Rows changed by the last INSERT, UPDATE or DELETE.
   virtual int Changes() const = 0;
   virtual Backend backend() const = 0;
+
+  // Appended to a SELECT whose rows the transaction goes on to change: " FOR UPDATE" on
+  // PostgreSQL, so that under READ COMMITTED the rows read cannot change before the write (and
+  // the read waits for, then sees, a concurrent writer's commit); nothing on SQLite, whose one
+  // writer already excludes every other.
+  absl::string_view ForUpdate() const;
+  // Appended to the SELECT that claims a queue's next row: " FOR UPDATE SKIP LOCKED" on
+  // PostgreSQL, so that concurrent claimers each lock a different row instead of all waiting
+  // for, or conflicting over, the first; nothing on SQLite.
+  absl::string_view ForUpdateSkipLocked() const;
 };
 
 // One schema migration, applied in order, once. `sql` is SQLite's text, `postgres_sql`
@@ -173,8 +201,9 @@ class Database {
 
   // Runs `fn` inside a write transaction. A non-OK status from `fn` rolls back its changes and
   // is returned as is. `fn` may run more than once (PostgreSQL retries a transaction that lost
-  // a conflict), so it must not act outside the database.
-  virtual absl::Status Write(const WriteFn& fn) = 0;
+  // a conflict or a deadlock), so it must not act outside the database.
+  virtual absl::Status Write(const WriteFn& fn, const WriteOptions& options) = 0;
+  absl::Status Write(const WriteFn& fn) { return Write(fn, WriteOptions()); }
   // Runs `fn` in a read-only transaction (one consistent snapshot for the duration of fn).
   virtual absl::Status Read(const ReadFn& fn) = 0;
 
@@ -184,13 +213,13 @@ class Database {
 };
 
 namespace internal {
-// Runs `fn` through `run` (Database::Write or Database::Read) and returns what it produced.
-template <typename T>
-absl::StatusOr<T> RunForResult(Database& db,
-                               absl::Status (Database::*run)(const Database::WriteFn&),
+// Runs `fn` through `run` (a call of Database::Write or Database::Read) and returns what it
+// produced.
+template <typename T, typename Run>
+absl::StatusOr<T> RunForResult(const Run& run,
                                const std::function<absl::StatusOr<T>(Connection&)>& fn) {
   std::optional<T> out;
-  absl::Status status = (db.*run)([&](Connection& c) -> absl::Status {
+  absl::Status status = run([&](Connection& c) -> absl::Status {
     auto r = fn(c);
     if (!r.ok()) return r.status();
     out = std::move(r).value();
@@ -203,16 +232,22 @@ absl::StatusOr<T> RunForResult(Database& db,
 
 // Runs `fn` in a write transaction and returns what it produced.
 template <typename T>
+absl::StatusOr<T> WriteResult(Database& db, const WriteOptions& options,
+                              const std::function<absl::StatusOr<T>(Connection&)>& fn) {
+  return internal::RunForResult<T>(
+      [&](const Database::WriteFn& write) { return db.Write(write, options); }, fn);
+}
+template <typename T>
 absl::StatusOr<T> WriteResult(Database& db,
                               const std::function<absl::StatusOr<T>(Connection&)>& fn) {
-  return internal::RunForResult<T>(db, &Database::Write, fn);
+  return WriteResult<T>(db, WriteOptions(), fn);
 }
 
 // Runs `fn` in a read-only transaction and returns what it produced.
 template <typename T>
 absl::StatusOr<T> ReadResult(Database& db,
                              const std::function<absl::StatusOr<T>(Connection&)>& fn) {
-  return internal::RunForResult<T>(db, &Database::Read, fn);
+  return internal::RunForResult<T>([&](const Database::ReadFn& read) { return db.Read(read); }, fn);
 }
 
 // The SQLite and PostgreSQL implementations behind Database::Open.

@@ -4,9 +4,11 @@
 // transaction: the stores were written against SQLite's single writer, where a transaction
 // never sees another commit between its reads and its writes, and SERIALIZABLE gives them the
 // same guarantee; a transaction that loses a conflict (SQLSTATE 40001) or a deadlock (40P01) is
-// rolled back and run again, a bounded number of times. Read() runs in a READ ONLY REPEATABLE
-// READ transaction, one snapshot like SQLite's readers. Statements are prepared once per
-// connection and results come back in binary, decoded by column type.
+// rolled back and run again, a bounded number of times. Queue claims ask for READ COMMITTED
+// instead and take their row with FOR UPDATE SKIP LOCKED, so workers claiming at once take
+// different rows rather than conflicting over the first (database.h, Isolation). Read() runs in
+// a READ ONLY REPEATABLE READ transaction, one snapshot like SQLite's readers. Statements are
+// prepared once per connection and results come back in binary, decoded by column type.
 
 #include <arpa/inet.h>
 #include <libpq-fe.h>
@@ -412,7 +414,8 @@ class PgDatabase final : public Database {
                                                         const std::vector<Migration>& migrations,
                                                         const Options& options);
 
-  absl::Status Write(const WriteFn& fn) override;
+  using Database::Write;
+  absl::Status Write(const WriteFn& fn, const WriteOptions& options) override;
   absl::Status Read(const ReadFn& fn) override;
   Backend backend() const override { return Backend::kPostgres; }
   const std::string& path() const override { return shown_url_; }
@@ -555,12 +558,16 @@ absl::Status PgDatabase::RunTransaction(const char* begin, const WriteFn& fn, bo
   return status;
 }
 
-absl::Status PgDatabase::Write(const WriteFn& fn) {
+absl::Status PgDatabase::Write(const WriteFn& fn, const WriteOptions& options) {
   thread_local std::minstd_rand jitter(std::random_device{}());
+  // READ COMMITTED never fails serialization, but can still deadlock: it is retried the same.
+  const char* begin = options.isolation == Isolation::kReadCommitted
+                          ? "BEGIN ISOLATION LEVEL READ COMMITTED"
+                          : "BEGIN ISOLATION LEVEL SERIALIZABLE";
   absl::Status status;
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
     bool retryable = false;
-    status = RunTransaction("BEGIN ISOLATION LEVEL SERIALIZABLE", fn, &retryable);
+    status = RunTransaction(begin, fn, &retryable);
     if (status.ok() || !retryable) return status;
     // Back off a little, more each time, with jitter so the losers do not collide again.
     const int ceiling_ms = std::min(100, 2 << attempt);

@@ -171,7 +171,9 @@ class SqliteDatabase final : public Database {
                                                         const std::vector<Migration>& migrations,
                                                         const Options& options);
 
-  absl::Status Write(const WriteFn& fn) override;
+  using Database::Write;
+  // One writer: every transaction is serializable, whatever `options` ask.
+  absl::Status Write(const WriteFn& fn, const WriteOptions& options) override;
   absl::Status Read(const ReadFn& fn) override;
   Backend backend() const override { return Backend::kSqlite; }
   const std::string& path() const override { return path_; }
@@ -231,7 +233,7 @@ absl::StatusOr<std::unique_ptr<Database>> SqliteDatabase::Open(
   return std::unique_ptr<Database>(std::move(db));
 }
 
-absl::Status SqliteDatabase::Write(const WriteFn& fn) {
+absl::Status SqliteDatabase::Write(const WriteFn& fn, const WriteOptions& /*options*/) {
   PendingWrite self{&fn};
   absl::MutexLock lock(&write_mu_);
   write_queue_.push_back(&self);
