@@ -1,16 +1,25 @@
 -- wrk script: GET /api/public/v1/calls/{id} over a set of existing call ids.
--- Needs env CALLEVAL_KEY, CALLEVAL_FIRST_ID and CALLEVAL_LAST_ID.
+-- Needs env CALLEVAL_KEY, and either CALLEVAL_IDS_FILE (one id a line: ids with gaps, as
+-- PostgreSQL's sequences leave) or CALLEVAL_FIRST_ID and CALLEVAL_LAST_ID.
 function init(args)
   wrk.headers["Authorization"] = "Bearer " .. os.getenv("CALLEVAL_KEY")
-  first = tonumber(os.getenv("CALLEVAL_FIRST_ID"))
-  last = tonumber(os.getenv("CALLEVAL_LAST_ID"))
+  ids = {}
+  local file = os.getenv("CALLEVAL_IDS_FILE")
+  if file ~= nil and file ~= "" then
+    for line in io.lines(file) do
+      ids[#ids + 1] = tonumber(line)
+    end
+  else
+    for id = tonumber(os.getenv("CALLEVAL_FIRST_ID")), tonumber(os.getenv("CALLEVAL_LAST_ID")) do
+      ids[#ids + 1] = id
+    end
+  end
   n = 0
 end
 
 function request()
   n = n + 1
-  local id = first + (n % (last - first + 1))
-  return wrk.format("GET", "/api/public/v1/calls/" .. id)
+  return wrk.format("GET", "/api/public/v1/calls/" .. ids[n % #ids + 1])
 end
 
 function done(summary, latency, requests)

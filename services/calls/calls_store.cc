@@ -216,6 +216,13 @@ absl::Status CheckTranscriptionLease(db::Connection& c, int64_t call_id,
   return absl::OkStatus();
 }
 
+// Claims from the queues run READ COMMITTED and take their call with FOR UPDATE SKIP LOCKED
+// (database.h), so that workers claiming at once take different calls instead of conflicting
+// over the first. Everything else a claim reads to decide what it writes is either in the
+// locked row or locked too (the workspace's balance); ledger rows are unique by (call, metric,
+// kind), and balances only change by relative updates.
+constexpr db::WriteOptions kClaim{db::Isolation::kReadCommitted};
+
 // An unknown status or type in a filter is a client mistake, not an empty result.
 absl::Status ValidateListFilters(const v1::ListCallsRequest& request) {
   static constexpr absl::string_view kStatuses[] = {"pending",   "processing", "computed",
@@ -590,14 +597,15 @@ absl::StatusOr<std::optional<RecordingJob>> CallsStore::ClaimRecordingJob(
   const int64_t now = NowUnixSeconds();
   const std::string token = LeaseToken(holder);
   return db::WriteResult<std::optional<RecordingJob>>(
-      *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<RecordingJob>> {
+      *db_, kClaim, [&](db::Connection& c) -> absl::StatusOr<std::optional<RecordingJob>> {
         ASSIGN_OR_RETURN(
             auto claim,
-            c.Prepare("UPDATE calls SET recording_lease_until = ?, recording_token = ?, "
-                      "recording_attempts = recording_attempts + 1 WHERE id = (SELECT id FROM "
-                      "calls WHERE recording_state = 'pending' AND (recording_lease_until IS "
-                      "NULL OR recording_lease_until <= ?) ORDER BY id LIMIT 1) "
-                      "RETURNING id, recording_url, recording_attempts"));
+            c.Prepare(absl::StrCat(
+                "UPDATE calls SET recording_lease_until = ?, recording_token = ?, "
+                "recording_attempts = recording_attempts + 1 WHERE id = (SELECT id FROM calls "
+                "WHERE recording_state = 'pending' AND (recording_lease_until IS NULL OR "
+                "recording_lease_until <= ?) ORDER BY id LIMIT 1",
+                c.ForUpdateSkipLocked(), ") RETURNING id, recording_url, recording_attempts")));
         claim.Bind(1, now + absl::ToInt64Seconds(lease)).Bind(2, token).Bind(3, now);
         ASSIGN_OR_RETURN(bool row, claim.Step());
         if (!row) return std::nullopt;
@@ -689,19 +697,22 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseNext(absl::Duration 
                                                                  absl::string_view holder) {
   const int64_t now = NowUnixSeconds();
   return db::WriteResult<std::optional<AnalysisJob>>(
-      *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<AnalysisJob>> {
+      *db_, kClaim, [&](db::Connection& c) -> absl::StatusOr<std::optional<AnalysisJob>> {
         // Calls that cannot be handed out (out of credits, out of attempts) are settled here
         // and the next one is tried.
         while (true) {
           ASSIGN_OR_RETURN(
-              auto next, c.Prepare("SELECT id, workspace_id, analysis_status, analysis_attempts, "
-                                   "planned_metric_ids, planned_metric_costs FROM calls WHERE "
-                                   "(analysis_status = 'pending' AND "
-                                   "(recording_state IS NULL OR recording_state = 'stored')) OR "
-                                   "(analysis_status = 'processing' AND analysis_lease_until <= ?) "
-                                   "OR (analysis_status = 'computed' AND transcription_status IN "
-                                   "('completed', 'failed') AND (analysis_lease_until IS NULL OR "
-                                   "analysis_lease_until <= ?)) ORDER BY id LIMIT 1"));
+              auto next,
+              c.Prepare(absl::StrCat(
+                  "SELECT id, workspace_id, analysis_status, analysis_attempts, "
+                  "planned_metric_ids, planned_metric_costs FROM calls WHERE "
+                  "(analysis_status = 'pending' AND "
+                  "(recording_state IS NULL OR recording_state = 'stored')) OR "
+                  "(analysis_status = 'processing' AND analysis_lease_until <= ?) "
+                  "OR (analysis_status = 'computed' AND transcription_status IN "
+                  "('completed', 'failed') AND (analysis_lease_until IS NULL OR "
+                  "analysis_lease_until <= ?)) ORDER BY id LIMIT 1",
+                  c.ForUpdateSkipLocked())));
           next.Bind(1, now).Bind(2, now);
           ASSIGN_OR_RETURN(bool found, next.Step());
           if (!found) return std::nullopt;
@@ -732,11 +743,15 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseNext(absl::Duration 
             continue;
           }
           if (first_lease) {
-            // Reserve the planned metrics' credits, all or nothing.
+            // Reserve the planned metrics' credits, all or nothing. The workspace's row stays
+            // locked until the claim commits: under READ COMMITTED two claims of one workspace
+            // would otherwise both see the same balance and together overdraw it.
             int64_t cost = 0;
             for (int64_t c : costs) cost += c;
             ASSIGN_OR_RETURN(auto balance,
-                             c.Prepare("SELECT credit_balance FROM workspaces WHERE id = ?"));
+                             c.Prepare(absl::StrCat("SELECT credit_balance FROM workspaces "
+                                                    "WHERE id = ?",
+                                                    c.ForUpdate())));
             balance.Bind(1, workspace_id);
             ASSIGN_OR_RETURN(bool has_workspace, balance.Step());
             const int64_t available = has_workspace ? balance.Int64(0) : 0;
@@ -942,15 +957,17 @@ absl::StatusOr<std::optional<TranscriptionJob>> CallsStore::LeaseTranscription(
     absl::Duration lease, int max_attempts, absl::string_view holder) {
   const int64_t now = NowUnixSeconds();
   return db::WriteResult<std::optional<TranscriptionJob>>(
-      *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<TranscriptionJob>> {
+      *db_, kClaim, [&](db::Connection& c) -> absl::StatusOr<std::optional<TranscriptionJob>> {
         while (true) {
           ASSIGN_OR_RETURN(
               auto next,
-              c.Prepare("SELECT id, transcription_attempts, transcript_source IS NOT NULL, "
-                        "metadata FROM calls WHERE (transcription_status = 'pending' AND "
-                        "recording_state = 'stored' AND analysis_status IN ('processing', "
-                        "'computed', 'completed')) OR (transcription_status = 'processing' AND "
-                        "transcription_lease_until <= ?) ORDER BY id LIMIT 1"));
+              c.Prepare(absl::StrCat(
+                  "SELECT id, transcription_attempts, transcript_source IS NOT NULL, "
+                  "metadata FROM calls WHERE (transcription_status = 'pending' AND "
+                  "recording_state = 'stored' AND analysis_status IN ('processing', "
+                  "'computed', 'completed')) OR (transcription_status = 'processing' AND "
+                  "transcription_lease_until <= ?) ORDER BY id LIMIT 1",
+                  c.ForUpdateSkipLocked())));
           next.Bind(1, now);
           ASSIGN_OR_RETURN(bool found, next.Step());
           if (!found) return std::nullopt;

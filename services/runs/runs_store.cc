@@ -102,6 +102,25 @@ absl::Status CheckToken(db::Connection& c, int64_t run_id, absl::string_view tok
   return absl::OkStatus();
 }
 
+// Whether batch `batch_id` may start one more run. Called with the batch's row locked, so
+// that claims in one batch take turns: under READ COMMITTED the count in a claim's SELECT may
+// miss a run another worker is claiming in the same batch at that moment; this count, a
+// statement after the lock, sees that claim's commit.
+absl::StatusOr<bool> BatchHasRoom(db::Connection& c, int64_t batch_id) {
+  ASSIGN_OR_RETURN(auto batch, c.Prepare(absl::StrCat(
+                                   "SELECT concurrency FROM batch_runs WHERE id = ?",
+                                   c.ForUpdate())));
+  batch.Bind(1, batch_id);
+  ASSIGN_OR_RETURN(bool found, batch.Step());
+  if (!found) return false;
+  const int64_t concurrency = batch.Int64(0);
+  ASSIGN_OR_RETURN(auto running, c.Prepare("SELECT COUNT(*) FROM runs WHERE batch_run_id = ? "
+                                           "AND status = 'in_progress'"));
+  running.Bind(1, batch_id);
+  ASSIGN_OR_RETURN(bool counted, running.Step());
+  return counted && running.Int64(0) < concurrency;
+}
+
 absl::StatusOr<v1::BatchRun> ReadBatch(db::Connection& c, int64_t workspace_id, int64_t id) {
   ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT agent_id, channel, concurrency, created_at FROM "
                                         "batch_runs WHERE id = ? AND workspace_id = ?"));
@@ -271,22 +290,33 @@ absl::StatusOr<v1::BatchRun> RunsStore::GetBatch(int64_t workspace_id, int64_t i
 absl::StatusOr<std::optional<RunJob>> RunsStore::Lease(absl::Duration lease, int max_attempts,
                                                        absl::string_view holder) {
   const int64_t now = NowUnixSeconds();
+  // READ COMMITTED, the run taken FOR UPDATE SKIP LOCKED: workers claiming at once take
+  // different runs instead of conflicting over the first (database.h).
   return db::WriteResult<std::optional<RunJob>>(
-      *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<RunJob>> {
+      *db_, db::WriteOptions{db::Isolation::kReadCommitted},
+      [&](db::Connection& c) -> absl::StatusOr<std::optional<RunJob>> {
         while (true) {
           // A queued run of a batch waits while the batch has `concurrency` runs in progress.
           ASSIGN_OR_RETURN(
               auto next,
-              c.Prepare("SELECT r.id, r.workspace_id, r.scenario_id, r.agent_id, r.channel, "
-                        "r.call_id, r.attempts FROM runs r WHERE (r.status = 'queued' AND "
-                        "(r.batch_run_id IS NULL OR (SELECT COUNT(*) FROM runs o WHERE "
-                        "o.batch_run_id = r.batch_run_id AND o.status = 'in_progress') < "
-                        "(SELECT concurrency FROM batch_runs b WHERE b.id = r.batch_run_id))) "
-                        "OR (r.status = 'in_progress' AND r.lease_until <= ?) ORDER BY r.id "
-                        "LIMIT 1"));
+              c.Prepare(absl::StrCat(
+                  "SELECT r.id, r.workspace_id, r.scenario_id, r.agent_id, r.channel, "
+                  "r.call_id, r.attempts, r.status = 'queued', r.batch_run_id FROM runs r "
+                  "WHERE (r.status = 'queued' AND (r.batch_run_id IS NULL OR (SELECT COUNT(*) "
+                  "FROM runs o WHERE o.batch_run_id = r.batch_run_id AND o.status = "
+                  "'in_progress') < (SELECT concurrency FROM batch_runs b WHERE b.id = "
+                  "r.batch_run_id))) OR (r.status = 'in_progress' AND r.lease_until <= ?) "
+                  "ORDER BY r.id LIMIT 1",
+                  c.ForUpdateSkipLocked())));
           next.Bind(1, now);
           ASSIGN_OR_RETURN(bool found, next.Step());
           if (!found) return std::nullopt;
+          // A batch's run is checked again with the batch locked. When the batch filled up
+          // after this SELECT's snapshot, the next SELECT, a later snapshot, passes its runs by.
+          if (next.Int64(7) != 0 && !next.IsNull(8)) {
+            ASSIGN_OR_RETURN(bool room, BatchHasRoom(c, next.Int64(8)));
+            if (!room) continue;
+          }
           RunJob job;
           job.run_id = next.Int64(0);
           job.workspace_id = next.Int64(1);

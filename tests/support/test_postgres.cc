@@ -122,7 +122,7 @@ pid_t ServerPid(const std::string& dir) {
 
 }  // namespace
 
-absl::StatusOr<TestPostgres> TestPostgres::Start(const std::string& dir) {
+absl::StatusOr<TestPostgres> TestPostgres::Start(const std::string& dir, Durability durability) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
@@ -158,10 +158,14 @@ absl::StatusOr<TestPostgres> TestPostgres::Start(const std::string& dir) {
           absl::StrCat("initdb failed (", *rc, "): ", ReadFile(dir + "/initdb.log")));
     }
   }
-  auto pid = Spawn({*bin + "/postgres", "-D", DataDir(dir), "-k", SocketDir(dir), "-c",
-                    "listen_addresses=", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c",
-                    "full_page_writes=off", "-c", "max_connections=200"},
-                   log, /*wait=*/false);
+  std::vector<std::string> argv = {*bin + "/postgres", "-D", DataDir(dir), "-k", SocketDir(dir),
+                                   "-c", "listen_addresses=", "-c", "max_connections=200"};
+  if (durability == Durability::kNone) {
+    for (const char* setting : {"fsync=off", "synchronous_commit=off", "full_page_writes=off"}) {
+      argv.insert(argv.end(), {"-c", setting});
+    }
+  }
+  auto pid = Spawn(argv, log, /*wait=*/false);
   if (!pid.ok()) return pid.status();
   for (int i = 0; i < 300; ++i) {
     if (Accepting(dir)) return TestPostgres(dir);

@@ -1,8 +1,9 @@
 #pragma once
 
 // A real PostgreSQL server for the tests, from Debian's `postgresql` package: initdb into a
-// directory, the server listening on a unix socket only (no TCP port to collide on), fsync off.
-// Run as root, the server runs as the unprivileged user "nobody" (PostgreSQL refuses root).
+// directory, the server listening on a unix socket only (no TCP port to collide on), fsync off
+// (or, for benchmarks, PostgreSQL's durable defaults). Run as root, the server runs as the
+// unprivileged user "nobody" (PostgreSQL refuses root).
 //
 // Under ctest one server serves the whole run: the fixture tests `postgres_start` and
 // `postgres_stop` (tests/support/CMakeLists.txt) start and stop it in a directory of the build
@@ -18,8 +19,17 @@ namespace calleval::testing {
 
 class TestPostgres {
  public:
-  // Starts a server in `dir` (created if missing), or adopts the one already running there.
-  static absl::StatusOr<TestPostgres> Start(const std::string& dir);
+  enum class Durability {
+    // fsync, synchronous_commit and full_page_writes off: nothing a test keeps outlives it.
+    kNone,
+    // PostgreSQL's defaults (all three on), so a benchmark measures commits that reach the disk.
+    kDurable,
+  };
+
+  // Starts a server in `dir` (created if missing), or adopts the one already running there
+  // (whatever its durability).
+  static absl::StatusOr<TestPostgres> Start(const std::string& dir,
+                                            Durability durability = Durability::kNone);
   // Stops the server running in `dir` and removes `dir`.
   static absl::Status Stop(const std::string& dir);
 
