@@ -107,9 +107,9 @@ absl::Status CheckToken(db::Connection& c, int64_t run_id, absl::string_view tok
 // miss a run another worker is claiming in the same batch at that moment; this count, a
 // statement after the lock, sees that claim's commit.
 absl::StatusOr<bool> BatchHasRoom(db::Connection& c, int64_t batch_id) {
-  ASSIGN_OR_RETURN(auto batch, c.Prepare(absl::StrCat(
-                                   "SELECT concurrency FROM batch_runs WHERE id = ?",
-                                   c.ForUpdate())));
+  ASSIGN_OR_RETURN(
+      auto batch,
+      c.Prepare(absl::StrCat("SELECT concurrency FROM batch_runs WHERE id = ?", c.ForUpdate())));
   batch.Bind(1, batch_id);
   ASSIGN_OR_RETURN(bool found, batch.Step());
   if (!found) return false;

@@ -234,8 +234,8 @@ TEST_P(QueueClaimsTest, RunsAreEachClaimedOnceAndABatchKeepsItsConcurrency) {
   }
   std::vector<int64_t> singles;
   for (int i = 0; i < 24; ++i) {
-    auto run = runs_->CreateRun(workspace_, scenario_ids[i % scenario_ids.size()],
-                                std::string("text"));
+    auto run =
+        runs_->CreateRun(workspace_, scenario_ids[i % scenario_ids.size()], std::string("text"));
     ASSERT_TRUE(run.ok()) << run.status();
     singles.push_back(run->id());
   }
