@@ -8,6 +8,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -37,6 +38,12 @@
 namespace calleval::testing {
 
 using Metadata = std::vector<std::pair<std::string, std::string>>;
+
+// A new empty directory under the test's temporary directory.
+inline std::string MakeTempDir(const std::string& prefix) {
+  std::string tmpl = ::testing::TempDir() + "/" + prefix + "_XXXXXX";
+  return mkdtemp(tmpl.data());
+}
 
 // Long enough for CheckInternalCredential (at least 16 printable characters).
 inline constexpr char kTestInternalCredential[] = "service-tests-internal-credential";

@@ -1,0 +1,582 @@
+// The Calls adapter on a real gRPC server over the real calls store: the public methods
+// (authentication, workspace, status mapping, the ingest hook) and the internal queue methods
+// the scoring workers of other processes use, which answer only the installation's internal
+// credential, never an API key.
+
+#include "services/calls/calls_service.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "calleval/v1/calls.grpc.pb.h"
+#include "common/thread_pool.h"
+#include "services/agents/agents_store.h"
+#include "services/calls/calls_store.h"
+#include "services/calls/recording_signer.h"
+#include "tests/services/service_test_support.h"
+
+namespace calleval::calls {
+namespace {
+
+using ::calleval::testing::ContextWith;
+using ::calleval::testing::ContextWithKey;
+using ::calleval::testing::InternalContext;
+using ::calleval::testing::kTestInternalCredential;
+using ::calleval::testing::Metadata;
+using ::calleval::testing::WireErrorInfo;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+v1::IngestCallRequest TextCall(const std::string& identifier, int64_t agent_id) {
+  v1::IngestCallRequest request;
+  request.set_call_identifier(identifier);
+  request.set_agent_id(agent_id);
+  request.set_tag("bookings");
+  request.set_customer_number("+14155550199");
+  (*request.mutable_metadata()->mutable_fields())["crm_id"].set_string_value("A-1");
+  v1::Turn* agent = request.add_transcript();
+  agent->set_role("AI Assistant");
+  agent->set_content("Hello, how can I help?");
+  agent->set_start_time(0);
+  agent->set_end_time(1.5);
+  v1::Turn* user = request.add_transcript();
+  user->set_role("User");
+  user->set_content("A table for two, please.");
+  user->set_start_time(2);
+  user->set_end_time(4);
+  return request;
+}
+
+class CallsServiceTest : public testing::ServiceTest {
+ protected:
+  void SetUp() override {
+    ServiceTest::SetUp();
+    if (HasFatalFailure()) return;
+    recordings_dir_ = testing::MakeTempDir("calls_service");
+    agents_ = std::make_unique<agents::AgentsStore>(db());
+    signer_ = std::make_unique<RecordingSigner>("signing-key", "http://edge.test", absl::Hours(1));
+    CallsStore::Options options;
+    options.recordings_dir = recordings_dir_;
+    options.signer = signer_.get();
+    // Ingest's view of agents, as cmd/calleval/server.cc gives it: over the agents store.
+    agents::AgentsStore* agents = agents_.get();
+    store_ = std::make_unique<CallsStore>(
+        db(),
+        [agents](int64_t workspace_id, int64_t agent_id) -> absl::StatusOr<AgentInfo> {
+          absl::StatusOr<v1::Agent> agent = agents->Get(workspace_id, agent_id);
+          if (!agent.ok()) {
+            if (agent.status().code() != absl::StatusCode::kNotFound) return agent.status();
+            return ValidationError("agent_not_found", "agent not found",
+                                   {{"agent_id", "no such agent in the workspace"}});
+          }
+          AgentInfo info;
+          info.name = agent->name();
+          info.agent_source = agent->agent_source();
+          return info;
+        },
+        options);
+    service_ = std::make_unique<CallsService>(
+        store_.get(), authenticator_.get(), &pool_,
+        [this](const v1::Call& call) {
+          std::lock_guard<std::mutex> lock(ingested_mu_);
+          ingested_.push_back(call);
+        },
+        kTestInternalCredential);
+    server_ = testing::TestGrpcServer::Start({service_.get()});
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::Calls::NewStub(server_->channel());
+    agent_id_ = CreateAgent(tenants_.own, "Booking");
+    granted_agent_id_ = CreateAgent(tenants_.granted, "Granted");
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(recordings_dir_);
+  }
+
+  int64_t CreateAgent(int64_t workspace_id, const std::string& name) {
+    v1::AgentFields fields;
+    fields.set_name(name);
+    fields.set_phone_number("+14155550123");
+    fields.set_language_id(1);
+    fields.set_instructions("Take table bookings.");
+    absl::StatusOr<v1::Agent> agent = agents_->Create(workspace_id, fields);
+    EXPECT_TRUE(agent.ok()) << agent.status();
+    return agent.ok() ? agent->id() : 0;
+  }
+
+  std::unique_ptr<grpc::ClientContext> Keyed() { return ContextWithKey(tenants_.key); }
+
+  v1::Call Ingest(const v1::IngestCallRequest& request) {
+    v1::Call call;
+    const grpc::Status status = stub_->IngestCall(Keyed().get(), request, &call);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return call;
+  }
+
+  v1::Call Read(const std::string& id_or_identifier) {
+    v1::GetCallRequest get;
+    get.set_call_identifier_or_id(id_or_identifier);
+    v1::Call call;
+    const grpc::Status status = stub_->GetCall(Keyed().get(), get, &call);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return call;
+  }
+
+  std::optional<v1::AnalysisJob> LeaseAnalysis(const std::string& holder = "worker-a") {
+    v1::LeaseAnalysisRequest request;
+    request.set_lease_seconds(60);
+    request.set_max_attempts(3);
+    request.set_holder(holder);
+    v1::LeaseAnalysisResponse response;
+    const grpc::Status status = stub_->LeaseAnalysis(InternalContext().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    if (!response.has_job()) return std::nullopt;
+    return response.job();
+  }
+
+  // A voice call whose recording the service recorded itself (a run's conversation): stored at
+  // once, so the transcription queue has something to hand out.
+  int64_t IngestRecordedVoiceCall(const std::string& identifier) {
+    const std::string wav = absl::StrCat(recordings_dir_, "/", identifier, ".scratch.wav");
+    std::ofstream(wav, std::ios::binary) << std::string(44, '\0');
+    v1::IngestCallRequest request;
+    request.set_call_identifier(identifier);
+    request.set_agent_id(agent_id_);
+    request.set_observation_type("voice");
+    absl::StatusOr<v1::Call> call = store_->Ingest(tenants_.own, request, &wav);
+    EXPECT_TRUE(call.ok()) << call.status();
+    return call.ok() ? call->id() : 0;
+  }
+
+  std::vector<v1::Call> ingested() {
+    std::lock_guard<std::mutex> lock(ingested_mu_);
+    return ingested_;
+  }
+
+  std::string recordings_dir_;
+  ThreadPool pool_{4};
+  std::unique_ptr<agents::AgentsStore> agents_;
+  std::unique_ptr<RecordingSigner> signer_;
+  std::unique_ptr<CallsStore> store_;
+  std::mutex ingested_mu_;
+  std::vector<v1::Call> ingested_;
+  std::unique_ptr<CallsService> service_;
+  std::unique_ptr<testing::TestGrpcServer> server_;
+  std::unique_ptr<v1::Calls::Stub> stub_;
+  int64_t agent_id_ = 0;
+  int64_t granted_agent_id_ = 0;
+};
+
+TEST_P(CallsServiceTest, EveryPublicMethodAuthenticatesAndResolvesTheWorkspace) {
+  const auto* service = testing::ServiceNamed(v1::Calls::service_full_name());
+  EXPECT_THAT(
+      testing::ExpectPublicMethodsRefuseUnauthenticated(server_->channel(), service, tenants_),
+      ::testing::IsSupersetOf({"IngestCall", "GetCall", "UpdateCall", "ListCalls", "DeleteCall"}));
+  EXPECT_THAT(
+      testing::ExpectPublicMethodsRefuseForeignWorkspace(server_->channel(), service, tenants_),
+      IsEmpty());
+  EXPECT_THAT(ingested(), IsEmpty());
+}
+
+TEST_P(CallsServiceTest, IngestReadUpdateListDelete) {
+  const v1::Call call = Ingest(TextCall("call-1", agent_id_));
+  EXPECT_GT(call.id(), 0);
+  EXPECT_EQ(call.client_id(), tenants_.own);
+  EXPECT_EQ(call.call_identifier(), "call-1");
+  EXPECT_EQ(call.agent_id(), agent_id_);
+  EXPECT_EQ(call.observation_type(), "text");
+  EXPECT_EQ(call.analysis_status(), "pending");
+  EXPECT_EQ(call.tag(), "bookings");
+  EXPECT_EQ(call.customer_number(), "+14155550199");
+  EXPECT_EQ(call.metadata().fields().at("crm_id").string_value(), "A-1");
+  ASSERT_THAT(call.transcript(), SizeIs(2));
+  EXPECT_EQ(call.transcript(1).content(), "A table for two, please.");
+  // The hook (which wakes the downloader or the scoring workers) saw the stored call.
+  ASSERT_THAT(ingested(), SizeIs(1));
+  EXPECT_EQ(ingested()[0].SerializeAsString(), call.SerializeAsString());
+
+  EXPECT_EQ(Read("call-1").SerializeAsString(), call.SerializeAsString());
+  EXPECT_EQ(Read(absl::StrCat(call.id())).SerializeAsString(), call.SerializeAsString());
+
+  v1::UpdateCallRequest update;
+  update.set_call_identifier_or_id("call-1");
+  update.mutable_update()->set_label("reviewed");
+  (*update.mutable_update()->mutable_metadata()->mutable_fields())["score"].set_number_value(3);
+  // Named in set_fields as the edge's codec does: the store takes metadata only when named
+  // there, although common/sent_fields.h lets a gRPC client just set a field.
+  update.mutable_update()->add_set_fields("metadata");
+  v1::Call updated;
+  ASSERT_GRPC_OK(stub_->UpdateCall(Keyed().get(), update, &updated));
+  EXPECT_EQ(updated.label(), "reviewed");
+  EXPECT_EQ(updated.metadata().fields().at("crm_id").string_value(), "A-1");  // merged
+  EXPECT_EQ(updated.metadata().fields().at("score").number_value(), 3);
+  // With agent_id the call must be that agent's.
+  update.set_agent_id(agent_id_ + 1000);
+  EXPECT_GRPC_ERROR(stub_->UpdateCall(Keyed().get(), update, &updated), grpc::NOT_FOUND,
+                    "not_found");
+
+  Ingest(TextCall("call-2", agent_id_));
+  v1::IngestCallRequest untagged = TextCall("call-3", agent_id_);
+  untagged.clear_tag();
+  Ingest(untagged);
+  v1::ListCallsRequest list;
+  list.set_tag("bookings");  // the filter reaches the store
+  v1::ListCallsResponse listed;
+  ASSERT_GRPC_OK(stub_->ListCalls(Keyed().get(), list, &listed));
+  std::vector<std::string> identifiers;
+  for (const v1::Call& c : listed.data()) identifiers.push_back(c.call_identifier());
+  EXPECT_THAT(identifiers, ::testing::UnorderedElementsAre("call-1", "call-2"));
+
+  v1::DeleteCallRequest remove;
+  remove.set_call_identifier_or_id("call-1");
+  google::protobuf::Empty empty;
+  ASSERT_GRPC_OK(stub_->DeleteCall(Keyed().get(), remove, &empty));
+  v1::GetCallRequest get;
+  get.set_call_identifier_or_id("call-1");
+  v1::Call gone;
+  EXPECT_GRPC_ERROR(stub_->GetCall(Keyed().get(), get, &gone), grpc::NOT_FOUND, "not_found");
+}
+
+// Store errors keep their code and ErrorInfo across the hop, and a refused ingest does not
+// run the hook.
+TEST_P(CallsServiceTest, StoreErrorsReachTheClientWithTheirDetails) {
+  Ingest(TextCall("dup", agent_id_));
+  v1::Call call;
+  grpc::Status status = stub_->IngestCall(Keyed().get(), TextCall("dup", agent_id_), &call);
+  EXPECT_EQ(status.error_code(), grpc::ALREADY_EXISTS) << status.error_message();
+  v1::ErrorInfo info = WireErrorInfo(status);
+  ASSERT_THAT(info.details(), SizeIs(1));
+  EXPECT_EQ(info.details(0).field(), "call_identifier");
+
+  // An agent of another workspace is no agent here.
+  status = stub_->IngestCall(Keyed().get(), TextCall("other-agent", granted_agent_id_), &call);
+  EXPECT_GRPC_ERROR(status, grpc::INVALID_ARGUMENT, "agent_not_found");
+  info = WireErrorInfo(status);
+  ASSERT_THAT(info.details(), SizeIs(1));
+  EXPECT_EQ(info.details(0).field(), "agent_id");
+
+  v1::ListCallsRequest list;
+  list.set_analysis_status("pondering");
+  v1::ListCallsResponse listed;
+  status = stub_->ListCalls(Keyed().get(), list, &listed);
+  EXPECT_GRPC_ERROR(status, grpc::INVALID_ARGUMENT, "validation_failed");
+  info = WireErrorInfo(status);
+  ASSERT_THAT(info.details(), SizeIs(1));
+  EXPECT_EQ(info.details(0).field(), "analysis_status");
+
+  EXPECT_THAT(ingested(), SizeIs(1));
+}
+
+TEST_P(CallsServiceTest, ClientIdActsOnAGrantedWorkspace) {
+  v1::IngestCallRequest request = TextCall("granted-1", granted_agent_id_);
+  request.set_client_id(tenants_.granted);
+  const v1::Call call = Ingest(request);
+  EXPECT_EQ(call.client_id(), tenants_.granted);
+  v1::GetCallRequest get;
+  get.set_call_identifier_or_id("granted-1");
+  v1::Call read;
+  EXPECT_GRPC_ERROR(stub_->GetCall(Keyed().get(), get, &read), grpc::NOT_FOUND, "not_found");
+  get.set_client_id(tenants_.granted);
+  ASSERT_GRPC_OK(stub_->GetCall(Keyed().get(), get, &read));
+  EXPECT_EQ(read.id(), call.id());
+}
+
+// Every queue method refuses callers without the installation's credential, API keys included,
+// and does nothing: the call stays pending.
+TEST_P(CallsServiceTest, QueueMethodsRefuseAnythingButTheInternalCredential) {
+  const v1::Call call = Ingest(TextCall("queued", agent_id_));
+  const std::string credential = kTestInternalCredential;
+  const auto* service = testing::ServiceNamed(v1::Calls::service_full_name());
+  std::vector<std::string> internal;
+  for (int i = 0; i < service->method_count(); ++i) {
+    const google::protobuf::MethodDescriptor* method = service->method(i);
+    if (testing::IsPublic(method)) continue;
+    internal.push_back(method->name());
+    for (const Metadata& metadata :
+         std::vector<Metadata>{{},
+                               {{"authorization", key_header()}},
+                               {{"authorization", "Bearer " + credential}},
+                               {{kInternalCredentialMetadata, "another-installation-credential"}},
+                               {{kInternalCredentialMetadata, credential + "x"}},
+                               {{kInternalCredentialMetadata, tenants_.key}}}) {
+      auto request = testing::NewMessage(method->input_type());
+      // A request that would act if it were let through.
+      const auto* call_id = method->input_type()->FindFieldByName("call_id");
+      if (call_id != nullptr) request->GetReflection()->SetInt64(request.get(), call_id, call.id());
+      auto response = testing::NewMessage(method->output_type());
+      const grpc::Status status =
+          testing::CallMethod(server_->channel(), method, *request, response.get(), metadata);
+      SCOPED_TRACE(absl::StrCat(method->name(), " with ",
+                                metadata.empty() ? "nothing" : metadata[0].second));
+      EXPECT_GRPC_ERROR(status, grpc::UNAUTHENTICATED, "unauthenticated");
+    }
+  }
+  EXPECT_THAT(internal, SizeIs(11));
+  EXPECT_EQ(Read("queued").analysis_status(), "pending");
+  EXPECT_TRUE(LeaseAnalysis().has_value());  // still there for the credential
+}
+
+// The analysis queue over gRPC: the job carries what the scoring worker needs, the lease is
+// renewed and reported with its token, and a stale token is refused (FAILED_PRECONDITION, which
+// the remote queue turns into "abandon the job").
+TEST_P(CallsServiceTest, AnalysisQueueLeaseRenewRecord) {
+  const v1::Call call = Ingest(TextCall("scored", agent_id_));
+  std::optional<v1::AnalysisJob> job = LeaseAnalysis();
+  ASSERT_TRUE(job.has_value());
+  EXPECT_EQ(job->call_id(), call.id());
+  EXPECT_FALSE(job->token().empty());
+  EXPECT_EQ(job->attempts(), 1);
+  EXPECT_EQ(job->observation_type(), "text");
+  ASSERT_THAT(job->transcript(), SizeIs(2));
+  EXPECT_EQ(job->transcript(0).content(), "Hello, how can I help?");
+  EXPECT_EQ(job->metadata().fields().at("crm_id").string_value(), "A-1");
+  EXPECT_EQ(job->call().call_identifier(), "scored");
+  EXPECT_EQ(job->agent().id(), agent_id_);
+  EXPECT_EQ(job->agent().name(), "Booking");
+  ASSERT_FALSE(job->planned_metric_ids().empty());
+  EXPECT_EQ(Read("scored").analysis_status(), "processing");
+  EXPECT_FALSE(LeaseAnalysis().has_value());  // held
+
+  v1::RenewLeaseRequest renew;
+  renew.set_call_id(call.id());
+  renew.set_token(job->token());
+  renew.set_lease_seconds(120);
+  google::protobuf::Empty empty;
+  ASSERT_GRPC_OK(stub_->RenewAnalysisLease(InternalContext().get(), renew, &empty));
+  renew.set_token(job->token() + "-stale");
+  EXPECT_EQ(stub_->RenewAnalysisLease(InternalContext().get(), renew, &empty).error_code(),
+            grpc::FAILED_PRECONDITION);
+
+  v1::RecordAnalysisRequest record;
+  record.set_call_id(call.id());
+  record.set_token(job->token());
+  record.set_duration_seconds(4);
+  v1::StandardMetricResult* result = record.add_results();
+  result->set_metric_id(job->planned_metric_ids(0));
+  result->set_status("completed");
+  result->set_score(0.75);
+  ASSERT_GRPC_OK(stub_->RecordAnalysis(InternalContext().get(), record, &empty));
+  const v1::Call scored = Read("scored");
+  EXPECT_EQ(scored.analysis_status(), "completed");
+  bool found = false;
+  for (const v1::StandardMetricResult& r : scored.standard_metrics()) {
+    if (r.metric_id() != job->planned_metric_ids(0)) continue;
+    found = true;
+    EXPECT_EQ(r.status(), "completed");
+    EXPECT_EQ(r.score(), 0.75);
+  }
+  EXPECT_TRUE(found) << scored.DebugString();
+  // The report was the lease's last word: a second one is stale.
+  EXPECT_EQ(stub_->RecordAnalysis(InternalContext().get(), record, &empty).error_code(),
+            grpc::FAILED_PRECONDITION);
+}
+
+// A request without lease_seconds or max_attempts (zero) still leases for at least a second
+// and one attempt, instead of handing out a lease that is already over or a call with no
+// attempts left.
+TEST_P(CallsServiceTest, ZeroLeaseAndAttemptsAreRaisedToOne) {
+  const v1::Call call = Ingest(TextCall("defaults", agent_id_));
+  v1::LeaseAnalysisResponse response;
+  ASSERT_GRPC_OK(stub_->LeaseAnalysis(InternalContext().get(), {}, &response));
+  ASSERT_TRUE(response.has_job());
+  EXPECT_EQ(response.job().call_id(), call.id());
+  EXPECT_EQ(response.job().attempts(), 1);
+  v1::LeaseAnalysisResponse again;
+  ASSERT_GRPC_OK(stub_->LeaseAnalysis(InternalContext().get(), {}, &again));
+  EXPECT_FALSE(again.has_job());  // the lease has not run out at once
+}
+
+TEST_P(CallsServiceTest, FailAndReleaseAnalysis) {
+  const v1::Call failing = Ingest(TextCall("failing", agent_id_));
+  std::optional<v1::AnalysisJob> job = LeaseAnalysis();
+  ASSERT_TRUE(job.has_value());
+  v1::FailAnalysisRequest fail;
+  fail.set_call_id(failing.id());
+  fail.set_token(job->token());
+  fail.set_reason("unsupported_audio");
+  fail.set_message("not a WAV file");
+  google::protobuf::Empty empty;
+  ASSERT_GRPC_OK(stub_->FailAnalysis(InternalContext().get(), fail, &empty));
+  const v1::Call failed = Read("failing");
+  EXPECT_EQ(failed.analysis_status(), "failed");
+  EXPECT_EQ(failed.failure_reason(), "unsupported_audio");
+  EXPECT_EQ(failed.failure_message(), "not a WAV file");
+  EXPECT_EQ(stub_->FailAnalysis(InternalContext().get(), fail, &empty).error_code(),
+            grpc::FAILED_PRECONDITION);
+
+  const v1::Call released = Ingest(TextCall("released", agent_id_));
+  job = LeaseAnalysis();
+  ASSERT_TRUE(job.has_value());
+  ASSERT_EQ(job->call_id(), released.id());
+  v1::ReleaseAnalysisRequest release;
+  release.set_call_id(released.id());
+  release.set_token(job->token());
+  ASSERT_GRPC_OK(stub_->ReleaseAnalysis(InternalContext().get(), release, &empty));
+  // Given back untried: handed out again at once, and the attempt did not count.
+  std::optional<v1::AnalysisJob> again = LeaseAnalysis();
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->call_id(), released.id());
+  EXPECT_EQ(again->attempts(), 1);
+  EXPECT_NE(again->token(), job->token());
+}
+
+// A scoring process restarting gives back what its previous life held, by holder.
+TEST_P(CallsServiceTest, ReleaseHolderLeasesGivesBackThatHoldersLeases) {
+  const v1::Call call = Ingest(TextCall("held", agent_id_));
+  std::optional<v1::AnalysisJob> job = LeaseAnalysis("pod-1/scoring");
+  ASSERT_TRUE(job.has_value());
+  v1::ReleaseHolderLeasesRequest request;
+  request.set_holder("pod-2/scoring");
+  v1::ReleaseHolderLeasesResponse response;
+  ASSERT_GRPC_OK(stub_->ReleaseHolderLeases(InternalContext().get(), request, &response));
+  EXPECT_EQ(response.released(), 0);
+  request.set_holder("pod-1/scoring");
+  ASSERT_GRPC_OK(stub_->ReleaseHolderLeases(InternalContext().get(), request, &response));
+  EXPECT_EQ(response.released(), 1);
+  // The dead process's late report is refused; the call is handed out again.
+  v1::RecordAnalysisRequest record;
+  record.set_call_id(call.id());
+  record.set_token(job->token());
+  google::protobuf::Empty empty;
+  EXPECT_EQ(stub_->RecordAnalysis(InternalContext().get(), record, &empty).error_code(),
+            grpc::FAILED_PRECONDITION);
+  std::optional<v1::AnalysisJob> again = LeaseAnalysis("pod-1/scoring");
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->call_id(), call.id());
+  EXPECT_EQ(again->attempts(), 2);
+}
+
+// The transcription queue over gRPC, for a voice call whose recording is stored.
+TEST_P(CallsServiceTest, TranscriptionQueueLeaseRenewRecordFailRelease) {
+  const int64_t transcribed = IngestRecordedVoiceCall("voice-1");
+  // Transcription starts once the analysis has (a call skipped for credits is never
+  // transcribed).
+  v1::LeaseTranscriptionRequest lease;
+  lease.set_lease_seconds(60);
+  lease.set_max_attempts(3);
+  lease.set_holder("worker-a");
+  v1::LeaseTranscriptionResponse leased;
+  ASSERT_GRPC_OK(stub_->LeaseTranscription(InternalContext().get(), lease, &leased));
+  EXPECT_FALSE(leased.has_job());
+  std::optional<v1::AnalysisJob> analysis = LeaseAnalysis();
+  ASSERT_TRUE(analysis.has_value());
+  EXPECT_EQ(analysis->call_id(), transcribed);
+  EXPECT_EQ(analysis->observation_type(), "voice");
+  EXPECT_EQ(analysis->recording_path(), store_->RecordingPath(transcribed));
+
+  ASSERT_GRPC_OK(stub_->LeaseTranscription(InternalContext().get(), lease, &leased));
+  ASSERT_TRUE(leased.has_job());
+  const v1::TranscriptionJob job = leased.job();
+  EXPECT_EQ(job.call_id(), transcribed);
+  EXPECT_EQ(job.attempts(), 1);
+  EXPECT_EQ(job.recording_path(), store_->RecordingPath(transcribed));
+  EXPECT_FALSE(job.has_provided_transcript());
+
+  google::protobuf::Empty empty;
+  v1::RenewLeaseRequest renew;
+  renew.set_call_id(transcribed);
+  renew.set_token(job.token());
+  renew.set_lease_seconds(120);
+  ASSERT_GRPC_OK(stub_->RenewTranscriptionLease(InternalContext().get(), renew, &empty));
+  // The analysis lease's token is not the transcription's.
+  renew.set_token(analysis->token());
+  EXPECT_EQ(stub_->RenewTranscriptionLease(InternalContext().get(), renew, &empty).error_code(),
+            grpc::FAILED_PRECONDITION);
+
+  v1::RecordTranscriptionRequest record;
+  record.set_call_id(transcribed);
+  record.set_token(job.token());
+  v1::Turn* turn = record.add_transcript();
+  turn->set_role("User");
+  turn->set_content("I would like a table.");
+  turn->set_start_time(0.5);
+  turn->set_end_time(2);
+  ASSERT_GRPC_OK(stub_->RecordTranscription(InternalContext().get(), record, &empty));
+  const v1::Call call = Read("voice-1");
+  EXPECT_EQ(call.transcription_status(), "completed");
+  EXPECT_EQ(call.transcript_source(), "generated");
+  ASSERT_THAT(call.transcript(), SizeIs(1));
+  EXPECT_EQ(call.transcript(0).content(), "I would like a table.");
+  EXPECT_EQ(stub_->RecordTranscription(InternalContext().get(), record, &empty).error_code(),
+            grpc::FAILED_PRECONDITION);
+
+  // A second recording: released untried, leased again, then failed.
+  const int64_t failing = IngestRecordedVoiceCall("voice-2");
+  ASSERT_TRUE(LeaseAnalysis().has_value());
+  ASSERT_GRPC_OK(stub_->LeaseTranscription(InternalContext().get(), lease, &leased));
+  ASSERT_TRUE(leased.has_job());
+  ASSERT_EQ(leased.job().call_id(), failing);
+  v1::ReleaseTranscriptionRequest release;
+  release.set_call_id(failing);
+  release.set_token(leased.job().token());
+  ASSERT_GRPC_OK(stub_->ReleaseTranscription(InternalContext().get(), release, &empty));
+  ASSERT_GRPC_OK(stub_->LeaseTranscription(InternalContext().get(), lease, &leased));
+  ASSERT_TRUE(leased.has_job());
+  EXPECT_EQ(leased.job().call_id(), failing);
+  EXPECT_EQ(leased.job().attempts(), 1);
+  v1::FailTranscriptionRequest fail;
+  fail.set_call_id(failing);
+  fail.set_token(leased.job().token());
+  fail.set_message("the recognizer gave up");
+  ASSERT_GRPC_OK(stub_->FailTranscription(InternalContext().get(), fail, &empty));
+  EXPECT_EQ(Read("voice-2").transcription_status(), "failed");
+  EXPECT_EQ(stub_->FailTranscription(InternalContext().get(), fail, &empty).error_code(),
+            grpc::FAILED_PRECONDITION);
+}
+
+// The edge calls the Handle* entry points directly: they answer exactly what the RPCs answer.
+TEST_P(CallsServiceTest, HandlersAnswerLikeTheRpcs) {
+  const v1::Call call = Ingest(TextCall("known", agent_id_));
+  for (const std::string& authorization : {key_header(), testing::Bearer(tenants_.foreign_key),
+                                           testing::Bearer(tenants_.revoked_key), std::string()}) {
+    Metadata metadata;
+    if (!authorization.empty()) metadata.push_back({"authorization", authorization});
+    SCOPED_TRACE(authorization);
+    for (const std::string& key :
+         {std::string("known"), absl::StrCat(call.id()), std::string("unknown")}) {
+      v1::GetCallRequest request;
+      request.set_call_identifier_or_id(key);
+      v1::Call direct, remote;
+      const absl::Status direct_status = service_->HandleGetCall(authorization, request, &direct);
+      const grpc::Status remote_status =
+          stub_->GetCall(ContextWith(metadata).get(), request, &remote);
+      if (direct_status.ok()) {
+        ASSERT_GRPC_OK(remote_status);
+        EXPECT_EQ(direct.SerializeAsString(), remote.SerializeAsString());
+      } else {
+        testing::ExpectSameOutcome(direct_status, remote_status);
+      }
+    }
+    {
+      v1::Call direct, remote;
+      const v1::IngestCallRequest duplicate = TextCall("known", agent_id_);
+      testing::ExpectSameOutcome(
+          service_->HandleIngestCall(authorization, duplicate, &direct),
+          stub_->IngestCall(ContextWith(metadata).get(), duplicate, &remote));
+    }
+    {
+      v1::ListCallsRequest request;
+      request.set_observation_type("video");
+      v1::ListCallsResponse direct, remote;
+      testing::ExpectSameOutcome(service_->HandleListCalls(authorization, request, &direct),
+                                 stub_->ListCalls(ContextWith(metadata).get(), request, &remote));
+    }
+  }
+  // An ingest through the entry point runs the hook too.
+  v1::Call direct;
+  ASSERT_TRUE(
+      service_->HandleIngestCall(key_header(), TextCall("direct", agent_id_), &direct).ok());
+  ASSERT_THAT(ingested(), SizeIs(2));
+  EXPECT_EQ(ingested()[1].id(), direct.id());
+}
+
+CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(CallsServiceTest);
+
+}  // namespace
+}  // namespace calleval::calls
