@@ -9,13 +9,15 @@ restart hand-back can make it pass). The process is restarted on the same data d
 roles (the same lease holder id): it gives back the leases of its previous life (analyses, and
 any recording download caught by the kill) before its workers lease anything, and every acknowledged call must end completed within 60 s of the
 restart. The resume time is printed.
+
+On SQLite in the data dir, or on the test PostgreSQL server when TEST_POSTGRES is set
+(e2e_database.py).
 """
 import functools
 import http.server
 import json
 import os
 import signal
-import sqlite3
 import sys
 import tempfile
 import threading
@@ -23,6 +25,7 @@ import time
 import unittest
 import urllib.request
 
+from e2e_database import TestDatabase
 from serve_process import ServeProcess
 
 CALLEVAL = os.environ.get("CALLEVAL_BIN")
@@ -55,7 +58,8 @@ def list_calls(base, key):
 
 class LeaseRestartTest(unittest.TestCase):
     def serve(self, data):
-        return ServeProcess(CALLEVAL, data, "--workers", "1", "--stt-workers", "0",
+        return ServeProcess(CALLEVAL, data, *self.database.flags(), "--workers", "1",
+                            "--stt-workers", "0",
                             "--analysis-lease-seconds", str(LEASE_SECONDS),
                             "--transcription-lease-seconds", str(LEASE_SECONDS),
                             "--allow-private-hosts", "127.0.0.1")
@@ -67,6 +71,7 @@ class LeaseRestartTest(unittest.TestCase):
         self.assertGreaterEqual(len(wavs), 5, f"no test corpus calls in {calls_dir}")
         with tempfile.TemporaryDirectory() as tmp:
             data = os.path.join(tmp, "data")
+            self.database = TestDatabase(data)
             handler = functools.partial(http.server.SimpleHTTPRequestHandler,
                                         directory=calls_dir)
             handler.log_message = lambda *a: None
@@ -109,14 +114,12 @@ class LeaseRestartTest(unittest.TestCase):
                     self.assertTrue(killed, "no call was ever processing")
 
                     # What the dead process left: calls `processing` under leases that run on.
-                    db = sqlite3.connect(os.path.join(data, "calleval.db"))
-                    stuck = db.execute(
+                    stuck = self.database.rows(
                         "SELECT id, analysis_lease_until, analysis_token FROM calls WHERE "
-                        "analysis_status = 'processing'").fetchall()
-                    downloading = db.execute(
+                        "analysis_status = 'processing'")
+                    downloading = self.database.rows(
                         "SELECT COUNT(*) FROM calls WHERE recording_state = 'pending' AND "
-                        "recording_lease_until > ?", (int(time.time()),)).fetchone()[0]
-                    db.close()
+                        "recording_lease_until > %d" % int(time.time()))[0][0]
                     if stuck:
                         break
                 self.assertTrue(stuck, "five kills left no call processing")
@@ -140,20 +143,16 @@ class LeaseRestartTest(unittest.TestCase):
                 not_done = {i: calls[i]["analysis_status"] for i in acknowledged
                             if calls[i]["analysis_status"] != "completed"}
                 if not_done:
-                    db = sqlite3.connect(os.path.join(data, "calleval.db"))
-                    rows = db.execute(
+                    rows = self.database.rows(
                         "SELECT id, analysis_status, recording_state, recording_lease_until, "
                         "analysis_lease_until, analysis_token FROM calls WHERE id IN (%s)" %
-                        ",".join(str(i) for i in not_done)).fetchall()
-                    db.close()
+                        ",".join(str(i) for i in not_done))
                     self.fail(f"not completed {RESUME_WITHIN_SECONDS} s after the restart "
                               f"(now {int(time.time())}): {rows}")
                 # Each call was charged once for its planned metrics, whatever the kill did.
-                db = sqlite3.connect(os.path.join(data, "calleval.db"))
-                charges = db.execute("SELECT call_id, metric_id, COUNT(*) FROM credit_ledger "
-                                     "WHERE kind = 'charge' GROUP BY call_id, metric_id "
-                                     "HAVING COUNT(*) > 1").fetchall()
-                db.close()
+                charges = self.database.rows(
+                    "SELECT call_id, metric_id, COUNT(*) FROM credit_ledger WHERE kind = "
+                    "'charge' GROUP BY call_id, metric_id HAVING COUNT(*) > 1")
                 self.assertEqual(charges, [])
                 sys.stderr.write(
                     f"\n{len(acknowledged)} calls, {len(stuck)} processing and {downloading} "

@@ -7,13 +7,15 @@ gRPC (LeaseAnalysis / RecordAnalysis). A 30-minute call is
 ingested; while the worker analyses it the worker is killed with SIGKILL. A second worker takes
 the call over once the lease expires, the call completes, and the credit ledger shows every
 metric charged exactly once (and every refund at most once).
+
+On SQLite in the data dir, or on the test PostgreSQL server when TEST_POSTGRES is set
+(e2e_database.py).
 """
 import functools
 import http.server
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -22,6 +24,7 @@ import time
 import unittest
 import urllib.request
 
+from e2e_database import TestDatabase
 from serve_process import ServeProcess
 
 CALLEVAL = os.environ.get("CALLEVAL_BIN")
@@ -56,7 +59,8 @@ class ScoringCrashTest(unittest.TestCase):
             threading.Thread(target=httpd.serve_forever, daemon=True).start()
             url = f"http://127.0.0.1:{httpd.server_address[1]}/long.mp3"
 
-            api_server = ServeProcess(CALLEVAL, data, "--roles",
+            database = TestDatabase(data)
+            api_server = ServeProcess(CALLEVAL, data, *database.flags(), "--roles",
                                       "edge,accounts,agents,calls,metrics",
                                       "--allow-private-hosts", "127.0.0.1")
             api, base, api_grpc = api_server.proc, api_server.base, api_server.grpc_port
@@ -67,8 +71,8 @@ class ScoringCrashTest(unittest.TestCase):
                     key = f.read().strip()
                 # Workers lease over gRPC from the calls role, as scoring pods do.
                 calls_addr = f"127.0.0.1:{api_grpc}"
-                worker = ServeProcess(CALLEVAL, data, "--roles", "scoring", "--workers", "1",
-                                      "--analysis-lease-seconds", "2",
+                worker = ServeProcess(CALLEVAL, data, *database.flags(), "--roles", "scoring",
+                                      "--workers", "1", "--analysis-lease-seconds", "2",
                                       "--calls-addr", calls_addr).proc
                 agent = request(base, key, "POST", "/api/v1/agents", {
                     "name": "a", "phone_number": "+14155550123", "language_id": 1,
@@ -92,8 +96,8 @@ class ScoringCrashTest(unittest.TestCase):
                 call = request(base, key, "GET", f"/api/public/v1/calls/{call['id']}")
                 self.assertEqual(call["analysis_status"], "processing")  # nobody finished it
 
-                worker = ServeProcess(CALLEVAL, data, "--roles", "scoring", "--workers", "1",
-                                      "--analysis-lease-seconds", "2",
+                worker = ServeProcess(CALLEVAL, data, *database.flags(), "--roles", "scoring",
+                                      "--workers", "1", "--analysis-lease-seconds", "2",
                                       "--calls-addr", calls_addr).proc
                 deadline = time.time() + 60
                 while time.time() < deadline and call["analysis_status"] == "processing":
@@ -103,10 +107,9 @@ class ScoringCrashTest(unittest.TestCase):
                 # Three 10-minute MP3s joined without re-encoding decode to just under 30 min.
                 self.assertGreater(call["duration_seconds"], 1700)
 
-                db = sqlite3.connect(os.path.join(data, "calleval.db"))
-                rows = db.execute("SELECT metric_id, kind, COUNT(*), SUM(amount) FROM "
-                                  "credit_ledger WHERE call_id = ? GROUP BY metric_id, kind",
-                                  (call["id"],)).fetchall()
+                rows = database.rows("SELECT metric_id, kind, COUNT(*), SUM(amount) FROM "
+                                     "credit_ledger WHERE call_id = %d GROUP BY metric_id, "
+                                     "kind" % call["id"])
                 charges = {m: (n, s) for m, k, n, s in rows if k == "charge"}
                 refunds = {m: (n, s) for m, k, n, s in rows if k == "refund"}
                 self.assertEqual(sorted(charges), planned)
@@ -118,6 +121,9 @@ class ScoringCrashTest(unittest.TestCase):
                 self.assertEqual(call["credits_used"], len(completed))
                 ws = request(base, key, "GET", "/api/v1/workspaces/current")
                 self.assertEqual(ws["credit_balance"], 10000 - len(completed))
+                # The database is where it was told to be.
+                self.assertEqual(os.path.exists(os.path.join(data, "calleval.db")),
+                                 database.backend == "sqlite")
             finally:
                 for proc in (api, worker):
                     if proc is not None and proc.poll() is None:
