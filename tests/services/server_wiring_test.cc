@@ -1,0 +1,203 @@
+// The wiring of cmd/calleval/server.cc: every method with an HTTP route is served twice, on the
+// gRPC port and through the edge, which calls the handler of a role in its own process
+// directly (edge/direct_invoker.h) and sends the rest to gRPC. Both registrations are written
+// by hand, so this checks them against each other for every route of the route table: the same
+// request, over HTTP and over gRPC, must get the same answer.
+//
+// A method left out of the direct registrations answers 503 at the edge (no channel to a role
+// run here), one left off the gRPC server UNIMPLEMENTED, and one wired to the wrong handler
+// answers another message: each fails here.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "calleval/v1/accounts.grpc.pb.h"
+#include "calleval/v1/agents.grpc.pb.h"
+#include "calleval/v1/calls.grpc.pb.h"
+#include "calleval/v1/metrics.grpc.pb.h"
+#include "cmd/calleval/server.h"
+#include "common/errors.h"
+#include "common/grpc_status.h"
+#include "common/schema.h"
+#include "edge/json_codec.h"
+#include "edge/route_table.h"
+#include "nlohmann/json.hpp"
+#include "tests/integration/http_client.h"
+#include "tests/services/service_test_support.h"
+#include "tests/support/test_database.h"
+
+namespace calleval {
+namespace {
+
+using ::calleval::testing::HttpClient;
+using ::calleval::testing::HttpResponse;
+using nlohmann::json;
+
+std::vector<const google::protobuf::ServiceDescriptor*> PublicServices() {
+  return {testing::ServiceNamed(v1::Accounts::service_full_name()),
+          testing::ServiceNamed(v1::Agents::service_full_name()),
+          testing::ServiceNamed(v1::Calls::service_full_name()),
+          testing::ServiceNamed(v1::Metrics::service_full_name())};
+}
+
+// The concrete path of `route` with every variable set to `value`.
+std::string PathOf(const edge::Route& route, const std::string& value) {
+  std::string path;
+  for (const edge::PathSegment& segment : route.segments) {
+    absl::StrAppend(&path, "/", segment.is_variable ? value : segment.literal);
+  }
+  return path;
+}
+
+// The request message the edge decodes from PathOf(route, value) and a body of "{}".
+std::unique_ptr<google::protobuf::Message> RequestOf(const edge::Route& route,
+                                                     const std::string& value) {
+  auto request = testing::NewMessage(route.method_descriptor->input_type());
+  switch (route.body_kind) {
+    case edge::BodyKind::kNone:
+      break;
+    case edge::BodyKind::kWhole:
+      EXPECT_TRUE(edge::ParseJsonBody("{}", request.get()).ok());
+      break;
+    case edge::BodyKind::kField:
+      EXPECT_TRUE(edge::ParseJsonBody("{}", request->GetReflection()->MutableMessage(
+                                                request.get(), route.body_field))
+                      .ok());
+      break;
+  }
+  for (const edge::PathSegment& segment : route.segments) {
+    if (!segment.is_variable) continue;
+    EXPECT_TRUE(edge::SetFieldFromString(segment.field_path, value, request.get()).ok());
+  }
+  return request;
+}
+
+class ServerWiringTest : public ::testing::TestWithParam<db::Backend> {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("server_wiring");
+    ServerConfig config;  // all roles in this process, as `calleval serve` runs them
+    config.data_dir = dir_;
+    config.http_addr = "127.0.0.1:0";
+    config.grpc_addr = "127.0.0.1:0";
+    config.access_log = false;
+    if (GetParam() == db::Backend::kPostgres) {
+      auto database = testing::TestDatabase::Create(db::Backend::kPostgres, SchemaMigrations());
+      ASSERT_TRUE(database.ok()) << database.status();
+      database_ = std::move(*database);
+      config.database_url = database_->url();
+    }
+    auto server = Server::Start(config);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    ASSERT_TRUE(server_->bootstrap().has_value());
+    key_ = server_->bootstrap()->key.api_key;
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->grpc_port()),
+                                   grpc::InsecureChannelCredentials());
+    auto routes = edge::RouteTable::Build(PublicServices());
+    ASSERT_TRUE(routes.ok()) << routes.status();
+    routes_ = std::make_unique<edge::RouteTable>(*std::move(routes));
+  }
+  void TearDown() override {
+    server_.reset();
+    database_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Sends `route` over HTTP and the same request over gRPC with `authorization` (none when
+  // empty), and expects the same answer: the status, the error code and message, or the body.
+  void ExpectSameAnswer(const edge::Route& route, const std::string& authorization,
+                        const std::string& value) {
+    const std::string path = PathOf(route, value);
+    SCOPED_TRACE(absl::StrCat(std::string(edge::HttpMethodName(route.method)), " ", path, " (",
+                              route.method_descriptor->full_name(), ")",
+                              authorization.empty() ? " without a key" : " with the key"));
+    HttpClient http(server_->http_base_url());
+    std::map<std::string, std::string> headers;
+    if (!authorization.empty()) headers["Authorization"] = authorization;
+    const std::string body = "{}";
+    const HttpResponse answered =
+        http.Send(std::string(edge::HttpMethodName(route.method)), path,
+                  route.body_kind == edge::BodyKind::kNone ? nullptr : &body, headers);
+
+    auto request = RequestOf(route, value);
+    auto response = testing::NewMessage(route.method_descriptor->output_type());
+    testing::Metadata metadata;
+    if (!authorization.empty()) metadata.push_back({"authorization", authorization});
+    const grpc::Status status =
+        testing::CallMethod(channel_, route.method_descriptor, *request, response.get(), metadata);
+    ASSERT_NE(status.error_code(), grpc::UNIMPLEMENTED) << "not on the gRPC server";
+
+    if (!status.ok()) {
+      const absl::Status received = FromGrpcStatus(status);
+      EXPECT_EQ(answered.status, HttpStatusFor(received)) << answered.body;
+      const json error = answered.json()["error"];
+      ASSERT_TRUE(error.is_object()) << answered.body;
+      EXPECT_EQ(error.value("code", ""), ErrorInfoOf(received).code()) << answered.body;
+      EXPECT_EQ(error.value("message", ""), received.message()) << answered.body;
+      return;
+    }
+    if (route.empty_response) {
+      EXPECT_EQ(answered.status, 204) << answered.body;
+      return;
+    }
+    EXPECT_EQ(answered.status, route.success_status) << answered.body;
+    const std::string printed = route.response_body_field != nullptr
+                                    ? edge::PrintJsonField(*response, route.response_body_field)
+                                    : edge::PrintJson(*response);
+    EXPECT_EQ(answered.json(), json::parse(printed));
+  }
+
+  std::string dir_;
+  std::unique_ptr<testing::TestDatabase> database_;
+  std::unique_ptr<Server> server_;
+  std::string key_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<edge::RouteTable> routes_;
+};
+
+TEST_P(ServerWiringTest, EveryAnnotatedMethodHasARoute) {
+  std::set<const google::protobuf::MethodDescriptor*> routed;
+  for (const auto& route : routes_->routes()) routed.insert(route->method_descriptor);
+  std::vector<std::string> missing;
+  int annotated = 0;
+  for (const google::protobuf::ServiceDescriptor* service : PublicServices()) {
+    for (int i = 0; i < service->method_count(); ++i) {
+      if (!testing::IsPublic(service->method(i))) continue;
+      ++annotated;
+      if (routed.count(service->method(i)) == 0) missing.push_back(service->method(i)->name());
+    }
+  }
+  EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
+  EXPECT_GE(annotated, 34);
+}
+
+// Without a key every route is refused the same way by both paths: each handler ran (the
+// gRPC server has the method, the edge's direct registration has it) and authenticated.
+TEST_P(ServerWiringTest, EveryRouteRefusesAMissingKeyLikeItsGrpcMethod) {
+  ASSERT_GE(routes_->routes().size(), 34u);
+  for (const auto& route : routes_->routes()) {
+    ExpectSameAnswer(*route, "", "1");
+    ExpectSameAnswer(*route, "Bearer cev_notakeyofthisinstallation000000", "1");
+  }
+}
+
+// With the key and empty requests the handlers answer (lists, the workspace) or refuse them
+// (validation, not found) with messages that name what they looked for: the same handler is
+// behind both paths.
+TEST_P(ServerWiringTest, EveryRouteAnswersAnEmptyRequestLikeItsGrpcMethod) {
+  for (const auto& route : routes_->routes()) {
+    ExpectSameAnswer(*route, testing::Bearer(key_), "424242");
+  }
+}
+
+CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(ServerWiringTest);
+
+}  // namespace
+}  // namespace calleval
