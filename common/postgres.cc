@@ -9,6 +9,9 @@
 // different rows rather than conflicting over the first (database.h, Isolation). Read() runs in
 // a READ ONLY REPEATABLE READ transaction, one snapshot like SQLite's readers. Statements are
 // prepared once per connection and results come back in binary, decoded by column type.
+// Round trips are what a request pays for on PostgreSQL (each one wakes the server's backend
+// and this thread), so a transaction's BEGIN travels with its first statement in one pipeline:
+// a one-statement read takes two round trips (with COMMIT), not three.
 
 #include <arpa/inet.h>
 #include <libpq-fe.h>
@@ -163,6 +166,26 @@ class PgConnection final : public Connection {
 
   PGconn* raw() { return conn_; }
   bool broken() const { return PQstatus(conn_) != CONNECTION_OK; }
+
+  // Starts a transaction with `begin`, which is sent with the transaction's first statement,
+  // in the same round trip, rather than on its own. `begin` must outlive the transaction.
+  void Begin(const char* begin) {
+    pending_begin_ = begin;
+    began_ = false;
+  }
+  // Whether the server has seen the BEGIN of the current transaction. A connection that broke
+  // before it did (a pooled connection the server closed) ran nothing of the transaction.
+  bool began() const { return began_; }
+  // Ends the transaction with COMMIT or ROLLBACK; nothing to send when no statement ran.
+  absl::Status End(const char* end) {
+    if (std::exchange(pending_begin_, nullptr) != nullptr) return absl::OkStatus();
+    return Exec(end);
+  }
+  // Runs a statement (prepared as `name`, or `sql` unprepared when `name` is empty) with
+  // results in binary, preceded by the deferred BEGIN if there is one. Returns what
+  // PQexecPrepared would: the BEGIN's result instead when the BEGIN failed.
+  PGresult* Execute(const std::string& name, const std::string& sql, int n,
+                    const char* const* values, const int* lengths, const int* formats);
   // The SQLSTATE of the last failed command since the last ClearError(), "" if none.
   const std::string& last_sqlstate() const { return last_sqlstate_; }
   void ClearError() { last_sqlstate_.clear(); }
@@ -176,6 +199,8 @@ class PgConnection final : public Connection {
 
   PGconn* conn_;
   std::unordered_map<std::string, std::unique_ptr<PgStatement>> cache_;
+  const char* pending_begin_ = nullptr;
+  bool began_ = false;
   int next_name_ = 0;
   int changes_ = 0;
   std::string last_sqlstate_;
@@ -189,13 +214,8 @@ absl::StatusOr<bool> PgStatement::Step() {
       values[i] = values_[i] ? values_[i]->data() : nullptr;
       lengths[i] = values_[i] ? static_cast<int>(values_[i]->size()) : 0;
     }
-    const int n = static_cast<int>(values_.size());
-    PGresult* r =
-        name_.empty()
-            ? PQexecParams(conn_->raw(), sql_.c_str(), n, nullptr, values.data(), lengths.data(),
-                           formats_.data(), /*resultFormat=*/1)
-            : PQexecPrepared(conn_->raw(), name_.c_str(), n, values.data(), lengths.data(),
-                             formats_.data(), /*resultFormat=*/1);
+    PGresult* r = conn_->Execute(name_, sql_, static_cast<int>(values_.size()), values.data(),
+                                 lengths.data(), formats_.data());
     result_.reset(r);
     const ExecStatusType status = r == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(r);
     if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
@@ -210,6 +230,58 @@ absl::StatusOr<bool> PgStatement::Step() {
   }
   ++row_;
   return row_ < PQntuples(result_.get());
+}
+
+PGresult* PgConnection::Execute(const std::string& name, const std::string& sql, int n,
+                                const char* const* values, const int* lengths, const int* formats) {
+  auto send = [&] {
+    return name.empty() ? PQsendQueryParams(conn_, sql.c_str(), n, nullptr, values, lengths,
+                                            formats, /*resultFormat=*/1)
+                        : PQsendQueryPrepared(conn_, name.c_str(), n, values, lengths, formats,
+                                              /*resultFormat=*/1);
+  };
+  const char* begin = std::exchange(pending_begin_, nullptr);
+  if (begin == nullptr) {
+    return name.empty() ? PQexecParams(conn_, sql.c_str(), n, nullptr, values, lengths, formats,
+                                       /*resultFormat=*/1)
+                        : PQexecPrepared(conn_, name.c_str(), n, values, lengths, formats,
+                                         /*resultFormat=*/1);
+  }
+  // BEGIN and the statement in one pipeline: one round trip where they took two. If BEGIN
+  // fails, the server skips the statement (PGRES_PIPELINE_ABORTED) and its error is BEGIN's.
+  Result begin_result;
+  Result result;
+  if (PQenterPipelineMode(conn_) == 1) {
+    if (PQsendQueryParams(conn_, begin, 0, nullptr, nullptr, nullptr, nullptr, 0) == 1 &&
+        send() == 1 && PQpipelineSync(conn_) == 1) {
+      // Each query's results end with a null; the pipeline ends with PGRES_PIPELINE_SYNC.
+      // Two nulls in a row mean the connection gave out before that.
+      int nulls = 0;
+      while (nulls < 2) {
+        PGresult* r = PQgetResult(conn_);
+        if (r == nullptr) {
+          ++nulls;
+          continue;
+        }
+        nulls = 0;
+        if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
+          PQclear(r);
+          break;
+        }
+        if (begin_result == nullptr) {
+          begin_result.reset(r);
+        } else if (result == nullptr) {
+          result.reset(r);
+        } else {
+          PQclear(r);
+        }
+      }
+    }
+    PQexitPipelineMode(conn_);
+  }
+  began_ = begin_result != nullptr && PQresultStatus(begin_result.get()) == PGRES_COMMAND_OK;
+  if (!began_) return begin_result.release();
+  return result.release();
 }
 
 int64_t PgStatement::Int64(int column) const {
@@ -384,7 +456,14 @@ absl::StatusOr<Statement> PgConnection::Prepare(absl::string_view sql) {
 }
 
 absl::Status PgConnection::Exec(absl::string_view sql) {
-  Result r(PQexec(conn_, std::string(sql).c_str()));
+  // A deferred BEGIN goes in front, in the same simple query.
+  const char* begin = std::exchange(pending_begin_, nullptr);
+  const std::string text = begin == nullptr ? std::string(sql) : absl::StrCat(begin, "; ", sql);
+  Result r(PQexec(conn_, text.c_str()));
+  if (begin != nullptr) {
+    const PGTransactionStatusType state = PQtransactionStatus(conn_);
+    began_ = state == PQTRANS_INTRANS || state == PQTRANS_INERROR;
+  }
   const ExecStatusType status = r == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(r.get());
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) return ErrorStatus(r.get(), sql);
   int changed = 0;
@@ -531,22 +610,22 @@ absl::Status PgDatabase::RunTransaction(const char* begin, const WriteFn& fn, bo
   *retryable = false;
   ASSIGN_OR_RETURN(auto conn, Acquire());
   conn->ClearError();
-  absl::Status status = conn->Exec(begin);
-  // Pooled connections the server closed (a restart, an idle timeout) fail at BEGIN, before
-  // anything ran on them: each is dropped and the next one tried, down to a fresh connection.
-  for (int tries = 0; !status.ok() && conn->broken() && tries < options_.pool_size; ++tries) {
+  conn->Begin(begin);
+  absl::Status status = fn(*conn);
+  // Pooled connections the server closed (a restart, an idle timeout) fail at BEGIN, which
+  // goes with the first statement, before anything ran on them: each is dropped and `fn` run
+  // again on the next one, down to a fresh connection.
+  for (int tries = 0; conn->broken() && !conn->began() && tries < options_.pool_size; ++tries) {
     Return(std::move(conn));
     ASSIGN_OR_RETURN(conn, Acquire());
     conn->ClearError();
-    status = conn->Exec(begin);
+    conn->Begin(begin);
+    status = fn(*conn);
   }
   if (status.ok()) {
-    status = fn(*conn);
-    if (status.ok()) {
-      status = conn->Exec("COMMIT");
-    } else {
-      conn->Exec("ROLLBACK").IgnoreError();
-    }
+    status = conn->End("COMMIT");
+  } else {
+    conn->End("ROLLBACK").IgnoreError();
   }
   // A conflict anywhere in the transaction (its statements or the commit) makes it retryable,
   // whatever status the store made of it.

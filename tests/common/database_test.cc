@@ -433,18 +433,26 @@ TEST_F(PostgresTest, ConnectionsTheServerClosedAreReplaced) {
   options.pool_size = 2;
   auto db = Database::Open(url_, kSchema, options);
   ASSERT_TRUE(db.ok()) << db.status();
-  // Two connections into the pool, then the server ends every session of this database.
-  absl::Notification both;
+  // Two connections into the pool, each with "SELECT 1" prepared, then the server ends every
+  // session of this database.
+  auto select_one = [](Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto st, c.Prepare("SELECT 1"));
+    return st.Run();
+  };
+  absl::Notification holding;
+  absl::Notification release;
   std::thread other([&] {
-    (*db)->Read([&](Connection&) {
-           both.WaitForNotification();
-           return absl::OkStatus();
+    (*db)->Read([&](Connection& c) {
+           holding.Notify();
+           release.WaitForNotification();
+           return select_one(c);
          })
         .IgnoreError();
   });
-  ASSERT_TRUE((*db)->Read([&](Connection&) {
-                    both.Notify();
-                    return absl::OkStatus();
+  holding.WaitForNotification();
+  ASSERT_TRUE((*db)->Read([&](Connection& c) {
+                    release.Notify();
+                    return select_one(c);
                   }).ok());
   other.join();
   auto server = testing::TestPostgres::Shared();
@@ -476,12 +484,11 @@ TEST_F(PostgresTest, ConnectionsTheServerClosedAreReplaced) {
     if (*left == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  // Every request still succeeds: each dead connection is noticed at BEGIN and replaced.
+  // Every request still succeeds: each dead connection is noticed at the transaction's first
+  // statement, which carries its BEGIN (here a statement the dead connection had prepared),
+  // and the transaction runs again on another.
   for (int i = 0; i < 3; ++i) {
-    absl::Status s = (*db)->Read([](Connection& c) -> absl::Status {
-      ASSIGN_OR_RETURN(auto st, c.Prepare("SELECT 1"));
-      return st.Run();
-    });
+    absl::Status s = (*db)->Read(select_one);
     EXPECT_TRUE(s.ok()) << s;
   }
 }
