@@ -530,6 +530,63 @@ TEST_P(CallsServiceTest, TranscriptionQueueLeaseRenewRecordFailRelease) {
             grpc::FAILED_PRECONDITION);
 }
 
+// RecordAnalysis with audio_stage_only records the audio stage of a voice call whose
+// transcription still runs (the call is `computed`); once the transcript is in, the call is
+// leased again for the transcript stage with the audio results it kept.
+TEST_P(CallsServiceTest, AudioStageThenTranscriptStage) {
+  const int64_t call_id = IngestRecordedVoiceCall("two-stages");
+  std::optional<v1::AnalysisJob> audio = LeaseAnalysis();
+  ASSERT_TRUE(audio.has_value());
+  ASSERT_EQ(audio->call_id(), call_id);
+  EXPECT_FALSE(audio->audio_stage_done());
+  ASSERT_FALSE(audio->planned_metric_ids().empty());
+
+  v1::RecordAnalysisRequest record;
+  record.set_call_id(call_id);
+  record.set_token(audio->token());
+  record.set_duration_seconds(12.4);
+  record.set_audio_stage_only(true);
+  v1::StandardMetricResult planned;
+  planned.set_metric_id(audio->planned_metric_ids(0));
+  planned.set_status("completed");
+  planned.set_score(0.5);
+  *record.add_results() = planned;
+  v1::StandardMetricResult kept = planned;
+  kept.set_score(0.25);
+  *record.add_audio_results() = kept;
+  google::protobuf::Empty empty;
+  ASSERT_GRPC_OK(stub_->RecordAnalysis(InternalContext().get(), record, &empty));
+  v1::Call computed = Read("two-stages");
+  EXPECT_EQ(computed.analysis_status(), "computed");
+  EXPECT_EQ(computed.duration_seconds(), 12);
+  EXPECT_FALSE(LeaseAnalysis().has_value());  // waits for its transcript
+
+  v1::LeaseTranscriptionRequest lease;
+  lease.set_lease_seconds(60);
+  lease.set_max_attempts(3);
+  v1::LeaseTranscriptionResponse transcription;
+  ASSERT_GRPC_OK(stub_->LeaseTranscription(InternalContext().get(), lease, &transcription));
+  ASSERT_TRUE(transcription.has_job());
+  v1::RecordTranscriptionRequest transcript;
+  transcript.set_call_id(call_id);
+  transcript.set_token(transcription.job().token());
+  v1::Turn* turn = transcript.add_transcript();
+  turn->set_role("User");
+  turn->set_content("Hello?");
+  ASSERT_GRPC_OK(stub_->RecordTranscription(InternalContext().get(), transcript, &empty));
+
+  std::optional<v1::AnalysisJob> second = LeaseAnalysis();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->call_id(), call_id);
+  EXPECT_TRUE(second->audio_stage_done());
+  EXPECT_EQ(second->transcription_status(), "completed");
+  ASSERT_THAT(second->generated_transcript(), SizeIs(1));
+  EXPECT_EQ(second->generated_transcript(0).content(), "Hello?");
+  ASSERT_THAT(second->audio_results(), SizeIs(1));
+  EXPECT_EQ(second->audio_results(0).metric_id(), kept.metric_id());
+  EXPECT_EQ(second->audio_results(0).score(), 0.25);
+}
+
 // The edge calls the Handle* entry points directly: they answer exactly what the RPCs answer.
 TEST_P(CallsServiceTest, HandlersAnswerLikeTheRpcs) {
   const v1::Call call = Ingest(TextCall("known", agent_id_));
