@@ -520,19 +520,201 @@ constexpr char kV9Postgres[] = R"sql(
 ALTER TABLE calls ADD COLUMN recording_token TEXT;
 )sql";
 
+// The queryable model (docs/architecture.md, "Results the database can query"): what stats and
+// charts ask of calls as rows with indexes. A call's answer still comes from its record's
+// serialized lists; these rows are written beside them, in the same transactions.
+constexpr char kV10Sqlite[] = R"sql(
+-- call_timestamp as Unix seconds, for time ranges and buckets. A run's call names its run and
+-- scenario (set by the runs role, never from a pushed call's metadata).
+ALTER TABLE calls ADD COLUMN call_time INTEGER;
+ALTER TABLE calls ADD COLUMN run_id INTEGER;
+ALTER TABLE calls ADD COLUMN scenario_id INTEGER;
+-- 0 until the rows below have been written for the call: calls made before this migration
+-- are filled in from their serialized lists at start-up (CallsStore::BackfillQueryRows).
+ALTER TABLE calls ADD COLUMN query_rows INTEGER NOT NULL DEFAULT 0;
+UPDATE calls SET call_time = CAST(strftime('%s', call_timestamp) AS INTEGER);
+CREATE INDEX calls_unsettled_by_agent ON calls (agent_id, call_time)
+  WHERE analysis_status IN ('pending', 'processing', 'computed');
+CREATE INDEX calls_by_scenario ON calls (scenario_id, call_time) WHERE scenario_id IS NOT NULL;
+CREATE INDEX calls_query_rows_missing ON calls (id) WHERE query_rows = 0;
+
+-- One row per metric planned for a call (with the credits it costs), and its result once
+-- scored. value_number holds numeric and rating values and booleans as 0/1; value_text enum
+-- values. outcome is what stats count a custom metric's results by (docs/api.md §5.7).
+CREATE TABLE call_metrics (
+  call_id INTEGER NOT NULL REFERENCES calls(id) ON DELETE CASCADE,
+  metric_id INTEGER NOT NULL,
+  credit_cost INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  value_number REAL,
+  value_text TEXT,
+  score REAL,
+  credits_used INTEGER NOT NULL DEFAULT 0,
+  outcome TEXT,
+  PRIMARY KEY (call_id, metric_id)
+) WITHOUT ROWID;
+CREATE INDEX call_metrics_by_metric ON call_metrics (metric_id, call_id);
+
+-- The standard metric figures people chart, one row per scored voice call.
+CREATE TABLE call_figures (
+  call_id INTEGER PRIMARY KEY REFERENCES calls(id) ON DELETE CASCADE,
+  latency_turns INTEGER NOT NULL DEFAULT 0,
+  latency_mean_ms REAL,
+  latency_p50_ms REAL,
+  latency_p95_ms REAL,
+  latency_max_ms REAL,
+  ai_interruptions INTEGER,
+  user_interruptions INTEGER,
+  silences INTEGER,
+  silence_total_ms REAL,
+  talk_ratio REAL,
+  ai_wpm REAL,
+  user_wpm REAL
+);
+-- The call's per-turn latencies as a histogram (services/calls/call_figures.h LatencyBin):
+-- what bucket percentiles are merged from.
+CREATE TABLE call_latency_bins (
+  call_id INTEGER NOT NULL REFERENCES calls(id) ON DELETE CASCADE,
+  bin INTEGER NOT NULL,
+  turns INTEGER NOT NULL,
+  PRIMARY KEY (call_id, bin)
+) WITHOUT ROWID;
+
+-- Hourly totals per agent of its settled calls (completed, failed, skipped), kept in the
+-- transaction that settles or deletes a call: stats over a month read 720 rows an agent, not
+-- every call.
+CREATE TABLE agent_hourly_calls (
+  agent_id INTEGER NOT NULL,
+  hour INTEGER NOT NULL,  -- call_time / 3600
+  completed INTEGER NOT NULL DEFAULT 0,
+  failed INTEGER NOT NULL DEFAULT 0,
+  skipped INTEGER NOT NULL DEFAULT 0,
+  credits INTEGER NOT NULL DEFAULT 0,
+  latency_turns INTEGER NOT NULL DEFAULT 0,
+  latency_sum_ms REAL NOT NULL DEFAULT 0,
+  ai_interruptions INTEGER NOT NULL DEFAULT 0,
+  user_interruptions INTEGER NOT NULL DEFAULT 0,
+  silences INTEGER NOT NULL DEFAULT 0,
+  talk_ratio_calls INTEGER NOT NULL DEFAULT 0,
+  talk_ratio_sum REAL NOT NULL DEFAULT 0,
+  PRIMARY KEY (agent_id, hour)
+) WITHOUT ROWID;
+CREATE TABLE agent_hourly_latency (
+  agent_id INTEGER NOT NULL,
+  hour INTEGER NOT NULL,
+  bin INTEGER NOT NULL,
+  turns INTEGER NOT NULL,
+  PRIMARY KEY (agent_id, hour, bin)
+) WITHOUT ROWID;
+CREATE TABLE agent_hourly_outcomes (
+  agent_id INTEGER NOT NULL,
+  hour INTEGER NOT NULL,
+  metric_id INTEGER NOT NULL,
+  outcome TEXT NOT NULL,
+  calls INTEGER NOT NULL,
+  PRIMARY KEY (agent_id, hour, metric_id, outcome)
+) WITHOUT ROWID;
+
+-- Runs by time, like calls.
+ALTER TABLE runs ADD COLUMN created_time INTEGER;
+UPDATE runs SET created_time = CAST(strftime('%s', created_at) AS INTEGER);
+CREATE INDEX runs_by_agent_time ON runs (agent_id, created_time);
+CREATE INDEX runs_by_scenario_time ON runs (scenario_id, created_time);
+)sql";
+
+constexpr char kV10Postgres[] = R"sql(
+ALTER TABLE calls ADD COLUMN call_time BIGINT;
+ALTER TABLE calls ADD COLUMN run_id BIGINT;
+ALTER TABLE calls ADD COLUMN scenario_id BIGINT;
+ALTER TABLE calls ADD COLUMN query_rows BIGINT NOT NULL DEFAULT 0;
+UPDATE calls SET call_time = CAST(EXTRACT(EPOCH FROM CAST(call_timestamp AS TIMESTAMPTZ)) AS BIGINT);
+CREATE INDEX calls_unsettled_by_agent ON calls (agent_id, call_time)
+  WHERE analysis_status IN ('pending', 'processing', 'computed');
+CREATE INDEX calls_by_scenario ON calls (scenario_id, call_time) WHERE scenario_id IS NOT NULL;
+CREATE INDEX calls_query_rows_missing ON calls (id) WHERE query_rows = 0;
+
+CREATE TABLE call_metrics (
+  call_id BIGINT NOT NULL REFERENCES calls(id) ON DELETE CASCADE,
+  metric_id BIGINT NOT NULL,
+  credit_cost BIGINT NOT NULL,
+  status TEXT NOT NULL,
+  value_number DOUBLE PRECISION,
+  value_text TEXT,
+  score DOUBLE PRECISION,
+  credits_used BIGINT NOT NULL DEFAULT 0,
+  outcome TEXT,
+  PRIMARY KEY (call_id, metric_id)
+);
+CREATE INDEX call_metrics_by_metric ON call_metrics (metric_id, call_id);
+
+CREATE TABLE call_figures (
+  call_id BIGINT PRIMARY KEY REFERENCES calls(id) ON DELETE CASCADE,
+  latency_turns BIGINT NOT NULL DEFAULT 0,
+  latency_mean_ms DOUBLE PRECISION,
+  latency_p50_ms DOUBLE PRECISION,
+  latency_p95_ms DOUBLE PRECISION,
+  latency_max_ms DOUBLE PRECISION,
+  ai_interruptions BIGINT,
+  user_interruptions BIGINT,
+  silences BIGINT,
+  silence_total_ms DOUBLE PRECISION,
+  talk_ratio DOUBLE PRECISION,
+  ai_wpm DOUBLE PRECISION,
+  user_wpm DOUBLE PRECISION
+);
+CREATE TABLE call_latency_bins (
+  call_id BIGINT NOT NULL REFERENCES calls(id) ON DELETE CASCADE,
+  bin BIGINT NOT NULL,
+  turns BIGINT NOT NULL,
+  PRIMARY KEY (call_id, bin)
+);
+
+CREATE TABLE agent_hourly_calls (
+  agent_id BIGINT NOT NULL,
+  hour BIGINT NOT NULL,
+  completed BIGINT NOT NULL DEFAULT 0,
+  failed BIGINT NOT NULL DEFAULT 0,
+  skipped BIGINT NOT NULL DEFAULT 0,
+  credits BIGINT NOT NULL DEFAULT 0,
+  latency_turns BIGINT NOT NULL DEFAULT 0,
+  latency_sum_ms DOUBLE PRECISION NOT NULL DEFAULT 0,
+  ai_interruptions BIGINT NOT NULL DEFAULT 0,
+  user_interruptions BIGINT NOT NULL DEFAULT 0,
+  silences BIGINT NOT NULL DEFAULT 0,
+  talk_ratio_calls BIGINT NOT NULL DEFAULT 0,
+  talk_ratio_sum DOUBLE PRECISION NOT NULL DEFAULT 0,
+  PRIMARY KEY (agent_id, hour)
+);
+CREATE TABLE agent_hourly_latency (
+  agent_id BIGINT NOT NULL,
+  hour BIGINT NOT NULL,
+  bin BIGINT NOT NULL,
+  turns BIGINT NOT NULL,
+  PRIMARY KEY (agent_id, hour, bin)
+);
+CREATE TABLE agent_hourly_outcomes (
+  agent_id BIGINT NOT NULL,
+  hour BIGINT NOT NULL,
+  metric_id BIGINT NOT NULL,
+  outcome TEXT NOT NULL,
+  calls BIGINT NOT NULL,
+  PRIMARY KEY (agent_id, hour, metric_id, outcome)
+);
+
+ALTER TABLE runs ADD COLUMN created_time BIGINT;
+UPDATE runs SET created_time = CAST(EXTRACT(EPOCH FROM CAST(created_at AS TIMESTAMPTZ)) AS BIGINT);
+CREATE INDEX runs_by_agent_time ON runs (agent_id, created_time);
+CREATE INDEX runs_by_scenario_time ON runs (scenario_id, created_time);
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
   static const auto* migrations = new std::vector<db::Migration>{
-      {1, kV1Sqlite, kV1Postgres},
-      {2, kV2Sqlite, kV2Postgres},
-      {3, kV3Sqlite, kV3Postgres},
-      {4, kV4Sqlite, kV4Postgres},
-      {5, kV5Sqlite, kV5Postgres},
-      {6, kV6Sqlite, kV6Postgres},
-      {7, kV7Sqlite, kV7Postgres},
-      {8, kV8Sqlite, kV8Postgres},
-      {9, kV9Sqlite, kV9Postgres},
+      {1, kV1Sqlite, kV1Postgres},    {2, kV2Sqlite, kV2Postgres}, {3, kV3Sqlite, kV3Postgres},
+      {4, kV4Sqlite, kV4Postgres},    {5, kV5Sqlite, kV5Postgres}, {6, kV6Sqlite, kV6Postgres},
+      {7, kV7Sqlite, kV7Postgres},    {8, kV8Sqlite, kV8Postgres}, {9, kV9Sqlite, kV9Postgres},
+      {10, kV10Sqlite, kV10Postgres},
   };
   return *migrations;
 }

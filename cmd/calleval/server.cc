@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -48,13 +48,14 @@
 #include "services/calls/calls_store.h"
 #include "services/calls/recording_downloader.h"
 #include "services/calls/recording_signer.h"
+#include "services/calls/stats_store.h"
 #include "services/judges/sandbox.h"
 #include "services/metrics/metrics_service.h"
 #include "services/metrics/metrics_store.h"
-#include "services/scoring/scoring_worker.h"
-#include "services/scoring/transcription_worker.h"
 #include "services/runs/run_worker.h"
 #include "services/runs/runs_store.h"
+#include "services/scoring/scoring_worker.h"
+#include "services/scoring/transcription_worker.h"
 
 namespace calleval {
 namespace {
@@ -181,6 +182,21 @@ edge::LocalResponse ErrorResponse(const absl::Status& status) {
 
 // Call ingest's view of agents: the agent must be in the workspace (else 422 agent_not_found);
 // its disabled metrics decide which metric_ids are ignored.
+// The run a runs worker's ingest is for (services/runs/run_worker.cc puts run_id and
+// scenario_id in the metadata). Only the runs role's own ingests are read this way; a pushed
+// call's metadata never sets the origin.
+calls::RunOrigin RunOriginOf(const v1::IngestCallRequest& request) {
+  calls::RunOrigin origin;
+  const auto& fields = request.metadata().fields();
+  if (auto it = fields.find("run_id"); it != fields.end() && it->second.has_number_value()) {
+    origin.run_id = static_cast<int64_t>(it->second.number_value());
+  }
+  if (auto it = fields.find("scenario_id"); it != fields.end() && it->second.has_number_value()) {
+    origin.scenario_id = static_cast<int64_t>(it->second.number_value());
+  }
+  return origin;
+}
+
 calls::AgentLookup AgentLookupFor(agents::AgentsStore* agents) {
   return [agents](int64_t workspace_id, int64_t agent_id) -> absl::StatusOr<calls::AgentInfo> {
     auto agent = agents->Get(workspace_id, agent_id);
@@ -254,6 +270,7 @@ struct Server::State {
   std::unique_ptr<runs::RunWorkers> run_workers;
   std::unique_ptr<calls::RecordingSigner> signer;
   std::unique_ptr<calls::CallsStore> calls_store;
+  std::unique_ptr<calls::StatsStore> stats_store;
   std::unique_ptr<calls::RecordingDownloader> downloader;
   std::unique_ptr<scoring::AnalysisQueue> analysis_queue;
   std::unique_ptr<scoring::ScoringWorkers> scoring_workers;
@@ -379,6 +396,8 @@ void Server::RegisterDirectHandlers(State& s) {
     RegisterHandler(direct, d, "UpdateCall", kPool, svc, &Svc::HandleUpdateCall);
     RegisterHandler(direct, d, "ListCalls", kPool, svc, &Svc::HandleListCalls);
     RegisterHandler(direct, d, "DeleteCall", kPool, svc, &Svc::HandleDeleteCall);
+    RegisterHandler(direct, d, "GetAgentStats", kPool, svc, &Svc::HandleGetAgentStats);
+    RegisterHandler(direct, d, "GetScenarioStats", kPool, svc, &Svc::HandleGetScenarioStats);
   }
   if (auto* svc = s.metrics_service.get()) {
     using Svc = metrics::MetricsService;
@@ -592,9 +611,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     run_options.deps.agent = [agents_store](int64_t ws, int64_t id) {
       return agents_store->Get(ws, id);
     };
-    run_options.deps.ingest = [calls_store, state_for_hooks](
-                                  int64_t ws, const v1::IngestCallRequest& request) {
-      absl::StatusOr<v1::Call> call = calls_store->Ingest(ws, request);
+    run_options.deps.ingest = [calls_store, state_for_hooks](int64_t ws,
+                                                             const v1::IngestCallRequest& request) {
+      absl::StatusOr<v1::Call> call =
+          calls_store->Ingest(ws, request, nullptr, RunOriginOf(request));
       // A text call is ready for scoring at once.
       if (call.ok() && state_for_hooks->scoring_workers) {
         state_for_hooks->scoring_workers->Notify();
@@ -615,7 +635,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     run_options.deps.ingest_recorded = [calls_store, state_for_hooks](
                                            int64_t ws, const v1::IngestCallRequest& request,
                                            const std::string& wav) {
-      absl::StatusOr<v1::Call> call = calls_store->Ingest(ws, request, &wav);
+      absl::StatusOr<v1::Call> call = calls_store->Ingest(ws, request, &wav, RunOriginOf(request));
       // The recording is stored already: the call is ready for scoring at once.
       if (call.ok() && state_for_hooks->scoring_workers) {
         state_for_hooks->scoring_workers->Notify();
@@ -728,9 +748,28 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                   << " before the restart\n";
       }
     }
+    // Calls stored before the queryable rows (schema version 10) get them now.
+    absl::StatusOr<int> backfilled = s->calls_store->BackfillQueryRows();
+    if (!backfilled.ok()) {
+      return absl::Status(backfilled.status().code(),
+                          absl::StrCat("filling in the queryable rows of older calls: ",
+                                       backfilled.status().message()));
+    }
+    if (*backfilled > 0) {
+      std::cerr << "calleval: wrote the queryable rows of " << *backfilled << " older calls\n";
+    }
     s->downloader = std::make_unique<calls::RecordingDownloader>(s->calls_store.get(), download);
     s->downloader->Start();
     calls::RecordingDownloader* downloader = s->downloader.get();
+    agents::ScenariosStore* scenarios = s->scenarios_store.get();
+    runs::RunsStore* runs_store = s->runs_store.get();
+    s->stats_store = std::make_unique<calls::StatsStore>(
+        s->database.get(), AgentLookupFor(s->agents_store.get()),
+        [scenarios](int64_t workspace_id, int64_t scenario_id) -> absl::StatusOr<int64_t> {
+          ASSIGN_OR_RETURN(v1::Scenario scenario, scenarios->Get(workspace_id, scenario_id));
+          return scenario.agent_id();
+        },
+        [runs_store](const runs::RunCountQuery& query) { return runs_store->CountRuns(query); });
     s->calls_service = std::make_unique<calls::CallsService>(
         s->calls_store.get(), s->authenticator.get(), s->pool.get(),
         [downloader, scoring_workers](const v1::Call& call) {
@@ -740,7 +779,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
             scoring_workers->Notify();  // a text call is ready at once
           }
         },
-        internal_credential);
+        internal_credential, s->stats_store.get());
   }
   if (HasRole(config, "metrics")) {
     agents::AgentsStore* agents_store = s->agents_store.get();

@@ -53,6 +53,55 @@ absl::Status CallsService::HandleDeleteCall(const std::string& authorization,
   return store_->Delete(workspace, request.call_identifier_or_id());
 }
 
+namespace {
+
+template <typename Request>
+absl::StatusOr<StatsRange> RangeOf(const Request& request) {
+  return ParseStatsRange(
+      request.has_from() ? std::optional<std::string>(request.from()) : std::nullopt,
+      request.has_to() ? std::optional<std::string>(request.to()) : std::nullopt,
+      request.has_bucket() ? std::optional<std::string>(request.bucket()) : std::nullopt,
+      absl::Now());
+}
+
+}  // namespace
+
+absl::Status CallsService::HandleGetAgentStats(const std::string& authorization,
+                                               const v1::GetAgentStatsRequest& request,
+                                               v1::Stats* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(authorization, ClientIdOf(request)));
+  if (stats_ == nullptr) return absl::UnavailableError("stats are not served by this process");
+  ASSIGN_OR_RETURN(StatsRange range, RangeOf(request));
+  ASSIGN_OR_RETURN(*response, stats_->AgentStats(workspace, request.agent_id(), range));
+  return absl::OkStatus();
+}
+
+absl::Status CallsService::HandleGetScenarioStats(const std::string& authorization,
+                                                  const v1::GetScenarioStatsRequest& request,
+                                                  v1::Stats* response) {
+  ASSIGN_OR_RETURN(int64_t workspace, Workspace(authorization, ClientIdOf(request)));
+  if (stats_ == nullptr) return absl::UnavailableError("stats are not served by this process");
+  ASSIGN_OR_RETURN(StatsRange range, RangeOf(request));
+  ASSIGN_OR_RETURN(*response, stats_->ScenarioStats(workspace, request.scenario_id(), range));
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* CallsService::GetAgentStats(grpc::CallbackServerContext* context,
+                                                      const v1::GetAgentStatsRequest* request,
+                                                      v1::Stats* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleGetAgentStats(auth, *request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* CallsService::GetScenarioStats(grpc::CallbackServerContext* context,
+                                                         const v1::GetScenarioStatsRequest* request,
+                                                         v1::Stats* response) {
+  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
+    return HandleGetScenarioStats(auth, *request, response);
+  });
+}
+
 grpc::ServerUnaryReactor* CallsService::IngestCall(grpc::CallbackServerContext* context,
                                                    const v1::IngestCallRequest* request,
                                                    v1::Call* response) {

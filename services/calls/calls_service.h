@@ -8,6 +8,7 @@
 #include "common/thread_pool.h"
 #include "services/accounts/authenticator.h"
 #include "services/calls/calls_store.h"
+#include "services/calls/stats_store.h"
 
 namespace calleval::calls {
 
@@ -15,13 +16,16 @@ class CallsService final : public v1::Calls::CallbackService {
  public:
   // `on_ingest` runs after each stored ingest (wakes the recording downloader).
   // `internal_credential` opens the queue methods (common/internal_credential.h).
+  // `stats` answers GetAgentStats and GetScenarioStats (unavailable without it).
   CallsService(CallsStore* store, accounts::Authenticator* authenticator, ThreadPool* pool,
-               std::function<void(const v1::Call&)> on_ingest, std::string internal_credential)
+               std::function<void(const v1::Call&)> on_ingest, std::string internal_credential,
+               StatsStore* stats = nullptr)
       : store_(store),
         authenticator_(authenticator),
         pool_(pool),
         on_ingest_(std::move(on_ingest)),
-        internal_credential_(std::move(internal_credential)) {}
+        internal_credential_(std::move(internal_credential)),
+        stats_(stats) {}
 
   grpc::ServerUnaryReactor* IngestCall(grpc::CallbackServerContext* context,
                                        const v1::IngestCallRequest* request,
@@ -37,6 +41,12 @@ class CallsService final : public v1::Calls::CallbackService {
   grpc::ServerUnaryReactor* DeleteCall(grpc::CallbackServerContext* context,
                                        const v1::DeleteCallRequest* request,
                                        google::protobuf::Empty* response) override;
+  grpc::ServerUnaryReactor* GetAgentStats(grpc::CallbackServerContext* context,
+                                          const v1::GetAgentStatsRequest* request,
+                                          v1::Stats* response) override;
+  grpc::ServerUnaryReactor* GetScenarioStats(grpc::CallbackServerContext* context,
+                                             const v1::GetScenarioStatsRequest* request,
+                                             v1::Stats* response) override;
 
   // The analysis queue for scoring workers in other processes (internal: the installation's
   // credential, no API key).
@@ -90,6 +100,11 @@ class CallsService final : public v1::Calls::CallbackService {
   absl::Status HandleDeleteCall(const std::string& authorization,
                                 const v1::DeleteCallRequest& request,
                                 google::protobuf::Empty* response);
+  absl::Status HandleGetAgentStats(const std::string& authorization,
+                                   const v1::GetAgentStatsRequest& request, v1::Stats* response);
+  absl::Status HandleGetScenarioStats(const std::string& authorization,
+                                      const v1::GetScenarioStatsRequest& request,
+                                      v1::Stats* response);
 
  private:
   // The workspace the request acts on: the key's own, or client_id when accessible.
@@ -101,6 +116,7 @@ class CallsService final : public v1::Calls::CallbackService {
   ThreadPool* pool_;
   std::function<void(const v1::Call&)> on_ingest_;
   const std::string internal_credential_;
+  StatsStore* stats_;
 };
 
 // The analysis job on the wire and back.

@@ -17,6 +17,7 @@
 #include "common/standard_metrics.h"
 #include "common/status_macros.h"
 #include "services/calls/call_rules.h"
+#include "services/calls/query_rows.h"
 
 namespace calleval::calls {
 namespace {
@@ -252,7 +253,8 @@ std::string CallsStore::RecordingPath(int64_t call_id) const {
 
 absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
                                             const v1::IngestCallRequest& request,
-                                            const std::string* recorded_wav) {
+                                            const std::string* recorded_wav,
+                                            const RunOrigin& origin) {
   const bool recorded = recorded_wav != nullptr;
   RETURN_IF_ERROR(ValidateIngest(request, recorded));
   const std::string observation_type = ObservationTypeOf(request, recorded);
@@ -336,8 +338,11 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
   }
   const std::string now = NowTimestamp();
   std::string call_timestamp = now;
+  int64_t call_time = NowUnixSeconds();
   if (request.has_call_timestamp()) {
-    call_timestamp = FormatTimestamp(*ParseTimestamp(request.call_timestamp()));
+    const absl::Time t = *ParseTimestamp(request.call_timestamp());
+    call_timestamp = FormatTimestamp(t);
+    call_time = absl::ToUnixSeconds(t);
   }
 
   ASSIGN_OR_RETURN(
@@ -359,9 +364,10 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
                       "recording_url, recording_state, duration_seconds, call_timestamp, "
                       "call_end_reason, customer_number, tag, label, metadata, transcript, "
                       "transcript_source, metric_ids, created_at, updated_at, "
-                      "planned_metric_ids, silence_threshold_ms, planned_metric_costs) VALUES "
+                      "planned_metric_ids, silence_threshold_ms, planned_metric_costs, "
+                      "call_time, run_id, scenario_id, query_rows) VALUES "
                       "(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                      "?, ?) RETURNING id"));
+                      "?, ?, ?, ?, ?, 1) RETURNING id"));
         insert.Bind(1, workspace_id)
             .Bind(2, request.agent_id())
             .Bind(3, request.call_identifier())
@@ -400,8 +406,10 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
         } else {
           insert.BindNull(22);
         }
-        insert.Bind(23, JoinIds(planned_costs));
+        insert.Bind(23, JoinIds(planned_costs)).Bind(24, call_time);
+        insert.Bind(25, origin.run_id).Bind(26, origin.scenario_id);
         ASSIGN_OR_RETURN(const int64_t id, insert.RunReturningId());
+        RETURN_IF_ERROR(WritePlannedMetrics(c, id, planned, planned_costs));
         if (recorded) {
           // Moved into place inside the transaction: a failure leaves no call without its file.
           std::error_code ec;
@@ -578,10 +586,62 @@ absl::StatusOr<v1::ListCallsResponse> CallsStore::List(int64_t workspace_id,
       });
 }
 
+absl::StatusOr<int> CallsStore::BackfillQueryRows(int batch) {
+  int filled = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(
+        int done, db::WriteResult<int>(*db_, [&](db::Connection& c) -> absl::StatusOr<int> {
+          ASSIGN_OR_RETURN(auto missing,
+                           c.Prepare("SELECT id, analysis_status, planned_metric_ids, "
+                                     "planned_metric_costs, standard_metrics, metric_results "
+                                     "FROM calls WHERE query_rows = 0 ORDER BY id LIMIT ?"));
+          missing.Bind(1, static_cast<int64_t>(batch));
+          struct Old {
+            int64_t id;
+            std::string status;
+            std::vector<int64_t> planned, costs;
+            v1::StoredStandardMetrics standard;
+            v1::StoredMetricResults custom;
+          };
+          std::vector<Old> calls;
+          while (true) {
+            ASSIGN_OR_RETURN(bool row, missing.Step());
+            if (!row) break;
+            Old& old = calls.emplace_back();
+            old.id = missing.Int64(0);
+            old.status = missing.Text(1);
+            old.planned = SplitIds(missing.Text(2));
+            old.costs = PlannedCosts(old.planned, missing.OptionalText(3).value_or(""));
+            if (!missing.IsNull(4)) old.standard.ParseFromString(missing.Text(4));
+            if (!missing.IsNull(5)) old.custom.ParseFromString(missing.Text(5));
+          }
+          for (const Old& old : calls) {
+            // Marked first: from here on ApplyToAgentTotals counts the call.
+            ASSIGN_OR_RETURN(auto mark, c.Prepare("UPDATE calls SET query_rows = 1 WHERE id = ?"));
+            mark.Bind(1, old.id);
+            RETURN_IF_ERROR(mark.Run());
+            RETURN_IF_ERROR(WritePlannedMetrics(c, old.id, old.planned, old.costs));
+            if (old.status == "completed") {
+              RETURN_IF_ERROR(WriteCallResults(
+                  c, old.id, {old.standard.items().begin(), old.standard.items().end()},
+                  {old.custom.items().begin(), old.custom.items().end()}));
+            } else if (IsSettled(old.status)) {
+              RETURN_IF_ERROR(SettlePendingMetrics(c, old.id, old.status));
+            }
+            RETURN_IF_ERROR(ApplyToAgentTotals(c, old.id, +1));
+          }
+          return static_cast<int>(calls.size());
+        }));
+    filled += done;
+    if (done < batch) return filled;
+  }
+}
+
 absl::Status CallsStore::Delete(int64_t workspace_id, absl::string_view key) {
   ASSIGN_OR_RETURN(
       int64_t id, db::WriteResult<int64_t>(*db_, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
         ASSIGN_OR_RETURN(int64_t id, FindCallId(c, workspace_id, key));
+        RETURN_IF_ERROR(ApplyToAgentTotals(c, id, -1));
         ASSIGN_OR_RETURN(auto del, c.Prepare("DELETE FROM calls WHERE id = ?"));
         del.Bind(1, id);
         RETURN_IF_ERROR(del.Run());
@@ -665,7 +725,10 @@ absl::Status CallsStore::FailRecording(int64_t call_id, absl::string_view messag
                   "failure_reason = 'download_failed', failure_message = ?, updated_at = ? "
                   "WHERE id = ? AND recording_state = 'pending'"));
     stmt.Bind(1, message).Bind(2, NowTimestamp()).Bind(3, call_id);
-    return stmt.Run();
+    RETURN_IF_ERROR(stmt.Run());
+    if (c.Changes() == 0) return absl::OkStatus();
+    RETURN_IF_ERROR(SettlePendingMetrics(c, call_id, "failed"));
+    return ApplyToAgentTotals(c, call_id, +1);
   });
 }
 
@@ -733,6 +796,8 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseNext(absl::Duration 
             end.Bind(1, status).Bind(2, reason).Bind(3, message).Bind(4, NowTimestamp());
             end.Bind(5, id);
             RETURN_IF_ERROR(end.Run());
+            RETURN_IF_ERROR(SettlePendingMetrics(c, id, status));
+            RETURN_IF_ERROR(ApplyToAgentTotals(c, id, +1));
             return EndTranscription(c, id, absl::StrCat("the call's analysis ended ", status));
           };
           if (attempts >= max_attempts) {
@@ -881,7 +946,10 @@ absl::Status CallsStore::RecordAnalysis(int64_t call_id, absl::string_view token
       update.BindNull(4);
     }
     update.Bind(5, NowTimestamp()).Bind(6, call_id);
-    return update.Run();
+    RETURN_IF_ERROR(update.Run());
+    RETURN_IF_ERROR(WriteCallResults(c, call_id, {stored.items().begin(), stored.items().end()},
+                                     {stored_custom.items().begin(), stored_custom.items().end()}));
+    return ApplyToAgentTotals(c, call_id, +1);
   });
 }
 
@@ -896,6 +964,8 @@ absl::Status CallsStore::FailAnalysis(int64_t call_id, absl::string_view token,
                                "analysis_lease_until = NULL, updated_at = ? WHERE id = ?"));
     update.Bind(1, reason).Bind(2, message).Bind(3, NowTimestamp()).Bind(4, call_id);
     RETURN_IF_ERROR(update.Run());
+    RETURN_IF_ERROR(SettlePendingMetrics(c, call_id, "failed"));
+    RETURN_IF_ERROR(ApplyToAgentTotals(c, call_id, +1));
     return EndTranscription(c, call_id, absl::StrCat("the call's analysis failed: ", reason));
   });
 }

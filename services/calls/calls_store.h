@@ -95,6 +95,13 @@ struct TranscriptionJob {
 // own credit_cost, fixed when the call is ingested.
 inline constexpr int64_t kStandardMetricCost = 1;
 
+// The run a call was made by, when the runs role ingests its conversation: stats of a scenario
+// count the calls of its runs. Never taken from a pushed call's metadata.
+struct RunOrigin {
+  std::optional<int64_t> run_id;
+  std::optional<int64_t> scenario_id;
+};
+
 struct RecordingFile {
   std::string path;
   std::string content_type;
@@ -119,7 +126,8 @@ class CallsStore {
   // conversation): the call is a voice call whose recording is stored at once (the file is
   // moved into the recordings directory) instead of downloaded; recording_url stays null.
   absl::StatusOr<v1::Call> Ingest(int64_t workspace_id, const v1::IngestCallRequest& request,
-                                  const std::string* recorded_wav = nullptr);
+                                  const std::string* recorded_wav = nullptr,
+                                  const RunOrigin& origin = {});
   // An all-digit key is tried as the integer id first, then as a call_identifier.
   absl::StatusOr<v1::Call> Get(int64_t workspace_id, absl::string_view id_or_identifier);
   // Changes label, tag, customer_number, call_end_reason and metadata (merged); with
@@ -130,6 +138,11 @@ class CallsStore {
                                              const v1::ListCallsRequest& request);
   // Deletes the record and its stored recording.
   absl::Status Delete(int64_t workspace_id, absl::string_view id_or_identifier);
+
+  // Writes the queryable rows (schema version 10: planned metrics, results, figures, the
+  // agents' hourly totals) of calls stored before them, `batch` calls a transaction; run at
+  // start-up. Answers how many calls it filled in (0 once done).
+  absl::StatusOr<int> BackfillQueryRows(int batch = 500);
 
   // Recording downloads. A job is leased for `lease` with a token carrying `holder`; the
   // downloader's heartbeat renews it, and a downloader that dies leaves the lease to expire and

@@ -78,8 +78,8 @@ absl::StatusOr<int64_t> InsertRun(db::Connection& c, int64_t workspace_id, int64
                                   const std::string& channel, const std::string& now) {
   ASSIGN_OR_RETURN(auto insert,
                    c.Prepare("INSERT INTO runs (workspace_id, scenario_id, agent_id, "
-                             "batch_run_id, channel, status, created_at) VALUES (?, ?, ?, ?, ?, "
-                             "'queued', ?) RETURNING id"));
+                             "batch_run_id, channel, status, created_at, created_time) VALUES "
+                             "(?, ?, ?, ?, ?, 'queued', ?, ?) RETURNING id"));
   insert.Bind(1, workspace_id).Bind(2, scenario_id).Bind(3, agent_id);
   if (batch) {
     insert.Bind(4, *batch);
@@ -87,6 +87,8 @@ absl::StatusOr<int64_t> InsertRun(db::Connection& c, int64_t workspace_id, int64
     insert.BindNull(4);
   }
   insert.Bind(5, channel).Bind(6, now);
+  const std::optional<absl::Time> created = ParseTimestamp(now);
+  insert.Bind(7, created ? absl::ToUnixSeconds(*created) : NowUnixSeconds());
   return insert.RunReturningId();
 }
 
@@ -419,6 +421,46 @@ absl::StatusOr<int> RunsStore::ReleaseLeasesOf(absl::string_view holder) {
     RETURN_IF_ERROR(stmt.Run());
     return static_cast<int>(c.Changes());
   });
+}
+
+}  // namespace calleval::runs
+
+namespace calleval::runs {
+
+absl::StatusOr<std::map<int64_t, RunCounts>> RunsStore::CountRuns(const RunCountQuery& query) {
+  return db::ReadResult<std::map<int64_t, RunCounts>>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<std::map<int64_t, RunCounts>> {
+        ASSIGN_OR_RETURN(
+            auto count,
+            c.Prepare(absl::StrCat(
+                "SELECT (created_time - ?1) / ?2, status, passed, COUNT(*) FROM runs WHERE "
+                "workspace_id = ?3 AND ",
+                query.scenario_id.has_value() ? "scenario_id" : "agent_id",
+                " = ?4 AND created_time >= ?1 AND created_time < ?5 GROUP BY 1, 2, 3")));
+        count.Bind(1, query.from).Bind(2, query.width).Bind(3, query.workspace_id);
+        count.Bind(4, query.scenario_id.value_or(query.agent_id.value_or(0)));
+        count.Bind(5, query.to);
+        std::map<int64_t, RunCounts> out;
+        while (true) {
+          ASSIGN_OR_RETURN(bool row, count.Step());
+          if (!row) break;
+          RunCounts& counts = out[count.Int64(0)];
+          const std::string status = count.Text(1);
+          const int64_t n = count.Int64(3);
+          if (status == "queued") {
+            counts.queued += n;
+          } else if (status == "in_progress") {
+            counts.in_progress += n;
+          } else if (status == "completed") {
+            (count.OptionalInt64(2).value_or(0) != 0 ? counts.passed : counts.failed) += n;
+          } else if (status == "failed") {
+            counts.errored += n;
+          } else if (status == "cancelled") {
+            counts.cancelled += n;
+          }
+        }
+        return out;
+      });
 }
 
 }  // namespace calleval::runs

@@ -7,6 +7,7 @@
 // a report ends failed.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -41,9 +42,32 @@ struct RunOutcome {
   std::string error;
 };
 
+// Runs by outcome, for stats (services/calls/stats_store.h).
+struct RunCounts {
+  int64_t queued = 0;
+  int64_t in_progress = 0;
+  int64_t passed = 0;   // completed, and the call met the scenario's metrics
+  int64_t failed = 0;   // completed, and it did not
+  int64_t errored = 0;  // the run itself failed
+  int64_t cancelled = 0;
+};
+// Which runs to count: an agent's or a scenario's, created in [from, to) (Unix seconds), in
+// buckets of `width` seconds starting at `from` (bucket i covers from + i * width).
+struct RunCountQuery {
+  int64_t workspace_id = 0;
+  std::optional<int64_t> agent_id;
+  std::optional<int64_t> scenario_id;
+  int64_t from = 0;
+  int64_t to = 0;
+  int64_t width = 86400;
+};
+
 class RunsStore {
  public:
   explicit RunsStore(db::Database* db) : db_(db) {}
+
+  // Runs counted per bucket by SQL (bucket index -> counts; empty buckets absent).
+  absl::StatusOr<std::map<int64_t, RunCounts>> CountRuns(const RunCountQuery& query);
 
   // A queued run of the workspace's scenario (404 when it is not there). `channel`: phone, web
   // or text (else 422); default phone when the agent has a phone number, else web.

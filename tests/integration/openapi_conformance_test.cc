@@ -268,6 +268,13 @@ TEST_F(OpenApiConformanceTest, EveryRouteAnswersAsDocumented) {
                            {"concurrency", 1}},
                           202);
   Get("/api/v1/batch_runs/{id}", absl::StrCat("/api/v1/batch_runs/", batch["id"].get<int64_t>()));
+  // Stats, with the completed run and its call in them.
+  const json scenario_stats =
+      Get("/api/v1/scenarios/{scenario_id}/stats", absl::StrCat(scenario_path, "/stats"));
+  EXPECT_EQ(scenario_stats["total"]["runs"]["passed"].get<int64_t>() +
+                scenario_stats["total"]["runs"]["failed"].get<int64_t>(),
+            1);
+  Get("/api/v1/agents/{agent_id}/stats", absl::StrCat(agent_path, "/stats?bucket=week"));
 
   // Deletes answer 204 without a body.
   Send("DELETE", "/api/public/v1/calls/{call_identifier_or_id}",

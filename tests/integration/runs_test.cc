@@ -167,6 +167,20 @@ TEST_F(RunsTest, ScriptedTextRunBecomesAScoredCall) {
   json listed = client_->Get(absl::StrCat("/api/v1/runs?scenario_id=", scenario)).json();
   ASSERT_EQ(listed["data"].size(), 1u);
   EXPECT_EQ(listed["data"][0]["id"], run["id"]);
+
+  // The scenario's stats and its agent's count the run, and the call it made with its outcome.
+  for (const std::string& path : {absl::StrCat("/api/v1/scenarios/", scenario, "/stats"),
+                                  absl::StrCat("/api/v1/agents/", agent, "/stats?bucket=hour")}) {
+    HttpResponse stats = client_->Get(path);
+    ASSERT_EQ(stats.status, 200) << path << ": " << stats.body;
+    const json total = stats.json()["total"];
+    EXPECT_EQ(total["runs"]["passed"], 1) << path;
+    EXPECT_EQ(total["runs"]["pass_rate"], 1.0) << path;
+    EXPECT_EQ(total["calls"]["completed"], 1) << path;
+    ASSERT_EQ(total["metric_outcomes"].size(), 1u) << path;
+    EXPECT_EQ(total["metric_outcomes"][0]["metric_id"], metric);
+    EXPECT_EQ(total["metric_outcomes"][0]["outcome"], "meets_expectations");
+  }
 }
 
 TEST_F(RunsTest, LlmCallerPlaysPersonaAndGoalUntilTheGoalIsReached) {
