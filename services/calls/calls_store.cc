@@ -517,7 +517,10 @@ absl::StatusOr<v1::Call> CallsStore::Update(int64_t workspace_id, absl::string_v
         f.apply(nullptr);
       }
     }
-    if (is_set("metadata")) MergeMetadata(update.metadata(), call.mutable_metadata());
+    // A gRPC client sets the field without listing it in set_fields (common/sent_fields.h).
+    if (update.has_metadata() || is_set("metadata")) {
+      MergeMetadata(update.metadata(), call.mutable_metadata());
+    }
     // metadata: null is taken as "no change": deleting keys is done key by key.
     call.set_updated_at(NowTimestamp());
     ASSIGN_OR_RETURN(auto stmt, c.Prepare("UPDATE calls SET label = ?, tag = ?, "
