@@ -10,8 +10,9 @@
 // a READ ONLY REPEATABLE READ transaction, one snapshot like SQLite's readers. Statements are
 // prepared once per connection and results come back in binary, decoded by column type.
 // Round trips are what a request pays for on PostgreSQL (each one wakes the server's backend
-// and this thread), so a transaction's BEGIN travels with its first statement in one pipeline:
-// a one-statement read takes two round trips (with COMMIT), not three.
+// and this thread), so a transaction's BEGIN travels with its first statement in one pipeline,
+// and a read's COMMIT is sent without waiting for its answer, which the connection's next
+// command reads: a one-statement read waits for one round trip, not three.
 
 #include <arpa/inet.h>
 #include <libpq-fe.h>
@@ -181,6 +182,29 @@ class PgConnection final : public Connection {
     if (std::exchange(pending_begin_, nullptr) != nullptr) return absl::OkStatus();
     return Exec(end);
   }
+  // Ends a read-only transaction whose results are all in: sends COMMIT without waiting for
+  // the answer, which the connection's next command reads first (Settle). Nothing the reader
+  // got depends on it, and the server ends the transaction, snapshot and all, as the COMMIT
+  // arrives, so a connection idle in the pool holds nothing back.
+  void EndReadOnly() {
+    if (std::exchange(pending_begin_, nullptr) != nullptr) return;
+    if (PQsendQuery(conn_, "COMMIT") == 1 && PQflush(conn_) == 0) {
+      commit_in_flight_ = true;
+    } else {
+      Exec("COMMIT").IgnoreError();
+    }
+  }
+  bool commit_in_flight() const { return commit_in_flight_; }
+  // Reads the answer to a COMMIT sent by EndReadOnly, if one is due.
+  void Settle() {
+    if (!std::exchange(commit_in_flight_, false)) return;
+    while (PGresult* r = PQgetResult(conn_)) PQclear(r);
+    // A COMMIT that failed on a live connection would leave the next transaction inside this
+    // one (BEGIN only warns then).
+    if (!broken() && PQtransactionStatus(conn_) != PQTRANS_IDLE) {
+      Result(PQexec(conn_, "ROLLBACK"));
+    }
+  }
   // Runs a statement (prepared as `name`, or `sql` unprepared when `name` is empty) with
   // results in binary, preceded by the deferred BEGIN if there is one. Returns what
   // PQexecPrepared would: the BEGIN's result instead when the BEGIN failed.
@@ -201,6 +225,7 @@ class PgConnection final : public Connection {
   std::unordered_map<std::string, std::unique_ptr<PgStatement>> cache_;
   const char* pending_begin_ = nullptr;
   bool began_ = false;
+  bool commit_in_flight_ = false;
   int next_name_ = 0;
   int changes_ = 0;
   std::string last_sqlstate_;
@@ -240,6 +265,7 @@ PGresult* PgConnection::Execute(const std::string& name, const std::string& sql,
                         : PQsendQueryPrepared(conn_, name.c_str(), n, values, lengths, formats,
                                               /*resultFormat=*/1);
   };
+  Settle();
   const char* begin = std::exchange(pending_begin_, nullptr);
   if (begin == nullptr) {
     return name.empty() ? PQexecParams(conn_, sql.c_str(), n, nullptr, values, lengths, formats,
@@ -432,6 +458,7 @@ absl::Status PgConnection::ErrorStatus(const PGresult* result, absl::string_view
 }
 
 absl::StatusOr<Statement> PgConnection::Prepare(absl::string_view sql) {
+  Settle();
   auto it = cache_.find(std::string(sql));
   if (it != cache_.end() && !it->second->in_use()) {
     it->second->set_in_use();
@@ -456,6 +483,7 @@ absl::StatusOr<Statement> PgConnection::Prepare(absl::string_view sql) {
 }
 
 absl::Status PgConnection::Exec(absl::string_view sql) {
+  Settle();
   // A deferred BEGIN goes in front, in the same simple query.
   const char* begin = std::exchange(pending_begin_, nullptr);
   const std::string text = begin == nullptr ? std::string(sql) : absl::StrCat(begin, "; ", sql);
@@ -472,6 +500,7 @@ absl::Status PgConnection::Exec(absl::string_view sql) {
 }
 
 int64_t PgConnection::LastInsertRowId() {
+  Settle();
   // lastval(): the value the last nextval() of this session returned, i.e. the identity of the
   // row just inserted. A savepoint keeps a failure (no sequence used yet) from aborting the
   // transaction.
@@ -505,7 +534,8 @@ class PgDatabase final : public Database {
   void Return(std::unique_ptr<PgConnection> conn);
   // Runs `fn` between `begin` and COMMIT on one pooled connection. `retryable` is set when it
   // failed on a serialization conflict or a deadlock.
-  absl::Status RunTransaction(const char* begin, const WriteFn& fn, bool* retryable);
+  absl::Status RunTransaction(const char* begin, bool read_only, const WriteFn& fn,
+                              bool* retryable);
 
   std::string url_;
   std::string shown_url_;
@@ -598,15 +628,18 @@ absl::StatusOr<std::unique_ptr<PgConnection>> PgDatabase::Acquire() {
 
 void PgDatabase::Return(std::unique_ptr<PgConnection> conn) {
   absl::MutexLock lock(&mu_);
-  // A connection that broke, or was left inside a transaction, is not reused.
-  if (conn->broken() || PQtransactionStatus(conn->raw()) != PQTRANS_IDLE) {
+  // A connection that broke, or was left inside a transaction, is not reused. One whose
+  // read-only COMMIT is in flight is leaving its transaction: its next command reads the answer.
+  if (conn->broken() ||
+      (!conn->commit_in_flight() && PQtransactionStatus(conn->raw()) != PQTRANS_IDLE)) {
     --open_;
     return;
   }
   idle_.push_back(std::move(conn));
 }
 
-absl::Status PgDatabase::RunTransaction(const char* begin, const WriteFn& fn, bool* retryable) {
+absl::Status PgDatabase::RunTransaction(const char* begin, bool read_only, const WriteFn& fn,
+                                        bool* retryable) {
   *retryable = false;
   ASSIGN_OR_RETURN(auto conn, Acquire());
   conn->ClearError();
@@ -622,7 +655,10 @@ absl::Status PgDatabase::RunTransaction(const char* begin, const WriteFn& fn, bo
     conn->Begin(begin);
     status = fn(*conn);
   }
-  if (status.ok()) {
+  if (status.ok() && read_only) {
+    // A read's answer is in hand: the COMMIT need not be waited for.
+    conn->EndReadOnly();
+  } else if (status.ok()) {
     status = conn->End("COMMIT");
   } else {
     conn->End("ROLLBACK").IgnoreError();
@@ -646,7 +682,7 @@ absl::Status PgDatabase::Write(const WriteFn& fn, const WriteOptions& options) {
   absl::Status status;
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
     bool retryable = false;
-    status = RunTransaction(begin, fn, &retryable);
+    status = RunTransaction(begin, /*read_only=*/false, fn, &retryable);
     if (status.ok() || !retryable) return status;
     // Back off a little, more each time, with jitter so the losers do not collide again.
     const int ceiling_ms = std::min(100, 2 << attempt);
@@ -659,7 +695,8 @@ absl::Status PgDatabase::Write(const WriteFn& fn, const WriteOptions& options) {
 
 absl::Status PgDatabase::Read(const ReadFn& fn) {
   bool retryable = false;
-  return RunTransaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", fn, &retryable);
+  return RunTransaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", /*read_only=*/true, fn,
+                        &retryable);
 }
 
 }  // namespace

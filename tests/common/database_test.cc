@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/schema.h"
 #include "common/status_macros.h"
@@ -491,6 +492,39 @@ TEST_F(PostgresTest, ConnectionsTheServerClosedAreReplaced) {
     absl::Status s = (*db)->Read(select_one);
     EXPECT_TRUE(s.ok()) << s;
   }
+}
+
+TEST_F(PostgresTest, ReadsAndWritesTakeTurnsOnOneConnection) {
+  // One connection: each read leaves its COMMIT unanswered for the next transaction to read,
+  // which must then start outside it (a write inside a READ ONLY transaction would fail).
+  Database::Options options;
+  options.pool_size = 1;
+  auto db = Database::Open(url_, kSchema, options);
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto count = [&]() -> int64_t {
+    auto n = ReadResult<int64_t>(**db, [](Connection& c) -> absl::StatusOr<int64_t> {
+      ASSIGN_OR_RETURN(auto st, c.Prepare("SELECT COUNT(*) FROM t"));
+      ASSIGN_OR_RETURN(bool row, st.Step());
+      return row ? st.Int64(0) : -1;
+    });
+    return n.ok() ? *n : -1;
+  };
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(count(), i);
+    absl::Status s = (*db)->Write([&](Connection& c) -> absl::Status {
+      ASSIGN_OR_RETURN(auto st, c.Prepare("INSERT INTO t (v) VALUES (?)"));
+      return st.Bind(1, absl::StrCat("v", i)).Run();
+    });
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  EXPECT_EQ(count(), 5);
+  // A read that fails still ends its transaction before the next one starts.
+  absl::Status failed = (*db)->Read([](Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto st, c.Prepare("SELECT no_such_column FROM t"));
+    return st.Run();
+  });
+  EXPECT_FALSE(failed.ok());
+  EXPECT_EQ(count(), 5);
 }
 
 TEST_F(PostgresTest, StatementTimeoutCancels) {
