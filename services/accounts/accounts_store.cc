@@ -1,6 +1,7 @@
 #include "services/accounts/accounts_store.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -57,6 +58,53 @@ absl::StatusOr<CreatedKey> InsertKey(db::Connection& c, int64_t workspace_id,
     key.granted_workspace_ids.push_back(granted);
   }
   return key;
+}
+
+// Reservations and refunds lock the workspace's row and then read the ledger: under READ
+// COMMITTED on PostgreSQL, reservations of one workspace take turns on that lock (each sees the
+// balance and charges the last one committed) instead of conflicting under SERIALIZABLE and
+// running again, which eight workers leasing at once did often enough to exhaust the retries.
+// SQLite's single writer is serial anyway.
+constexpr db::WriteOptions kLedgerWrite{db::Isolation::kReadCommitted};
+
+// The workspace's balance, its row locked until the transaction ends.
+absl::StatusOr<int64_t> LockBalance(db::Connection& c, int64_t workspace_id) {
+  ASSIGN_OR_RETURN(
+      auto stmt,
+      c.Prepare(absl::StrCat("SELECT credit_balance FROM workspaces WHERE id = ?", c.ForUpdate())));
+  stmt.Bind(1, workspace_id);
+  ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return NotFoundError(absl::StrCat("workspace ", workspace_id));
+  return stmt.Int64(0);
+}
+
+// The amount charged for `metric_id` of `call_id` (negative), if it was charged.
+absl::StatusOr<std::optional<int64_t>> ChargedAmount(db::Connection& c, int64_t call_id,
+                                                     int64_t metric_id) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT amount FROM credit_ledger WHERE call_id = ? AND "
+                                        "metric_id = ? AND kind = 'charge'"));
+  stmt.Bind(1, call_id).Bind(2, metric_id);
+  ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return std::nullopt;
+  return stmt.Int64(0);
+}
+
+// One ledger entry for a call's metric, moving the balance only when the entry is new.
+absl::StatusOr<bool> AddLedgerEntry(db::Connection& c, int64_t workspace_id, int64_t call_id,
+                                    int64_t metric_id, absl::string_view kind, int64_t amount) {
+  ASSIGN_OR_RETURN(auto insert,
+                   c.Prepare("INSERT INTO credit_ledger (workspace_id, call_id, metric_id, "
+                             "kind, amount, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+                             "ON CONFLICT DO NOTHING"));
+  insert.Bind(1, workspace_id).Bind(2, call_id).Bind(3, metric_id).Bind(4, kind).Bind(5, amount);
+  insert.Bind(6, NowTimestamp());
+  RETURN_IF_ERROR(insert.Run());
+  if (c.Changes() == 0) return false;
+  ASSIGN_OR_RETURN(auto balance, c.Prepare("UPDATE workspaces SET credit_balance = "
+                                           "credit_balance + ? WHERE id = ?"));
+  balance.Bind(1, amount).Bind(2, workspace_id);
+  RETURN_IF_ERROR(balance.Run());
+  return true;
 }
 
 }  // namespace
@@ -132,6 +180,53 @@ absl::StatusOr<int64_t> AccountsStore::AddCredits(int64_t workspace_id, int64_t 
     RETURN_IF_ERROR(ledger.Run());
     return ws.credit_balance + amount;
   });
+}
+
+absl::StatusOr<Reservation> AccountsStore::Reserve(int64_t workspace_id, int64_t call_id,
+                                                   const std::vector<CreditCharge>& charges) {
+  for (const CreditCharge& charge : charges) {
+    if (charge.cost < 0) return FieldError("cost", "must not be negative");
+  }
+  return db::WriteResult<Reservation>(
+      *db_, kLedgerWrite, [&](db::Connection& c) -> absl::StatusOr<Reservation> {
+        Reservation out;
+        ASSIGN_OR_RETURN(out.balance, LockBalance(c, workspace_id));
+        std::vector<const CreditCharge*> missing;
+        for (const CreditCharge& charge : charges) {
+          ASSIGN_OR_RETURN(std::optional<int64_t> charged,
+                           ChargedAmount(c, call_id, charge.metric_id));
+          if (charged) continue;
+          missing.push_back(&charge);
+          out.cost += charge.cost;
+        }
+        if (out.balance < out.cost) return out;
+        for (const CreditCharge* charge : missing) {
+          RETURN_IF_ERROR(
+              AddLedgerEntry(c, workspace_id, call_id, charge->metric_id, "charge", -charge->cost)
+                  .status());
+        }
+        out.balance -= out.cost;
+        out.reserved = true;
+        return out;
+      });
+}
+
+absl::StatusOr<int64_t> AccountsStore::Refund(int64_t workspace_id, int64_t call_id,
+                                              const std::vector<int64_t>& metric_ids) {
+  return db::WriteResult<int64_t>(
+      *db_, kLedgerWrite, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
+        RETURN_IF_ERROR(LockBalance(c, workspace_id).status());
+        int64_t refunded = 0;
+        for (int64_t metric_id : metric_ids) {
+          // Only what was charged is given back.
+          ASSIGN_OR_RETURN(std::optional<int64_t> charged, ChargedAmount(c, call_id, metric_id));
+          if (!charged) continue;
+          ASSIGN_OR_RETURN(
+              bool added, AddLedgerEntry(c, workspace_id, call_id, metric_id, "refund", -*charged));
+          if (added) refunded -= *charged;
+        }
+        return refunded;
+      });
 }
 
 absl::StatusOr<std::optional<Bootstrap>> AccountsStore::BootstrapIfEmpty() {

@@ -38,6 +38,20 @@ struct Bootstrap {
   CreatedKey key;
 };
 
+// One metric of a call to be charged, at its credit cost.
+struct CreditCharge {
+  int64_t metric_id = 0;
+  int64_t cost = 0;
+};
+
+// The answer to a reservation: either every charge is on the ledger (now, or from an earlier
+// reservation of the same call), or none is and `balance` is short of `cost`.
+struct Reservation {
+  bool reserved = false;
+  int64_t cost = 0;     // of the charges not yet on the ledger when asked
+  int64_t balance = 0;  // after the reservation
+};
+
 inline constexpr absl::string_view kApiKeyPrefix = "cev_";
 inline constexpr int64_t kBootstrapCredits = 10000;
 
@@ -61,6 +75,17 @@ class AccountsStore {
   absl::StatusOr<Principal> Authenticate(absl::string_view api_key);
   // Adds (or with a negative amount removes) credits; returns the new balance.
   absl::StatusOr<int64_t> AddCredits(int64_t workspace_id, int64_t amount);
+  // Charges the metrics of `call_id`, all or nothing: when the balance is short of the charges
+  // not yet on the ledger, nothing is written and the answer says so (not an error). Each
+  // charge is a ledger entry unique per (call, metric, kind), so a retried reservation charges
+  // nothing twice; balances never go negative, however many reservations run at once.
+  absl::StatusOr<Reservation> Reserve(int64_t workspace_id, int64_t call_id,
+                                      const std::vector<CreditCharge>& charges);
+  // Gives back what each of `metric_ids` of `call_id` was charged (nothing for a metric never
+  // charged), each at most once however often it is asked. Answers the credits given back by
+  // this request.
+  absl::StatusOr<int64_t> Refund(int64_t workspace_id, int64_t call_id,
+                                 const std::vector<int64_t>& metric_ids);
   // On an empty database creates workspace 1 "default" with 10,000 credits and one key, and
   // returns them; returns nullopt when a workspace already exists.
   absl::StatusOr<std::optional<Bootstrap>> BootstrapIfEmpty();
