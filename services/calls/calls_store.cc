@@ -223,6 +223,10 @@ absl::Status CheckTranscriptionLease(db::Connection& c, int64_t call_id,
 // locked row or locked too (the workspace's balance); ledger rows are unique by (call, metric,
 // kind), and balances only change by relative updates.
 constexpr db::WriteOptions kClaim{db::Isolation::kReadCommitted};
+// Ingest only inserts: the unique (workspace_id, call_identifier) is what refuses a duplicate,
+// so it needs no snapshot of its own. Under SERIALIZABLE, concurrent ingests conflicted on the
+// unique index's pages (PostgreSQL locks predicates by page) and most of them ran again.
+constexpr db::WriteOptions kIngest{db::Isolation::kReadCommitted};
 
 // An unknown status or type in a filter is a client mistake, not an empty result.
 absl::Status ValidateListFilters(const v1::ListCallsRequest& request) {
@@ -346,17 +350,8 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
   }
 
   ASSIGN_OR_RETURN(
-      int64_t id, db::WriteResult<int64_t>(*db_, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
-        ASSIGN_OR_RETURN(auto existing, c.Prepare("SELECT id FROM calls WHERE workspace_id = ? "
-                                                  "AND call_identifier = ?"));
-        existing.Bind(1, workspace_id).Bind(2, request.call_identifier());
-        ASSIGN_OR_RETURN(bool duplicate, existing.Step());
-        if (duplicate) {
-          return ConflictError(
-              "duplicate_call_identifier",
-              absl::StrCat("call_identifier ", request.call_identifier(), " was already submitted"),
-              {{"call_identifier", absl::StrCat("already submitted as call ", existing.Int64(0))}});
-        }
+      int64_t id,
+      db::WriteResult<int64_t>(*db_, kIngest, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
         ASSIGN_OR_RETURN(
             auto insert,
             c.Prepare("INSERT INTO calls (workspace_id, agent_id, call_identifier, "
@@ -367,7 +362,8 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
                       "planned_metric_ids, silence_threshold_ms, planned_metric_costs, "
                       "call_time, run_id, scenario_id, query_rows) VALUES "
                       "(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                      "?, ?, ?, ?, ?, 1) RETURNING id"));
+                      "?, ?, ?, ?, ?, 1) ON CONFLICT (workspace_id, call_identifier) DO NOTHING "
+                      "RETURNING id"));
         insert.Bind(1, workspace_id)
             .Bind(2, request.agent_id())
             .Bind(3, request.call_identifier())
@@ -408,7 +404,23 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
         }
         insert.Bind(23, JoinIds(planned_costs)).Bind(24, call_time);
         insert.Bind(25, origin.run_id).Bind(26, origin.scenario_id);
-        ASSIGN_OR_RETURN(const int64_t id, insert.RunReturningId());
+        // The unique (workspace_id, call_identifier) decides a duplicate, also between two
+        // ingests of one identifier at once: no row back means it was there already.
+        ASSIGN_OR_RETURN(bool inserted, insert.Step());
+        if (!inserted) {
+          ASSIGN_OR_RETURN(auto existing, c.Prepare("SELECT id FROM calls WHERE workspace_id = ? "
+                                                    "AND call_identifier = ?"));
+          existing.Bind(1, workspace_id).Bind(2, request.call_identifier());
+          ASSIGN_OR_RETURN(bool found, existing.Step());
+          return ConflictError(
+              "duplicate_call_identifier",
+              absl::StrCat("call_identifier ", request.call_identifier(), " was already submitted"),
+              {{"call_identifier", found ? absl::StrCat("already submitted as call ",
+                                                        existing.Int64(0))
+                                         : std::string("already submitted")}});
+        }
+        const int64_t id = insert.Int64(0);
+        RETURN_IF_ERROR(insert.Run());
         RETURN_IF_ERROR(WritePlannedMetrics(c, id, planned, planned_costs));
         if (recorded) {
           // Moved into place inside the transaction: a failure leaves no call without its file.
