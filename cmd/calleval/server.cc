@@ -44,6 +44,7 @@
 #include "services/accounts/authenticator.h"
 #include "services/agents/agents_service.h"
 #include "services/agents/agents_store.h"
+#include "services/agents/in_process_agent_directory.h"
 #include "services/calls/calls_service.h"
 #include "services/calls/calls_store.h"
 #include "services/calls/recording_downloader.h"
@@ -266,6 +267,8 @@ struct Server::State {
   std::unique_ptr<accounts::Authenticator> authenticator;
   std::unique_ptr<agents::AgentsStore> agents_store;
   std::unique_ptr<agents::ScenariosStore> scenarios_store;
+  // What the metrics store asks the agents service, answered by the two stores above.
+  std::unique_ptr<agents::InProcessAgentDirectory> agent_directory;
   std::unique_ptr<runs::RunsStore> runs_store;
   std::unique_ptr<runs::RunWorkers> run_workers;
   std::unique_ptr<calls::RecordingSigner> signer;
@@ -493,6 +496,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   agents_options.credentials_key = std::move(credentials_key);
   s->agents_store =
       std::make_unique<agents::AgentsStore>(s->database.get(), std::move(agents_options));
+  s->scenarios_store = std::make_unique<agents::ScenariosStore>(s->database.get());
+  s->agent_directory = std::make_unique<agents::InProcessAgentDirectory>(s->agents_store.get(),
+                                                                         s->scenarios_store.get());
 
   // The edge binds first: presigned links name its port, which is only known once bound when
   // --http-addr asks for port 0. Until the invoker is in place it answers 503.
@@ -540,7 +546,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   calls_options.url_guard.allowed_hosts = config.allow_private_hosts;
   calls_options.signer = s->signer.get();
   s->metrics_store =
-      std::make_unique<metrics::MetricsStore>(s->database.get(), s->agents_store.get());
+      std::make_unique<metrics::MetricsStore>(s->database.get(), s->agent_directory.get());
   metrics::MetricsStore* metrics_store = s->metrics_store.get();
   calls_options.catalog =
       [metrics_store](int64_t workspace_id,
@@ -593,7 +599,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     s->accounts_service = std::make_unique<accounts::AccountsService>(
         s->accounts_store.get(), s->authenticator.get(), s->pool.get(), internal_credential);
   }
-  s->scenarios_store = std::make_unique<agents::ScenariosStore>(s->database.get());
   s->runs_store = std::make_unique<runs::RunsStore>(s->database.get());
   State* const state_for_hooks = s.get();
   if (HasRole(config, "runs")) {
@@ -668,6 +673,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
         s->runs_store.get(), [state_for_hooks] {
           if (state_for_hooks->run_workers) state_for_hooks->run_workers->Notify();
         });
+    // Metric links to a deleted agent or scenario go once the delete has committed.
+    s->agents_service->set_deletion_listener(s->metrics_store.get());
   }
   if (HasRole(config, "scoring")) {
     // Leases are short and renewed by each worker pool's heartbeat while the work runs, so a

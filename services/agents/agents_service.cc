@@ -1,5 +1,6 @@
 #include "services/agents/agents_service.h"
 
+#include <iostream>
 #include <optional>
 
 #include "common/status_macros.h"
@@ -10,6 +11,14 @@ namespace {
 
 using accounts::ClientIdOf;
 constexpr auto Workspace = accounts::RequestWorkspace;
+
+// The delete has committed and is the client's answer whatever the listener says: a notice
+// that fails leaves links that readers ignore (services/agents/deletion_listener.h).
+void ReportFailedNotice(const absl::Status& status, absl::string_view what, int64_t id) {
+  if (status.ok()) return;
+  std::cerr << "calleval: " << what << " " << id
+            << " is deleted, but telling the metrics service failed: " << status << "\n";
+}
 
 }  // namespace
 
@@ -44,7 +53,12 @@ absl::Status AgentsService::HandleDeleteAgent(const std::string& auth,
                                               const v1::DeleteAgentRequest& request,
                                               google::protobuf::Empty* response) {
   ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
-  return store_->Delete(workspace_id, request.id());
+  RETURN_IF_ERROR(store_->Delete(workspace_id, request.id()));
+  if (deletion_listener_ != nullptr) {
+    ReportFailedNotice(deletion_listener_->AgentDeleted(workspace_id, request.id()), "agent",
+                       request.id());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status AgentsService::HandleListAgents(const std::string& auth,
@@ -152,7 +166,12 @@ absl::Status AgentsService::HandleDeleteScenario(const std::string& auth,
                                                  google::protobuf::Empty* response) {
   ASSIGN_OR_RETURN(ScenariosStore * scenarios, Scenarios());
   ASSIGN_OR_RETURN(int64_t workspace_id, Workspace(authenticator_, auth, ClientIdOf(request)));
-  return scenarios->Delete(workspace_id, request.id());
+  RETURN_IF_ERROR(scenarios->Delete(workspace_id, request.id()));
+  if (deletion_listener_ != nullptr) {
+    ReportFailedNotice(deletion_listener_->ScenarioDeleted(workspace_id, request.id()), "scenario",
+                       request.id());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status AgentsService::HandleListScenarios(const std::string& auth,

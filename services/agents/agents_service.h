@@ -8,6 +8,7 @@
 #include "common/thread_pool.h"
 #include "services/accounts/authenticator.h"
 #include "services/agents/agents_store.h"
+#include "services/agents/deletion_listener.h"
 #include "services/agents/scenarios_store.h"
 #include "services/runs/runs_store.h"
 
@@ -26,6 +27,10 @@ class AgentsService final : public v1::Agents::CallbackService {
         on_run_queued_(std::move(on_run_queued)),
         authenticator_(authenticator),
         pool_(pool) {}
+
+  // Told after each agent or scenario this service deletes (the metrics store, which keeps
+  // links to them). Set before the service is registered; may stay unset.
+  void set_deletion_listener(DeletionListener* listener) { deletion_listener_ = listener; }
 
   grpc::ServerUnaryReactor* CreateAgent(grpc::CallbackServerContext* context,
                                         const v1::AgentFields* request,
@@ -117,6 +122,7 @@ class AgentsService final : public v1::Agents::CallbackService {
   std::function<void()> on_run_queued_;
   accounts::Authenticator* authenticator_;
   ThreadPool* pool_;
+  DeletionListener* deletion_listener_ = nullptr;
 };
 
 }  // namespace calleval::agents

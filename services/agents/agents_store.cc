@@ -786,6 +786,24 @@ absl::Status AgentsStore::CheckAgentInWorkspace(int64_t workspace_id, int64_t ag
   });
 }
 
+absl::StatusOr<absl::flat_hash_set<int64_t>> AgentsStore::Existing(int64_t workspace_id,
+                                                                   absl::Span<const int64_t> ids) {
+  absl::flat_hash_set<int64_t> found;
+  if (ids.empty()) return found;
+  RETURN_IF_ERROR(db_->Read([&](db::Connection& c) -> absl::Status {
+    for (int64_t id : ids) {
+      if (found.contains(id)) continue;
+      ASSIGN_OR_RETURN(auto stmt,
+                       c.Prepare("SELECT 1 FROM agents WHERE id = ? AND workspace_id = ?"));
+      stmt.Bind(1, id).Bind(2, workspace_id);
+      ASSIGN_OR_RETURN(bool exists, stmt.Step());
+      if (exists) found.insert(id);
+    }
+    return absl::OkStatus();
+  }));
+  return found;
+}
+
 absl::StatusOr<std::vector<int64_t>> AgentsStore::ReplaceDisabledMetrics(
     int64_t workspace_id, int64_t agent_id, const std::function<bool(int64_t)>& replaced,
     const std::vector<int64_t>& ids, const std::function<absl::Status(db::Connection&)>& check) {

@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "calleval/v1/agents.pb.h"
 #include "common/database.h"
 #include "common/url_guard.h"
@@ -69,6 +71,9 @@ class AgentsStore {
   // For call ingest: OK when `agent_id` names an agent of the workspace, otherwise 422
   // "agent_not_found" with a detail on field agent_id.
   absl::Status CheckAgentInWorkspace(int64_t workspace_id, int64_t agent_id);
+  // Of `ids`, those that name an agent of the workspace (for services that link to agents).
+  absl::StatusOr<absl::flat_hash_set<int64_t>> Existing(int64_t workspace_id,
+                                                        absl::Span<const int64_t> ids);
 
   // For the metric toggles: in one write transaction, drops the entries of the agent's
   // disabled_metric_ids for which `replaced(id)` is true, adds `ids`, and stores the list

@@ -291,11 +291,25 @@ absl::Status ScenariosStore::Delete(int64_t workspace_id, int64_t id) {
     del.Bind(1, id).Bind(2, workspace_id);
     RETURN_IF_ERROR(del.Run());
     if (c.Changes() == 0) return NotFoundError(absl::StrCat("scenario ", id));
-    // Metrics that named it no longer do.
-    ASSIGN_OR_RETURN(auto links, c.Prepare("DELETE FROM metric_scenarios WHERE scenario_id = ?"));
-    links.Bind(1, id);
-    return links.Run();
+    return absl::OkStatus();
   });
+}
+
+absl::StatusOr<absl::flat_hash_set<int64_t>> ScenariosStore::Existing(
+    int64_t workspace_id, absl::Span<const int64_t> ids) {
+  absl::flat_hash_set<int64_t> found;
+  if (ids.empty()) return found;
+  RETURN_IF_ERROR(db_->Read([&](db::Connection& c) -> absl::Status {
+    for (int64_t id : ids) {
+      if (found.contains(id)) continue;
+      ASSIGN_OR_RETURN(
+          bool exists,
+          Exists(c, "SELECT 1 FROM scenarios WHERE id = ? AND workspace_id = ?", id, workspace_id));
+      if (exists) found.insert(id);
+    }
+    return absl::OkStatus();
+  }));
+  return found;
 }
 
 absl::StatusOr<v1::ListScenariosResponse> ScenariosStore::List(

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "calleval/v1/agents.pb.h"
 #include "common/database.h"
 
@@ -32,7 +34,12 @@ class ScenariosStore {
   // merged scenario is validated as on create.
   absl::StatusOr<v1::Scenario> Update(int64_t workspace_id, int64_t id,
                                       const v1::ScenarioFields& patch);
+  // Deletes the scenario; the agents service then tells the metrics service, which owns the
+  // metric links to it (services/agents/deletion_listener.h).
   absl::Status Delete(int64_t workspace_id, int64_t id);
+  // Of `ids`, those that name a scenario of the workspace (for services that link to them).
+  absl::StatusOr<absl::flat_hash_set<int64_t>> Existing(int64_t workspace_id,
+                                                        absl::Span<const int64_t> ids);
   // Newest first, optionally of one agent; page is 1-based, per_page 1..100 (else 422).
   absl::StatusOr<v1::ListScenariosResponse> List(int64_t workspace_id,
                                                  const v1::ListScenariosRequest& request);

@@ -1,6 +1,7 @@
 #include "services/metrics/metrics_store.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 #include <string>
@@ -37,11 +38,18 @@
 //   agent_not_found, metrics_type_immutable, metric_not_found) when every issue has that code,
 //   otherwise validation_failed.
 // - Standard metrics show credit_cost 1 (docs/api.md §9) and created_at/updated_at null.
-// - A metric's agent_ids never lists a deleted agent: metric_agents rows go with the agent
-//   (ON DELETE CASCADE in the schema). Entries of an agent's disabled_metric_ids naming a
-//   deleted metric stay until the next toggle; ids are never reused, so they are harmless.
-// - Agent checks inside a write run on the write transaction's own connection (not through
-//   AgentsStore, whose reads use another connection), so what is checked is what is committed.
+// - Agents and scenarios are the agents service's (docs/architecture.md, "Who owns which
+//   table"): the store asks its AgentDirectory whether the ids a request sends exist, before
+//   its own transaction, and keeps links as plain ids. The agents service tells the store when
+//   an agent or a scenario is deleted (AgentDeleted, ScenarioDeleted), after that delete has
+//   committed; a link whose notice was lost, or that a write checked just before the delete,
+//   is left out of every answer (DropDeletedLinks). On PUT, links kept from the stored metric
+//   (agent_ids or scenario_ids not sent) are not checked again: a deleted one is not the
+//   client's mistake.
+// - Entries of an agent's disabled_metric_ids naming a deleted metric stay until the next
+//   toggle; ids are never reused, so they are harmless. A toggle checks the metric ids before
+//   asking the agents service to store them, so a metric deleted in between can be left there
+//   the same way.
 
 namespace calleval::metrics {
 namespace {
@@ -222,17 +230,28 @@ bool CheckRequiredText(bool has, const std::string& value, absl::string_view fie
   return true;
 }
 
-absl::StatusOr<bool> AgentInWorkspace(db::Connection& c, int64_t workspace_id, int64_t agent_id) {
-  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT 1 FROM agents WHERE id = ? AND workspace_id = ?"));
-  stmt.Bind(1, agent_id).Bind(2, workspace_id);
-  return stmt.Step();
-}
+// Which of the agents and scenarios a request names exist, as the agents service answered
+// before the write. A null set: the ids are kept from the stored metric and not checked again.
+struct LinkTargets {
+  const absl::flat_hash_set<int64_t>* agents = nullptr;
+  const absl::flat_hash_set<int64_t>* scenarios = nullptr;
+};
 
-absl::StatusOr<bool> ScenarioInWorkspace(db::Connection& c, int64_t workspace_id, int64_t id) {
-  ASSIGN_OR_RETURN(auto stmt,
-                   c.Prepare("SELECT 1 FROM scenarios WHERE id = ? AND workspace_id = ?"));
-  stmt.Bind(1, id).Bind(2, workspace_id);
-  return stmt.Step();
+// Asks `directory` about the agent and scenario ids of `fields` (and `extra_agent`, a bulk
+// create's agent_id), into `agents` and `scenarios`.
+absl::Status LookUpLinks(AgentDirectory& directory, int64_t workspace_id,
+                         const v1::MetricFields& fields, std::optional<int64_t> extra_agent,
+                         absl::flat_hash_set<int64_t>& agents,
+                         absl::flat_hash_set<int64_t>& scenarios) {
+  std::vector<int64_t> agent_ids(fields.agent_ids().begin(), fields.agent_ids().end());
+  if (extra_agent) agent_ids.push_back(*extra_agent);
+  ASSIGN_OR_RETURN(auto found_agents, directory.ExistingAgents(workspace_id, agent_ids));
+  agents.insert(found_agents.begin(), found_agents.end());
+  const std::vector<int64_t> scenario_ids(fields.scenario_ids().begin(),
+                                          fields.scenario_ids().end());
+  ASSIGN_OR_RETURN(auto found_scenarios, directory.ExistingScenarios(workspace_id, scenario_ids));
+  scenarios.insert(found_scenarios.begin(), found_scenarios.end());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> CustomMetricInWorkspace(db::Connection& c, int64_t workspace_id, int64_t id) {
@@ -275,8 +294,7 @@ void ValidateTrigger(const v1::MetricFields& m, v1::EvaluationTrigger& out, Issu
 // Checks the merged metric `m` against every rule of a custom metric and builds the metric it
 // describes into `out` (everything but id, client_id and the timestamps). Problems go to
 // `issues`; name uniqueness is the caller's (it differs between create and bulk create).
-// A non-OK status is a database failure.
-absl::Status Validate(db::Connection& c, int64_t workspace_id, const v1::MetricFields& m,
+absl::Status Validate(const LinkTargets& targets, int64_t workspace_id, const v1::MetricFields& m,
                       bool enum_values_sent, Issues& issues, v1::Metric& out) {
   out.Clear();
   out.set_client_id(workspace_id);
@@ -419,7 +437,7 @@ absl::Status Validate(db::Connection& c, int64_t workspace_id, const v1::MetricF
   for (int i = 0; i < m.agent_ids_size(); ++i) {
     const int64_t id = m.agent_ids(i);
     if (agents.count(id)) continue;
-    ASSIGN_OR_RETURN(bool found, AgentInWorkspace(c, workspace_id, id));
+    const bool found = targets.agents == nullptr || targets.agents->contains(id);
     agents[id] = found;
     if (!found) {
       issues.Add(absl::StrCat("agent_ids[", i, "]"),
@@ -435,7 +453,7 @@ absl::Status Validate(db::Connection& c, int64_t workspace_id, const v1::MetricF
   for (int i = 0; i < m.scenario_ids_size(); ++i) {
     const int64_t id = m.scenario_ids(i);
     if (scenarios.count(id)) continue;
-    ASSIGN_OR_RETURN(bool found, ScenarioInWorkspace(c, workspace_id, id));
+    const bool found = targets.scenarios == nullptr || targets.scenarios->contains(id);
     if (!found) {
       issues.Add(absl::StrCat("scenario_ids[", i, "]"),
                  absl::StrCat("no scenario ", id, " in workspace ", workspace_id));
@@ -676,8 +694,50 @@ std::string ContainsPattern(absl::string_view text) {
 
 }  // namespace
 
-MetricsStore::MetricsStore(db::Database* db, agents::AgentsStore* agents)
-    : db_(db), agents_(agents) {}
+MetricsStore::MetricsStore(db::Database* db, AgentDirectory* agents) : db_(db), agents_(agents) {}
+
+template <typename Metrics>
+absl::Status MetricsStore::DropDeletedLinks(int64_t workspace_id, Metrics& metrics) {
+  std::vector<int64_t> agent_ids, scenario_ids;
+  for (const v1::Metric& m : metrics) {
+    agent_ids.insert(agent_ids.end(), m.agent_ids().begin(), m.agent_ids().end());
+    scenario_ids.insert(scenario_ids.end(), m.scenario_ids().begin(), m.scenario_ids().end());
+  }
+  if (agent_ids.empty() && scenario_ids.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(auto agents, agents_->ExistingAgents(workspace_id, agent_ids));
+  ASSIGN_OR_RETURN(auto scenarios, agents_->ExistingScenarios(workspace_id, scenario_ids));
+  auto keep_existing = [](google::protobuf::RepeatedField<int64_t>& ids,
+                          const absl::flat_hash_set<int64_t>& existing) {
+    ids.erase(
+        std::remove_if(ids.begin(), ids.end(), [&](int64_t id) { return !existing.contains(id); }),
+        ids.end());
+  };
+  for (v1::Metric& m : metrics) {
+    keep_existing(*m.mutable_agent_ids(), agents);
+    keep_existing(*m.mutable_scenario_ids(), scenarios);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MetricsStore::AgentDeleted(int64_t workspace_id, int64_t agent_id) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto del, c.Prepare("DELETE FROM metric_agents WHERE agent_id = ? AND "
+                                         "metric_id IN (SELECT id FROM metrics WHERE "
+                                         "workspace_id = ?)"));
+    del.Bind(1, agent_id).Bind(2, workspace_id);
+    return del.Run();
+  });
+}
+
+absl::Status MetricsStore::ScenarioDeleted(int64_t workspace_id, int64_t scenario_id) {
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto del, c.Prepare("DELETE FROM metric_scenarios WHERE scenario_id = ? AND "
+                                         "metric_id IN (SELECT id FROM metrics WHERE "
+                                         "workspace_id = ?)"));
+    del.Bind(1, scenario_id).Bind(2, workspace_id);
+    return del.Run();
+  });
+}
 
 absl::StatusOr<v1::ListMetricsResponse> MetricsStore::List(int64_t workspace_id,
                                                            const v1::ListMetricsRequest& request) {
@@ -695,9 +755,10 @@ absl::StatusOr<v1::ListMetricsResponse> MetricsStore::List(int64_t workspace_id,
   std::optional<int64_t> agent_id;
   std::set<int64_t> disabled;
   if (request.has_agent_id()) {
-    ASSIGN_OR_RETURN(v1::Agent agent, agents_->Get(workspace_id, request.agent_id()));
-    agent_id = agent.id();
-    disabled.insert(agent.disabled_metric_ids().begin(), agent.disabled_metric_ids().end());
+    ASSIGN_OR_RETURN(std::vector<int64_t> disabled_ids,
+                     agents_->DisabledMetrics(workspace_id, request.agent_id()));
+    agent_id = request.agent_id();
+    disabled.insert(disabled_ids.begin(), disabled_ids.end());
   }
   const std::string search = request.has_search() ? NameKey(request.search()) : "";
 
@@ -750,17 +811,22 @@ absl::StatusOr<v1::ListMetricsResponse> MetricsStore::List(int64_t workspace_id,
     SetPagination(response.mutable_pagination(), page, per_page, total);
     return absl::OkStatus();
   }));
+  RETURN_IF_ERROR(DropDeletedLinks(workspace_id, *response.mutable_data()));
+  RETURN_IF_ERROR(DropDeletedLinks(workspace_id, *response.mutable_global_metrics()));
   return response;
 }
 
 absl::StatusOr<v1::Metric> MetricsStore::Create(int64_t workspace_id,
                                                 const v1::MetricFields& fields) {
+  v1::MetricFields merged;
+  const bool enum_sent = ApplyRequest(fields, /*keep_type=*/false, merged);
+  absl::flat_hash_set<int64_t> agents, scenarios;
+  RETURN_IF_ERROR(LookUpLinks(*agents_, workspace_id, merged, std::nullopt, agents, scenarios));
   return db::WriteResult<v1::Metric>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Metric> {
-    v1::MetricFields merged;
-    const bool enum_sent = ApplyRequest(fields, /*keep_type=*/false, merged);
     Issues issues;
     v1::Metric metric;
-    RETURN_IF_ERROR(Validate(c, workspace_id, merged, enum_sent, issues, metric));
+    RETURN_IF_ERROR(
+        Validate({&agents, &scenarios}, workspace_id, merged, enum_sent, issues, metric));
     if (!metric.name().empty()) {
       ASSIGN_OR_RETURN(auto taken, NameTaken(c, workspace_id, NameKey(metric.name()), 0));
       if (taken) issues.Add("name", *taken, kDuplicateName);
@@ -773,12 +839,15 @@ absl::StatusOr<v1::Metric> MetricsStore::Create(int64_t workspace_id,
 
 absl::StatusOr<v1::Metric> MetricsStore::CheckNew(int64_t workspace_id,
                                                   const v1::MetricFields& fields) {
+  v1::MetricFields merged;
+  const bool enum_sent = ApplyRequest(fields, /*keep_type=*/false, merged);
+  absl::flat_hash_set<int64_t> agents, scenarios;
+  RETURN_IF_ERROR(LookUpLinks(*agents_, workspace_id, merged, std::nullopt, agents, scenarios));
   return db::ReadResult<v1::Metric>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Metric> {
-    v1::MetricFields merged;
-    const bool enum_sent = ApplyRequest(fields, /*keep_type=*/false, merged);
     Issues issues;
     v1::Metric metric;
-    RETURN_IF_ERROR(Validate(c, workspace_id, merged, enum_sent, issues, metric));
+    RETURN_IF_ERROR(
+        Validate({&agents, &scenarios}, workspace_id, merged, enum_sent, issues, metric));
     if (!metric.name().empty()) {
       ASSIGN_OR_RETURN(auto taken, NameTaken(c, workspace_id, NameKey(metric.name()), 0));
       if (taken) issues.Add("name", *taken, kDuplicateName);
@@ -792,9 +861,14 @@ absl::StatusOr<v1::Metric> MetricsStore::Get(int64_t workspace_id, int64_t id) {
   if (const StandardMetricInfo* info = FindStandardMetric(id)) {
     return StandardMetric(workspace_id, *info);
   }
-  return db::ReadResult<v1::Metric>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Metric> {
-    return ReadMetric(c, workspace_id, id);
-  });
+  ASSIGN_OR_RETURN(
+      v1::Metric metric,
+      db::ReadResult<v1::Metric>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Metric> {
+        return ReadMetric(c, workspace_id, id);
+      }));
+  std::array<v1::Metric, 1> one = {std::move(metric)};
+  RETURN_IF_ERROR(DropDeletedLinks(workspace_id, one));
+  return std::move(one[0]);
 }
 
 absl::StatusOr<v1::Metric> MetricsStore::Update(int64_t workspace_id, int64_t id,
@@ -802,52 +876,67 @@ absl::StatusOr<v1::Metric> MetricsStore::Update(int64_t workspace_id, int64_t id
   if (IsStandardId(id)) {
     return ForbiddenError("standard_metric", "standard metrics cannot be changed");
   }
-  return db::WriteResult<v1::Metric>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Metric> {
-    ASSIGN_OR_RETURN(v1::Metric stored, ReadMetric(c, workspace_id, id));
-    Issues issues;
-    // metrics_type may be sent back unchanged (a client PUTs what it got), never changed or
-    // removed.
-    const SentKeys sent(fields);
-    if (sent.Set("metrics_type", fields.has_metrics_type()) &&
-        fields.metrics_type() != stored.metrics_type()) {
-      issues.Add("metrics_type",
-                 absl::StrCat("cannot be changed (the metric is ", stored.metrics_type(), ")"),
-                 kTypeImmutable);
-    } else if (sent.Null("metrics_type")) {
-      issues.Add("metrics_type",
-                 absl::StrCat("cannot be removed (the metric is ", stored.metrics_type(), ")"),
-                 kTypeImmutable);
-    }
-    v1::MetricFields merged = FieldsOf(stored);
-    const bool enum_sent = ApplyRequest(fields, /*keep_type=*/true, merged);
-    v1::Metric metric;
-    RETURN_IF_ERROR(Validate(c, workspace_id, merged, enum_sent, issues, metric));
-    if (!metric.name().empty()) {
-      ASSIGN_OR_RETURN(auto taken, NameTaken(c, workspace_id, NameKey(metric.name()), id));
-      if (taken) issues.Add("name", *taken, kDuplicateName);
-    }
-    if (!issues.empty()) return std::move(issues).ToStatus();
+  // Only the links the request sends are checked; those kept from the stored metric are not.
+  const SentKeys sent(fields);
+  absl::flat_hash_set<int64_t> agents, scenarios;
+  RETURN_IF_ERROR(LookUpLinks(*agents_, workspace_id, fields, std::nullopt, agents, scenarios));
+  LinkTargets targets;
+  if (sent.Set("agent_ids", fields.agent_ids_size() > 0) || sent.Null("agent_ids")) {
+    targets.agents = &agents;
+  }
+  if (sent.Set("scenario_ids", fields.scenario_ids_size() > 0) || sent.Null("scenario_ids")) {
+    targets.scenarios = &scenarios;
+  }
+  ASSIGN_OR_RETURN(
+      v1::Metric updated,
+      db::WriteResult<v1::Metric>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Metric> {
+        ASSIGN_OR_RETURN(v1::Metric stored, ReadMetric(c, workspace_id, id));
+        Issues issues;
+        // metrics_type may be sent back unchanged (a client PUTs what it got), never changed or
+        // removed.
+        if (sent.Set("metrics_type", fields.has_metrics_type()) &&
+            fields.metrics_type() != stored.metrics_type()) {
+          issues.Add("metrics_type",
+                     absl::StrCat("cannot be changed (the metric is ", stored.metrics_type(), ")"),
+                     kTypeImmutable);
+        } else if (sent.Null("metrics_type")) {
+          issues.Add("metrics_type",
+                     absl::StrCat("cannot be removed (the metric is ", stored.metrics_type(), ")"),
+                     kTypeImmutable);
+        }
+        v1::MetricFields merged = FieldsOf(stored);
+        const bool enum_sent = ApplyRequest(fields, /*keep_type=*/true, merged);
+        v1::Metric metric;
+        RETURN_IF_ERROR(Validate(targets, workspace_id, merged, enum_sent, issues, metric));
+        if (!metric.name().empty()) {
+          ASSIGN_OR_RETURN(auto taken, NameTaken(c, workspace_id, NameKey(metric.name()), id));
+          if (taken) issues.Add("name", *taken, kDuplicateName);
+        }
+        if (!issues.empty()) return std::move(issues).ToStatus();
 
-    metric.set_id(id);
-    metric.set_created_at(stored.created_at());
-    metric.set_updated_at(NowTimestamp());
-    ASSIGN_OR_RETURN(auto update,
-                     c.Prepare("UPDATE metrics SET name = ?, name_key = ?, result_type = ?, "
-                               "is_global = ?, credit_cost = ?, definition = ?, updated_at = ? "
-                               "WHERE id = ? AND workspace_id = ?"));
-    update.Bind(1, metric.name())
-        .Bind(2, NameKey(metric.name()))
-        .Bind(3, metric.result_type())
-        .Bind(4, static_cast<int64_t>(metric.mark_as_global() ? 1 : 0))
-        .Bind(5, metric.credit_cost())
-        .BindBlob(6, DefinitionBlob(metric))
-        .Bind(7, metric.updated_at())
-        .Bind(8, id)
-        .Bind(9, workspace_id);
-    RETURN_IF_ERROR(update.Run());
-    RETURN_IF_ERROR(WriteLinks(c, metric));
-    return metric;
-  });
+        metric.set_id(id);
+        metric.set_created_at(stored.created_at());
+        metric.set_updated_at(NowTimestamp());
+        ASSIGN_OR_RETURN(auto update,
+                         c.Prepare("UPDATE metrics SET name = ?, name_key = ?, result_type = ?, "
+                                   "is_global = ?, credit_cost = ?, definition = ?, updated_at = ? "
+                                   "WHERE id = ? AND workspace_id = ?"));
+        update.Bind(1, metric.name())
+            .Bind(2, NameKey(metric.name()))
+            .Bind(3, metric.result_type())
+            .Bind(4, static_cast<int64_t>(metric.mark_as_global() ? 1 : 0))
+            .Bind(5, metric.credit_cost())
+            .BindBlob(6, DefinitionBlob(metric))
+            .Bind(7, metric.updated_at())
+            .Bind(8, id)
+            .Bind(9, workspace_id);
+        RETURN_IF_ERROR(update.Run());
+        RETURN_IF_ERROR(WriteLinks(c, metric));
+        return metric;
+      }));
+  std::array<v1::Metric, 1> one = {std::move(updated)};
+  RETURN_IF_ERROR(DropDeletedLinks(workspace_id, one));
+  return std::move(one[0]);
 }
 
 absl::Status MetricsStore::Delete(int64_t workspace_id, int64_t id) {
@@ -876,11 +965,24 @@ absl::StatusOr<v1::BulkCreateMetricsResponse> MetricsStore::BulkCreate(
   }
   if (!issues.empty()) return std::move(issues).ToStatus();
 
+  std::vector<v1::MetricFields> merged(body.metrics_size());
+  std::vector<bool> enum_sent(body.metrics_size());
+  absl::flat_hash_set<int64_t> agents, scenarios;
+  for (int i = 0; i < body.metrics_size(); ++i) {
+    enum_sent[i] = ApplyRequest(body.metrics(i), /*keep_type=*/false, merged[i]);
+    std::optional<int64_t> body_agent;
+    if (i == 0 && body.has_agent_id()) body_agent = body.agent_id();
+    RETURN_IF_ERROR(LookUpLinks(*agents_, workspace_id, merged[i], body_agent, agents, scenarios));
+  }
+  if (body.metrics_size() == 0 && body.has_agent_id()) {
+    RETURN_IF_ERROR(LookUpLinks(*agents_, workspace_id, v1::MetricFields(), body.agent_id(), agents,
+                                scenarios));
+  }
   return db::WriteResult<v1::BulkCreateMetricsResponse>(
       *db_, [&](db::Connection& c) -> absl::StatusOr<v1::BulkCreateMetricsResponse> {
         Issues issues;
         if (body.has_agent_id()) {
-          ASSIGN_OR_RETURN(bool found, AgentInWorkspace(c, workspace_id, body.agent_id()));
+          const bool found = agents.contains(body.agent_id());
           if (!found) {
             issues.Add("agent_id",
                        absl::StrCat("no agent ", body.agent_id(), " in workspace ", workspace_id),
@@ -892,9 +994,8 @@ absl::StatusOr<v1::BulkCreateMetricsResponse> MetricsStore::BulkCreate(
         std::vector<v1::Metric> metrics(body.metrics_size());
         for (int i = 0; i < body.metrics_size(); ++i) {
           issues.set_prefix(absl::StrCat("metrics[", i, "]."));
-          v1::MetricFields merged;
-          const bool enum_sent = ApplyRequest(body.metrics(i), /*keep_type=*/false, merged);
-          RETURN_IF_ERROR(Validate(c, workspace_id, merged, enum_sent, issues, metrics[i]));
+          RETURN_IF_ERROR(Validate({&agents, &scenarios}, workspace_id, merged[i], enum_sent[i],
+                                   issues, metrics[i]));
         }
         issues.set_prefix("");
         if (!issues.empty()) return std::move(issues).ToStatus();
@@ -929,8 +1030,9 @@ absl::StatusOr<v1::ListUsableMetricsResponse> MetricsStore::ListUsable(
     int64_t workspace_id, std::optional<int64_t> agent_id) {
   std::set<int64_t> disabled;
   if (agent_id) {
-    ASSIGN_OR_RETURN(v1::Agent agent, agents_->Get(workspace_id, *agent_id));
-    disabled.insert(agent.disabled_metric_ids().begin(), agent.disabled_metric_ids().end());
+    ASSIGN_OR_RETURN(std::vector<int64_t> disabled_ids,
+                     agents_->DisabledMetrics(workspace_id, *agent_id));
+    disabled.insert(disabled_ids.begin(), disabled_ids.end());
   }
   v1::ListUsableMetricsResponse response;
   for (const auto& info : kStandardMetrics) {
@@ -1027,11 +1129,13 @@ absl::StatusOr<v1::AgentStandardMetrics> MetricsStore::SetStandardToggles(
     }
   }
   // The body is judged once the agent is known to exist: an unknown agent is 404 first.
-  absl::Status invalid = issues.empty() ? absl::OkStatus() : std::move(issues).ToStatus();
-  ASSIGN_OR_RETURN(
-      std::vector<int64_t> list,
-      agents_->ReplaceDisabledMetrics(workspace_id, agent_id, IsStandardId, ids,
-                                      [&](db::Connection&) -> absl::Status { return invalid; }));
+  if (!issues.empty()) {
+    RETURN_IF_ERROR(agents_->DisabledMetrics(workspace_id, agent_id).status());
+    return std::move(issues).ToStatus();
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> list,
+                   agents_->ReplaceDisabledMetrics(workspace_id, agent_id,
+                                                   AgentDirectory::MetricKind::kStandard, ids));
   const std::set<int64_t> disabled(list.begin(), list.end());
   v1::AgentStandardMetrics response;
   response.set_agent_id(agent_id);
@@ -1047,7 +1151,8 @@ absl::StatusOr<v1::AgentStandardMetrics> MetricsStore::SetStandardToggles(
 
 absl::StatusOr<v1::AgentLlmMetrics> MetricsStore::SetCustomToggles(
     int64_t workspace_id, int64_t agent_id, const std::vector<int64_t>& disabled_ids) {
-  // Checked inside the toggle's transaction, so a metric deleted meanwhile is not disabled.
+  // The ids are this store's to check; the list is the agents service's to store. A metric
+  // deleted in between stays listed, harmlessly (ids are never reused).
   auto check = [&](db::Connection& c) -> absl::Status {
     Issues issues;
     for (size_t i = 0; i < disabled_ids.size(); ++i) {
@@ -1069,10 +1174,14 @@ absl::StatusOr<v1::AgentLlmMetrics> MetricsStore::SetCustomToggles(
     }
     return issues.empty() ? absl::OkStatus() : std::move(issues).ToStatus();
   };
+  // An unknown agent is 404 before the body is judged.
+  if (absl::Status invalid = db_->Read(check); !invalid.ok()) {
+    RETURN_IF_ERROR(agents_->DisabledMetrics(workspace_id, agent_id).status());
+    return invalid;
+  }
   ASSIGN_OR_RETURN(std::vector<int64_t> list,
                    agents_->ReplaceDisabledMetrics(
-                       workspace_id, agent_id, [](int64_t id) { return !IsStandardId(id); },
-                       disabled_ids, check));
+                       workspace_id, agent_id, AgentDirectory::MetricKind::kCustom, disabled_ids));
   v1::AgentLlmMetrics response;
   response.set_agent_id(agent_id);
   for (int64_t id : list) {

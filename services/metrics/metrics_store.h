@@ -13,7 +13,8 @@
 #include "absl/status/statusor.h"
 #include "calleval/v1/metrics.pb.h"
 #include "common/database.h"
-#include "services/agents/agents_store.h"
+#include "services/agents/deletion_listener.h"
+#include "services/metrics/agent_directory.h"
 
 namespace calleval::metrics {
 
@@ -34,9 +35,11 @@ struct CatalogEntry {
   bool applies_to_agent = false;
 };
 
-class MetricsStore {
+// Agents and scenarios belong to the agents service: the store asks `agents` whether those a
+// metric names exist, and is told (as a DeletionListener) when they are deleted.
+class MetricsStore final : public agents::DeletionListener {
  public:
-  MetricsStore(db::Database* db, agents::AgentsStore* agents);
+  MetricsStore(db::Database* db, AgentDirectory* agents);
 
   // GET /api/v1/metrics. With agent_id (404 when not an agent of the workspace) only what
   // applies to that agent and is not disabled by it; `search` filters all three lists by name
@@ -83,9 +86,19 @@ class MetricsStore {
   absl::StatusOr<v1::AgentLlmMetrics> SetCustomToggles(int64_t workspace_id, int64_t agent_id,
                                                        const std::vector<int64_t>& disabled_ids);
 
+  // The agent or scenario is deleted: metrics no longer name it. Idempotent, and a no-op for
+  // ids of another workspace.
+  absl::Status AgentDeleted(int64_t workspace_id, int64_t agent_id) override;
+  absl::Status ScenarioDeleted(int64_t workspace_id, int64_t scenario_id) override;
+
  private:
+  // Leaves out of each metric's agent_ids and scenario_ids those that no longer exist: links
+  // whose deletion notice was lost.
+  template <typename Metrics>
+  absl::Status DropDeletedLinks(int64_t workspace_id, Metrics& metrics);
+
   db::Database* db_;
-  agents::AgentsStore* agents_;
+  AgentDirectory* agents_;
 };
 
 }  // namespace calleval::metrics

@@ -9,10 +9,16 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "calleval/v1/agents.grpc.pb.h"
 #include "common/thread_pool.h"
 #include "services/agents/agents_store.h"
+#include "services/agents/deletion_listener.h"
 #include "services/agents/scenarios_store.h"
 #include "services/runs/runs_store.h"
 #include "tests/services/service_test_support.h"
@@ -48,6 +54,34 @@ v1::ScenarioFields ScenarioFor(int64_t agent_id, const std::string& name) {
   return fields;
 }
 
+// Records the notices the service sends after a delete; fails them when told to.
+class RecordingDeletionListener final : public DeletionListener {
+ public:
+  absl::Status AgentDeleted(int64_t workspace_id, int64_t agent_id) override {
+    absl::MutexLock lock(&mu_);
+    notices_.push_back(absl::StrCat("agent ", agent_id, " of ", workspace_id));
+    return answer_;
+  }
+  absl::Status ScenarioDeleted(int64_t workspace_id, int64_t scenario_id) override {
+    absl::MutexLock lock(&mu_);
+    notices_.push_back(absl::StrCat("scenario ", scenario_id, " of ", workspace_id));
+    return answer_;
+  }
+  std::vector<std::string> notices() {
+    absl::MutexLock lock(&mu_);
+    return notices_;
+  }
+  void set_answer(absl::Status answer) {
+    absl::MutexLock lock(&mu_);
+    answer_ = std::move(answer);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> notices_ ABSL_GUARDED_BY(mu_);
+  absl::Status answer_ ABSL_GUARDED_BY(mu_);
+};
+
 class AgentsServiceTest : public testing::ServiceTest {
  protected:
   void SetUp() override {
@@ -59,6 +93,7 @@ class AgentsServiceTest : public testing::ServiceTest {
     service_ =
         std::make_unique<AgentsService>(agents_.get(), authenticator_.get(), &pool_,
                                         scenarios_.get(), runs_.get(), [this] { ++runs_queued_; });
+    service_->set_deletion_listener(&deletions_);
     server_ = testing::TestGrpcServer::Start({service_.get()});
     ASSERT_NE(server_, nullptr);
     stub_ = v1::Agents::NewStub(server_->channel());
@@ -85,6 +120,7 @@ class AgentsServiceTest : public testing::ServiceTest {
   std::unique_ptr<ScenariosStore> scenarios_;
   std::unique_ptr<runs::RunsStore> runs_;
   std::atomic<int> runs_queued_{0};
+  RecordingDeletionListener deletions_;
   std::unique_ptr<AgentsService> service_;
   std::unique_ptr<testing::TestGrpcServer> server_;
   std::unique_ptr<v1::Agents::Stub> stub_;
@@ -141,6 +177,29 @@ TEST_P(AgentsServiceTest, AgentLifecycle) {
   EXPECT_GRPC_ERROR(stub_->GetAgent(Keyed().get(), get, &read), grpc::NOT_FOUND, "not_found");
   EXPECT_GRPC_ERROR(stub_->DeleteAgent(Keyed().get(), remove, &empty), grpc::NOT_FOUND,
                     "not_found");
+}
+
+// The listener (the metrics store in a server) hears of each delete once it has committed, and
+// of no delete that failed; a listener that fails does not fail the delete, which is done.
+TEST_P(AgentsServiceTest, DeletesOfAgentsAndScenariosAreToldToTheListener) {
+  const v1::Agent agent = CreateAgent(AgentNamed("Booking"));
+  const v1::Scenario scenario = CreateScenario(ScenarioFor(agent.id(), "Two at eight"));
+  google::protobuf::Empty empty;
+  v1::DeleteScenarioRequest remove_scenario;
+  remove_scenario.set_id(scenario.id());
+  deletions_.set_answer(absl::UnavailableError("metrics are away"));
+  ASSERT_GRPC_OK(stub_->DeleteScenario(Keyed().get(), remove_scenario, &empty));
+  deletions_.set_answer(absl::OkStatus());
+  EXPECT_GRPC_ERROR(stub_->DeleteScenario(Keyed().get(), remove_scenario, &empty), grpc::NOT_FOUND,
+                    "not_found");
+  v1::DeleteAgentRequest remove_agent;
+  remove_agent.set_id(agent.id());
+  ASSERT_GRPC_OK(stub_->DeleteAgent(Keyed().get(), remove_agent, &empty));
+  EXPECT_GRPC_ERROR(stub_->DeleteAgent(Keyed().get(), remove_agent, &empty), grpc::NOT_FOUND,
+                    "not_found");
+  const std::string of = absl::StrCat(" of ", tenants_.own);
+  EXPECT_THAT(deletions_.notices(), ElementsAre(absl::StrCat("scenario ", scenario.id(), of),
+                                                absl::StrCat("agent ", agent.id(), of)));
 }
 
 // Validation failures travel with every field issue, which the edge lists in its 422 body.

@@ -17,6 +17,8 @@
 #include "common/thread_pool.h"
 #include "nlohmann/json.hpp"
 #include "services/agents/agents_store.h"
+#include "services/agents/in_process_agent_directory.h"
+#include "services/agents/scenarios_store.h"
 #include "services/calls/calls_store.h"
 #include "services/judges/sandbox.h"
 #include "services/metrics/metrics_store.h"
@@ -84,7 +86,9 @@ class MetricsServiceTest : public testing::ServiceTest {
     if (HasFatalFailure()) return;
     recordings_dir_ = testing::MakeTempDir("metrics_service");
     agents_ = std::make_unique<agents::AgentsStore>(db());
-    store_ = std::make_unique<MetricsStore>(db(), agents_.get());
+    scenarios_ = std::make_unique<agents::ScenariosStore>(db());
+    directory_ = std::make_unique<agents::InProcessAgentDirectory>(agents_.get(), scenarios_.get());
+    store_ = std::make_unique<MetricsStore>(db(), directory_.get());
     calls::CallsStore::Options calls_options;
     calls_options.recordings_dir = recordings_dir_;
     agents::AgentsStore* agents = agents_.get();
@@ -186,6 +190,8 @@ class MetricsServiceTest : public testing::ServiceTest {
   judges::PythonSandbox sandbox_;
   std::unique_ptr<LlmClient> llm_;
   std::unique_ptr<agents::AgentsStore> agents_;
+  std::unique_ptr<agents::ScenariosStore> scenarios_;
+  std::unique_ptr<agents::InProcessAgentDirectory> directory_;
   std::unique_ptr<MetricsStore> store_;
   std::unique_ptr<calls::CallsStore> calls_;
   std::unique_ptr<MetricsService> service_;

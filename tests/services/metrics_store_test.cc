@@ -20,6 +20,8 @@
 #include "common/standard_metrics.h"
 #include "services/accounts/accounts_store.h"
 #include "services/agents/agents_store.h"
+#include "services/agents/in_process_agent_directory.h"
+#include "services/agents/scenarios_store.h"
 #include "tests/support/test_database.h"
 
 namespace calleval::metrics {
@@ -188,7 +190,9 @@ class MetricsStoreTest : public ::testing::TestWithParam<db::Backend> {
     ASSERT_TRUE(other.ok()) << other.status();
     other_ws_ = other->id;
     agents_ = std::make_unique<agents::AgentsStore>(db_.get());
-    store_ = std::make_unique<MetricsStore>(db_.get(), agents_.get());
+    scenarios_ = std::make_unique<agents::ScenariosStore>(db_.get());
+    directory_ = std::make_unique<agents::InProcessAgentDirectory>(agents_.get(), scenarios_.get());
+    store_ = std::make_unique<MetricsStore>(db_.get(), directory_.get());
     agent_a_ = MakeAgent(ws_, "A");
     agent_b_ = MakeAgent(ws_, "B");
     other_agent_ = MakeAgent(other_ws_, "Other");
@@ -214,6 +218,8 @@ class MetricsStoreTest : public ::testing::TestWithParam<db::Backend> {
 
   void TearDown() override {
     store_.reset();
+    directory_.reset();
+    scenarios_.reset();
     agents_.reset();
     db_.reset();
     database_.reset();
@@ -263,9 +269,26 @@ class MetricsStoreTest : public ::testing::TestWithParam<db::Backend> {
     return r.ok() ? *r : v1::ListMetricsResponse();
   }
 
+  // The rows of link table `table` whose `column` is `id`, as stored.
+  int64_t LinkRows(const std::string& table, const std::string& column, int64_t id) {
+    auto count = db::ReadResult<int64_t>(*db_, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
+      auto stmt =
+          c.Prepare(absl::StrCat("SELECT COUNT(*) FROM ", table, " WHERE ", column, " = ?"));
+      if (!stmt.ok()) return stmt.status();
+      stmt->Bind(1, id);
+      absl::StatusOr<bool> row = stmt->Step();
+      if (!row.ok()) return row.status();
+      return *row ? stmt->Int64(0) : -1;
+    });
+    EXPECT_TRUE(count.ok()) << count.status();
+    return count.ok() ? *count : -1;
+  }
+
   std::unique_ptr<calleval::testing::TestDatabase> database_;
   std::unique_ptr<db::Database> db_;
   std::unique_ptr<agents::AgentsStore> agents_;
+  std::unique_ptr<agents::ScenariosStore> scenarios_;
+  std::unique_ptr<agents::InProcessAgentDirectory> directory_;
   std::unique_ptr<MetricsStore> store_;
   int64_t ws_ = 0;
   int64_t other_ws_ = 0;
@@ -863,6 +886,68 @@ TEST_P(MetricsStoreTest, DeletingAnAgentRemovesItFromAgentIds) {
   auto got = store_->Get(ws_, m.id());
   ASSERT_TRUE(got.ok());
   EXPECT_THAT(got->agent_ids(), ElementsAre(agent_b_));
+}
+
+// The agents service tells the store once an agent's delete has committed: its links go, and a
+// repeated notice (or one naming another workspace's agent) changes nothing.
+TEST_P(MetricsStoreTest, AgentDeletedNoticeRemovesItsLinksAndMayRepeat) {
+  v1::Metric m = MustCreate(Llm("x").Agents({agent_a_, agent_b_}));
+  MustCreate(Llm("theirs").Agents({other_agent_}), other_ws_);
+  EXPECT_EQ(LinkRows("metric_agents", "agent_id", agent_a_), 1);
+  ASSERT_TRUE(agents_->Delete(ws_, agent_a_).ok());
+  ASSERT_TRUE(store_->AgentDeleted(ws_, agent_a_).ok());
+  EXPECT_EQ(LinkRows("metric_agents", "agent_id", agent_a_), 0);
+  ASSERT_TRUE(store_->AgentDeleted(ws_, agent_a_).ok());
+  ASSERT_TRUE(store_->AgentDeleted(ws_, other_agent_).ok());  // not an agent of this workspace
+  EXPECT_EQ(LinkRows("metric_agents", "agent_id", other_agent_), 1);
+  EXPECT_EQ(LinkRows("metric_agents", "agent_id", agent_b_), 1);
+  auto got = store_->Get(ws_, m.id());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_THAT(got->agent_ids(), ElementsAre(agent_b_));
+}
+
+TEST_P(MetricsStoreTest, ScenarioDeletedNoticeRemovesItsLinksAndReadsIgnoreThemBefore) {
+  v1::Metric m = MustCreate(Llm("x").Scenarios({3, 9}));
+  ASSERT_TRUE(scenarios_->Delete(ws_, 3).ok());
+  // Before the notice (or if it was lost) the link is still stored, and no answer shows it.
+  EXPECT_EQ(LinkRows("metric_scenarios", "scenario_id", 3), 1);
+  auto got = store_->Get(ws_, m.id());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_THAT(got->scenario_ids(), ElementsAre(9));
+  v1::ListMetricsRequest request;
+  EXPECT_THAT(MustList(request).data(0).scenario_ids(), ElementsAre(9));
+  ASSERT_TRUE(store_->ScenarioDeleted(ws_, 3).ok());
+  ASSERT_TRUE(store_->ScenarioDeleted(ws_, 3).ok());
+  EXPECT_EQ(LinkRows("metric_scenarios", "scenario_id", 3), 0);
+  EXPECT_EQ(LinkRows("metric_scenarios", "scenario_id", 9), 1);
+}
+
+// Links kept by a PUT that does not send them are not checked again: an agent deleted since is
+// not the client's mistake, and is left out of the answer.
+TEST_P(MetricsStoreTest, UpdateKeepingALinkToADeletedAgentSucceeds) {
+  v1::Metric m = MustCreate(Llm("x").Agents({agent_a_, agent_b_}).Scenarios({3, 9}));
+  ASSERT_TRUE(agents_->Delete(ws_, agent_a_).ok());  // its scenarios 1, 3 and 4 go with it
+  auto updated = store_->Update(ws_, m.id(), Body().Description("second"));
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_THAT(updated->agent_ids(), ElementsAre(agent_b_));
+  EXPECT_THAT(updated->scenario_ids(), ElementsAre(9));
+  // Sent again, the deleted agent is refused like any unknown one.
+  auto resent = store_->Update(ws_, m.id(), Body().Agents({agent_a_, agent_b_}));
+  ASSERT_FALSE(resent.ok());
+  ExpectInvalid(resent.status(), {"agent_ids[0]"}, "agent_not_found");
+}
+
+TEST_P(MetricsStoreTest, AgentsOfAMetricListOnlyThoseThatExist) {
+  MustCreate(Llm("x").Agents({agent_a_, agent_b_}));
+  ASSERT_TRUE(agents_->Delete(ws_, agent_b_).ok());
+  v1::ListMetricsRequest request;
+  request.set_agent_id(agent_a_);
+  EXPECT_THAT(MustList(request).data(0).agent_ids(), ElementsAre(agent_a_));
+  request.set_agent_id(agent_b_);
+  auto gone = store_->List(ws_, request);
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound) << gone.status();
+  auto usable = store_->ListUsable(ws_, agent_b_);
+  EXPECT_EQ(usable.status().code(), absl::StatusCode::kNotFound) << usable.status();
 }
 
 // ---- bulk create ----

@@ -62,11 +62,6 @@ ALLOWED = {
     # queues a run or a batch; it is to ask the agents service.
     ("services/runs/runs_store.cc", "agents"),
     ("services/runs/runs_store.cc", "scenarios"),
-    # The metrics store checks agent_ids and scenario_ids against the agents service's tables,
-    # and deleting a scenario removes its metric links from the agents side.
-    ("services/metrics/metrics_store.cc", "agents"),
-    ("services/metrics/metrics_store.cc", "scenarios"),
-    ("services/agents/scenarios_store.cc", "metric_scenarios"),
 }
 
 KEYWORD = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE|REFERENCES|TABLE)\s+((?:IF\s+(?:NOT\s+)?EXISTS\s+)?)")
@@ -171,8 +166,21 @@ def crossings(root):
 
 
 def schema_tables(root):
+    """The tables common/schema.cc leaves once every migration has run."""
     schema = (root / "common" / "schema.cc").read_text()
-    return set(re.findall(r"CREATE TABLE (?:IF NOT EXISTS )?([a-z_][a-z0-9_]*)", schema))
+    tables = set()
+    statement = re.compile(r"CREATE TABLE (?:IF NOT EXISTS )?([a-z_][a-z0-9_]*)|"
+                           r"DROP TABLE (?:IF EXISTS )?([a-z_][a-z0-9_]*)|"
+                           r"ALTER TABLE ([a-z_][a-z0-9_]*) RENAME TO ([a-z_][a-z0-9_]*)")
+    for created, dropped, renamed, new_name in statement.findall(schema):
+        if created:
+            tables.add(created)
+        elif dropped:
+            tables.discard(dropped)
+        else:
+            tables.discard(renamed)
+            tables.add(new_name)
+    return tables
 
 
 def check(root):
