@@ -707,6 +707,33 @@ CREATE INDEX runs_by_agent_time ON runs (agent_id, created_time);
 CREATE INDEX runs_by_scenario_time ON runs (scenario_id, created_time);
 )sql";
 
+// The credit ledger belongs to accounts (docs/architecture.md, "Credits across services"): the
+// calls role reserves and refunds through its interface, outside its own transactions, and
+// keeps here only what it still owes.
+constexpr char kV11Sqlite[] = R"sql(
+-- 1 from the transaction that settles a call whose metrics were not all used (the call_metrics
+-- rows with credits_used below credit_cost) until accounts has refunded them
+-- (CallsStore::ApplyOwedRefunds): a crash in between loses no refund.
+ALTER TABLE calls ADD COLUMN refunds_owed INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX calls_refunds_owed ON calls (id) WHERE refunds_owed = 1;
+-- A call's plan read from its rows: the position of each planned metric in the plan (NULL on a
+-- row of a result that was not planned). Rows written before take their place in
+-- planned_metric_ids (an offset in the text, which orders like the position).
+ALTER TABLE call_metrics ADD COLUMN plan_order INTEGER;
+UPDATE call_metrics SET plan_order = (
+  SELECT NULLIF(instr(',' || c.planned_metric_ids || ',', ',' || call_metrics.metric_id || ','), 0)
+  FROM calls c WHERE c.id = call_metrics.call_id);
+)sql";
+
+constexpr char kV11Postgres[] = R"sql(
+ALTER TABLE calls ADD COLUMN refunds_owed BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX calls_refunds_owed ON calls (id) WHERE refunds_owed = 1;
+ALTER TABLE call_metrics ADD COLUMN plan_order BIGINT;
+UPDATE call_metrics SET plan_order = (
+  SELECT NULLIF(strpos(',' || c.planned_metric_ids || ',', ',' || call_metrics.metric_id || ','), 0)
+  FROM calls c WHERE c.id = call_metrics.call_id);
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
@@ -714,7 +741,7 @@ const std::vector<db::Migration>& SchemaMigrations() {
       {1, kV1Sqlite, kV1Postgres},    {2, kV2Sqlite, kV2Postgres}, {3, kV3Sqlite, kV3Postgres},
       {4, kV4Sqlite, kV4Postgres},    {5, kV5Sqlite, kV5Postgres}, {6, kV6Sqlite, kV6Postgres},
       {7, kV7Sqlite, kV7Postgres},    {8, kV8Sqlite, kV8Postgres}, {9, kV9Sqlite, kV9Postgres},
-      {10, kV10Sqlite, kV10Postgres},
+      {10, kV10Sqlite, kV10Postgres}, {11, kV11Sqlite, kV11Postgres},
   };
   return *migrations;
 }

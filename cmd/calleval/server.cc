@@ -272,6 +272,8 @@ struct Server::State {
   std::unique_ptr<runs::RunsStore> runs_store;
   std::unique_ptr<runs::RunWorkers> run_workers;
   std::unique_ptr<calls::RecordingSigner> signer;
+  // The credit ledger as the calls store reaches it (services/calls/credits.h).
+  std::unique_ptr<calls::Credits> credits;
   std::unique_ptr<calls::CallsStore> calls_store;
   std::unique_ptr<calls::StatsStore> stats_store;
   std::unique_ptr<calls::RecordingDownloader> downloader;
@@ -589,6 +591,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                 << probe->error->message << "\n";
     }
   }
+  s->credits = calls::NewStoreCredits(s->accounts_store.get());
+  calls_options.credits = s->credits.get();
   s->calls_store = std::make_unique<calls::CallsStore>(
       s->database.get(), AgentLookupFor(s->agents_store.get()), calls_options);
   // Carried by the lease tokens this process takes (analysis, transcription, runs).
@@ -764,6 +768,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     }
     if (*backfilled > 0) {
       std::cerr << "calleval: wrote the queryable rows of " << *backfilled << " older calls\n";
+    }
+    // Refunds a previous life settled and did not apply; not fatal: they stay owed and the
+    // analysis queue's sweep applies them.
+    absl::StatusOr<int> refunded = s->calls_store->ApplyOwedRefunds();
+    if (!refunded.ok()) {
+      std::cerr << "calleval: could not apply owed refunds yet: " << refunded.status() << "\n";
+    } else if (*refunded > 0) {
+      std::cerr << "calleval: applied the owed refunds of " << *refunded << " calls\n";
     }
     s->downloader = std::make_unique<calls::RecordingDownloader>(s->calls_store.get(), download);
     s->downloader->Start();

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
@@ -125,43 +126,6 @@ absl::Status ValidatePage(std::optional<int> page, std::optional<int> per_page) 
   return ValidatePagination(page.value_or(1), per_page.value_or(kDefaultPerPage));
 }
 
-// One ledger movement for a call's metric, applied to the balance only the first time: the
-// (call, metric, kind) key makes a retried charge or refund a no-op.
-absl::StatusOr<bool> ApplyLedger(db::Connection& c, int64_t workspace_id, int64_t call_id,
-                                 int64_t metric_id, absl::string_view kind, int64_t amount) {
-  ASSIGN_OR_RETURN(auto insert,
-                   c.Prepare("INSERT INTO credit_ledger (workspace_id, call_id, metric_id, "
-                             "kind, amount, created_at) VALUES (?, ?, ?, ?, ?, ?) "
-                             "ON CONFLICT DO NOTHING"));
-  insert.Bind(1, workspace_id).Bind(2, call_id).Bind(3, metric_id).Bind(4, kind).Bind(5, amount);
-  insert.Bind(6, NowTimestamp());
-  RETURN_IF_ERROR(insert.Run());
-  if (c.Changes() == 0) return false;
-  ASSIGN_OR_RETURN(auto balance, c.Prepare("UPDATE workspaces SET credit_balance = "
-                                           "credit_balance + ? WHERE id = ?"));
-  balance.Bind(1, amount).Bind(2, workspace_id);
-  RETURN_IF_ERROR(balance.Run());
-  return true;
-}
-
-// Refunds every planned metric of a call that is not in `keep` (charged and completed), by the
-// amount that was charged.
-absl::Status RefundExcept(db::Connection& c, int64_t workspace_id, int64_t call_id,
-                          const std::vector<int64_t>& planned, const std::vector<int64_t>& keep) {
-  for (int64_t metric : planned) {
-    if (absl::c_find(keep, metric) != keep.end()) continue;
-    // Only what was charged is refunded.
-    ASSIGN_OR_RETURN(auto charged, c.Prepare("SELECT amount FROM credit_ledger WHERE call_id = ? "
-                                             "AND metric_id = ? AND kind = 'charge'"));
-    charged.Bind(1, call_id).Bind(2, metric);
-    ASSIGN_OR_RETURN(bool was_charged, charged.Step());
-    if (!was_charged) continue;
-    const int64_t amount = -charged.Int64(0);
-    RETURN_IF_ERROR(ApplyLedger(c, workspace_id, call_id, metric, "refund", amount).status());
-  }
-  return absl::OkStatus();
-}
-
 // The credit cost of each planned metric, in plan order. Calls ingested before costs were
 // stored (column NULL) planned only standard metrics, which cost kStandardMetricCost.
 std::vector<int64_t> PlannedCosts(const std::vector<int64_t>& planned, const std::string& costs) {
@@ -177,19 +141,35 @@ struct LeasedCall {
   std::vector<int64_t> costs;  // parallel to `planned`
 };
 absl::StatusOr<LeasedCall> CheckLease(db::Connection& c, int64_t call_id, absl::string_view token) {
-  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT workspace_id, planned_metric_ids, "
-                                        "analysis_token, planned_metric_costs FROM calls WHERE "
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT workspace_id, analysis_token FROM calls WHERE "
                                         "id = ? AND analysis_status IN ('processing', "
                                         "'computed')"));
   stmt.Bind(1, call_id);
   ASSIGN_OR_RETURN(bool row, stmt.Step());
-  if (!row || stmt.IsNull(2) || stmt.Text(2) != token) {
+  if (!row || stmt.IsNull(1) || stmt.Text(1) != token) {
     return absl::FailedPreconditionError(
         absl::StrCat("the analysis lease of call ", call_id, " is no longer held"));
   }
-  LeasedCall leased{stmt.Int64(0), SplitIds(stmt.Text(1)), {}};
-  leased.costs = PlannedCosts(leased.planned, stmt.OptionalText(3).value_or(""));
+  LeasedCall leased{stmt.Int64(0), {}, {}};
+  ASSIGN_OR_RETURN(std::vector<PlannedMetric> plan, ReadPlan(c, call_id));
+  for (const PlannedMetric& m : plan) {
+    leased.planned.push_back(m.metric_id);
+    leased.costs.push_back(m.credit_cost);
+  }
   return leased;
+}
+
+// Marks a call that settled with planned metrics it did not use (cost more than credits_used)
+// as owed their refund: in the settling transaction, so that no crash after it commits can lose
+// the refund; ApplyOwedRefunds gives them back through accounts and clears the mark. A metric
+// that was never charged (the claim crashed before its reservation) is refunded nothing.
+absl::Status MarkRefundsOwed(db::Connection& c, int64_t call_id) {
+  ASSIGN_OR_RETURN(auto mark, c.Prepare("UPDATE calls SET refunds_owed = 1 WHERE id = ? AND "
+                                        "EXISTS (SELECT 1 FROM call_metrics m WHERE m.call_id = "
+                                        "? AND m.plan_order IS NOT NULL AND m.credits_used < "
+                                        "m.credit_cost)"));
+  mark.Bind(1, call_id).Bind(2, call_id);
+  return mark.Run();
 }
 
 // A call whose analysis ended failed or skipped is not transcribed (or no longer): a pending
@@ -219,9 +199,9 @@ absl::Status CheckTranscriptionLease(db::Connection& c, int64_t call_id,
 
 // Claims from the queues run READ COMMITTED and take their call with FOR UPDATE SKIP LOCKED
 // (database.h), so that workers claiming at once take different calls instead of conflicting
-// over the first. Everything else a claim reads to decide what it writes is either in the
-// locked row or locked too (the workspace's balance); ledger rows are unique by (call, metric,
-// kind), and balances only change by relative updates.
+// over the first. Everything else a claim reads to decide what it writes is in the locked row
+// or in rows only the holder of that lock writes (the call's call_metrics); credits are
+// reserved by accounts, outside the claim (AccountsStore::Reserve locks the workspace).
 constexpr db::WriteOptions kClaim{db::Isolation::kReadCommitted};
 // Ingest only inserts: the unique (workspace_id, call_identifier) is what refuses a duplicate,
 // so it needs no snapshot of its own. Under SERIALIZABLE, concurrent ingests conflicted on the
@@ -246,10 +226,80 @@ absl::Status ValidateListFilters(const v1::ListCallsRequest& request) {
   return ValidationError("validation_failed", "invalid filter", std::move(issues));
 }
 
+// Writes the queryable rows of up to `batch` calls stored before them (query_rows = 0), or of
+// call `only` if it is one of them, from their serialized lists and text columns: the only
+// reader of planned_metric_ids and planned_metric_costs. Answers how many it filled in.
+absl::StatusOr<int> BackfillCalls(db::Connection& c, std::optional<int64_t> only, int batch) {
+  ASSIGN_OR_RETURN(auto missing,
+                   c.Prepare(absl::StrCat("SELECT id, analysis_status, planned_metric_ids, "
+                                          "planned_metric_costs, standard_metrics, metric_results "
+                                          "FROM calls WHERE query_rows = 0",
+                                          only ? " AND id = ?" : "", " ORDER BY id LIMIT ?")));
+  int next = 1;
+  if (only) missing.Bind(next++, *only);
+  missing.Bind(next, static_cast<int64_t>(batch));
+  struct Old {
+    int64_t id;
+    std::string status;
+    std::vector<int64_t> planned, costs;
+    v1::StoredStandardMetrics standard;
+    v1::StoredMetricResults custom;
+  };
+  std::vector<Old> calls;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, missing.Step());
+    if (!row) break;
+    Old& old = calls.emplace_back();
+    old.id = missing.Int64(0);
+    old.status = missing.Text(1);
+    old.planned = SplitIds(missing.Text(2));
+    old.costs = PlannedCosts(old.planned, missing.OptionalText(3).value_or(""));
+    if (!missing.IsNull(4)) old.standard.ParseFromString(missing.Text(4));
+    if (!missing.IsNull(5)) old.custom.ParseFromString(missing.Text(5));
+  }
+  for (const Old& old : calls) {
+    // Marked first: from here on ApplyToAgentTotals counts the call.
+    ASSIGN_OR_RETURN(auto mark, c.Prepare("UPDATE calls SET query_rows = 1 WHERE id = ?"));
+    mark.Bind(1, old.id);
+    RETURN_IF_ERROR(mark.Run());
+    RETURN_IF_ERROR(WritePlannedMetrics(c, old.id, old.planned, old.costs));
+    if (old.status == "completed") {
+      RETURN_IF_ERROR(WriteCallResults(c, old.id,
+                                       {old.standard.items().begin(), old.standard.items().end()},
+                                       {old.custom.items().begin(), old.custom.items().end()}));
+    } else if (IsSettled(old.status)) {
+      RETURN_IF_ERROR(SettlePendingMetrics(c, old.id, old.status));
+    }
+    RETURN_IF_ERROR(ApplyToAgentTotals(c, old.id, +1));
+  }
+  return static_cast<int>(calls.size());
+}
+
 }  // namespace
 
+// What LeaseNext found: a lease to hand out (`job`), or a first lease that must reserve its
+// credits before it is handed out (`reserve`), and the calls it ended failed on the way.
+struct CallsStore::Claim {
+  std::optional<AnalysisJob> job;
+  struct Reservation {
+    int64_t call_id = 0;
+    int64_t workspace_id = 0;
+    std::string token;
+    std::vector<Credits::Charge> charges;
+  };
+  std::optional<Reservation> reserve;
+  std::vector<int64_t> refunds_owed;
+};
+
 CallsStore::CallsStore(db::Database* db, AgentLookup agents, Options options)
-    : db_(db), agents_(std::move(agents)), options_(std::move(options)) {}
+    : db_(db), agents_(std::move(agents)), options_(std::move(options)) {
+  credits_ = options_.credits;
+  if (credits_ == nullptr) {
+    own_accounts_ = std::make_unique<accounts::AccountsStore>(db_);
+    own_credits_ = NewStoreCredits(own_accounts_.get());
+    credits_ = own_credits_.get();
+  }
+}
 
 std::string CallsStore::RecordingPath(int64_t call_id) const {
   return absl::StrCat(options_.recordings_dir, "/", call_id);
@@ -604,58 +654,31 @@ absl::StatusOr<v1::ListCallsResponse> CallsStore::List(int64_t workspace_id,
 absl::StatusOr<int> CallsStore::BackfillQueryRows(int batch) {
   int filled = 0;
   while (true) {
-    ASSIGN_OR_RETURN(
-        int done, db::WriteResult<int>(*db_, [&](db::Connection& c) -> absl::StatusOr<int> {
-          ASSIGN_OR_RETURN(auto missing,
-                           c.Prepare("SELECT id, analysis_status, planned_metric_ids, "
-                                     "planned_metric_costs, standard_metrics, metric_results "
-                                     "FROM calls WHERE query_rows = 0 ORDER BY id LIMIT ?"));
-          missing.Bind(1, static_cast<int64_t>(batch));
-          struct Old {
-            int64_t id;
-            std::string status;
-            std::vector<int64_t> planned, costs;
-            v1::StoredStandardMetrics standard;
-            v1::StoredMetricResults custom;
-          };
-          std::vector<Old> calls;
-          while (true) {
-            ASSIGN_OR_RETURN(bool row, missing.Step());
-            if (!row) break;
-            Old& old = calls.emplace_back();
-            old.id = missing.Int64(0);
-            old.status = missing.Text(1);
-            old.planned = SplitIds(missing.Text(2));
-            old.costs = PlannedCosts(old.planned, missing.OptionalText(3).value_or(""));
-            if (!missing.IsNull(4)) old.standard.ParseFromString(missing.Text(4));
-            if (!missing.IsNull(5)) old.custom.ParseFromString(missing.Text(5));
-          }
-          for (const Old& old : calls) {
-            // Marked first: from here on ApplyToAgentTotals counts the call.
-            ASSIGN_OR_RETURN(auto mark, c.Prepare("UPDATE calls SET query_rows = 1 WHERE id = ?"));
-            mark.Bind(1, old.id);
-            RETURN_IF_ERROR(mark.Run());
-            RETURN_IF_ERROR(WritePlannedMetrics(c, old.id, old.planned, old.costs));
-            if (old.status == "completed") {
-              RETURN_IF_ERROR(WriteCallResults(
-                  c, old.id, {old.standard.items().begin(), old.standard.items().end()},
-                  {old.custom.items().begin(), old.custom.items().end()}));
-            } else if (IsSettled(old.status)) {
-              RETURN_IF_ERROR(SettlePendingMetrics(c, old.id, old.status));
-            }
-            RETURN_IF_ERROR(ApplyToAgentTotals(c, old.id, +1));
-          }
-          return static_cast<int>(calls.size());
-        }));
+    ASSIGN_OR_RETURN(int done, db::WriteResult<int>(*db_, [&](db::Connection& c) {
+                       return BackfillCalls(c, std::nullopt, batch);
+                     }));
     filled += done;
     if (done < batch) return filled;
   }
 }
 
 absl::Status CallsStore::Delete(int64_t workspace_id, absl::string_view key) {
+  // A deleted call's refunds could no longer be found: they are applied first.
+  ASSIGN_OR_RETURN(int64_t owed_id, db::ReadResult<int64_t>(*db_, [&](db::Connection& c) {
+                     return FindCallId(c, workspace_id, key);
+                   }));
+  RETURN_IF_ERROR(ApplyOwedRefundsOf(owed_id));
   ASSIGN_OR_RETURN(
       int64_t id, db::WriteResult<int64_t>(*db_, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
         ASSIGN_OR_RETURN(int64_t id, FindCallId(c, workspace_id, key));
+        ASSIGN_OR_RETURN(auto owed, c.Prepare("SELECT refunds_owed FROM calls WHERE id = ?"));
+        owed.Bind(1, id);
+        ASSIGN_OR_RETURN(bool row, owed.Step());
+        if (row && owed.Int64(0) != 0) {
+          // Settled since the refunds above were applied.
+          return absl::UnavailableError(
+              absl::StrCat("call ", key, " has refunds being applied; try again"));
+        }
         RETURN_IF_ERROR(ApplyToAgentTotals(c, id, -1));
         ASSIGN_OR_RETURN(auto del, c.Prepare("DELETE FROM calls WHERE id = ?"));
         del.Bind(1, id);
@@ -750,8 +773,60 @@ absl::Status CallsStore::FailRecording(int64_t call_id, absl::string_view messag
 absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseAnalysis(absl::Duration lease,
                                                                      int max_attempts,
                                                                      absl::string_view holder) {
-  ASSIGN_OR_RETURN(std::optional<AnalysisJob> job, LeaseNext(lease, max_attempts, holder));
-  if (!job) return job;
+  MaybeSweepOwedRefunds();
+  std::optional<AnalysisJob> job;
+  while (!job) {
+    ASSIGN_OR_RETURN(Claim claim, LeaseNext(lease, max_attempts, holder));
+    for (int64_t id : claim.refunds_owed) {
+      // Left owed on failure: the next sweep applies it.
+      ApplyOwedRefundsOf(id).IgnoreError();
+    }
+    if (claim.job) {
+      job = std::move(claim.job);
+      break;
+    }
+    if (!claim.reserve) return std::nullopt;
+    // The reservation runs between the claim and the lease, outside both transactions: the
+    // ledger is accounts'. A retry after a crash here finds the charges made and adds none.
+    const Claim::Reservation& r = *claim.reserve;
+    absl::StatusOr<Credits::Reservation> reserved =
+        credits_->Reserve(r.workspace_id, r.call_id, r.charges);
+    if (!reserved.ok()) {
+      // Accounts cannot answer now: the claim is given back untried and the worker asks again.
+      absl::Status give_back = db_->Write([&](db::Connection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(auto update,
+                         c.Prepare("UPDATE calls SET analysis_token = NULL, analysis_lease_until "
+                                   "= 0, analysis_attempts = CASE WHEN analysis_attempts > 0 "
+                                   "THEN analysis_attempts - 1 ELSE 0 END WHERE id = ? AND "
+                                   "analysis_token = ? AND analysis_status = 'pending'"));
+        update.Bind(1, r.call_id).Bind(2, r.token);
+        return update.Run();
+      });
+      (void)give_back;  // if that fails too, the claim expires on its own
+      return reserved.status();
+    }
+    if (!reserved->reserved) {
+      // Nothing was charged: the call ends skipped, if the claim is still this one's.
+      RETURN_IF_ERROR(db_->Write([&](db::Connection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(auto end,
+                         c.Prepare("UPDATE calls SET analysis_status = 'skipped', "
+                                   "failure_reason = 'insufficient_credits', failure_message = "
+                                   "?, analysis_token = NULL, analysis_lease_until = NULL, "
+                                   "updated_at = ? WHERE id = ? AND analysis_token = ? AND "
+                                   "analysis_status = 'pending'"));
+        end.Bind(1, absl::StrCat("scoring this call needs ", reserved->cost,
+                                 " credits; the workspace has ", reserved->balance));
+        end.Bind(2, NowTimestamp()).Bind(3, r.call_id).Bind(4, r.token);
+        RETURN_IF_ERROR(end.Run());
+        if (c.Changes() == 0) return absl::OkStatus();
+        RETURN_IF_ERROR(SettlePendingMetrics(c, r.call_id, "skipped"));
+        RETURN_IF_ERROR(ApplyToAgentTotals(c, r.call_id, +1));
+        return EndTranscription(c, r.call_id, "the call's analysis ended skipped");
+      }));
+      continue;
+    }
+    ASSIGN_OR_RETURN(job, StartReservedLease(r.call_id, r.token));
+  }
   // Outside the write transaction: the definitions and the agent come from other stores.
   const int64_t workspace_id = job->call.client_id();
   std::vector<int64_t> custom_ids;
@@ -770,140 +845,227 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseAnalysis(absl::Durat
   return job;
 }
 
-absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseNext(absl::Duration lease,
-                                                                 int max_attempts,
-                                                                 absl::string_view holder) {
+absl::StatusOr<CallsStore::Claim> CallsStore::LeaseNext(absl::Duration lease, int max_attempts,
+                                                        absl::string_view holder) {
   const int64_t now = NowUnixSeconds();
-  return db::WriteResult<std::optional<AnalysisJob>>(
-      *db_, kClaim, [&](db::Connection& c) -> absl::StatusOr<std::optional<AnalysisJob>> {
-        // Calls that cannot be handed out (out of credits, out of attempts) are settled here
-        // and the next one is tried.
-        while (true) {
-          ASSIGN_OR_RETURN(
-              auto next,
-              c.Prepare(absl::StrCat(
-                  "SELECT id, workspace_id, analysis_status, analysis_attempts, "
-                  "planned_metric_ids, planned_metric_costs FROM calls WHERE "
-                  "(analysis_status = 'pending' AND "
-                  "(recording_state IS NULL OR recording_state = 'stored')) OR "
-                  "(analysis_status = 'processing' AND analysis_lease_until <= ?) "
-                  "OR (analysis_status = 'computed' AND transcription_status IN "
-                  "('completed', 'failed') AND (analysis_lease_until IS NULL OR "
-                  "analysis_lease_until <= ?)) ORDER BY id LIMIT 1",
-                  c.ForUpdateSkipLocked())));
-          next.Bind(1, now).Bind(2, now);
-          ASSIGN_OR_RETURN(bool found, next.Step());
-          if (!found) return std::nullopt;
-          const int64_t id = next.Int64(0);
-          const int64_t workspace_id = next.Int64(1);
-          const bool first_lease = next.Text(2) == "pending";
-          const int attempts = static_cast<int>(next.Int64(3));
-          const std::vector<int64_t> planned = SplitIds(next.Text(4));
-          const std::vector<int64_t> costs =
-              PlannedCosts(planned, next.OptionalText(5).value_or(""));
+  return db::WriteResult<Claim>(*db_, kClaim, [&](db::Connection& c) -> absl::StatusOr<Claim> {
+    Claim claim;  // built afresh: the transaction may run again
+    // Calls that cannot be handed out (out of attempts) are settled here and the next one is
+    // tried.
+    while (true) {
+      // A pending call under a lease is being reserved for; its claim expires like a lease.
+      ASSIGN_OR_RETURN(
+          auto next,
+          c.Prepare(absl::StrCat(
+              "SELECT id, workspace_id, analysis_status, analysis_attempts, query_rows FROM "
+              "calls WHERE (analysis_status = 'pending' AND "
+              "(recording_state IS NULL OR recording_state = 'stored') AND "
+              "(analysis_lease_until IS NULL OR analysis_lease_until <= ?)) OR "
+              "(analysis_status = 'processing' AND analysis_lease_until <= ?) "
+              "OR (analysis_status = 'computed' AND transcription_status IN "
+              "('completed', 'failed') AND (analysis_lease_until IS NULL OR "
+              "analysis_lease_until <= ?)) ORDER BY id LIMIT 1",
+              c.ForUpdateSkipLocked())));
+      next.Bind(1, now).Bind(2, now).Bind(3, now);
+      ASSIGN_OR_RETURN(bool found, next.Step());
+      if (!found) return claim;
+      const int64_t id = next.Int64(0);
+      const int64_t workspace_id = next.Int64(1);
+      const bool first_lease = next.Text(2) == "pending";
+      const int attempts = static_cast<int>(next.Int64(3));
+      if (next.Int64(4) == 0) {
+        // Stored before the queryable rows and not filled in yet (the start-up backfill runs
+        // beside the workers): its plan is read from those rows.
+        RETURN_IF_ERROR(BackfillCalls(c, id, 1).status());
+      }
+      ASSIGN_OR_RETURN(std::vector<PlannedMetric> plan, ReadPlan(c, id));
 
-          auto settle = [&](absl::string_view status, absl::string_view reason,
-                            const std::string& message) -> absl::Status {
-            ASSIGN_OR_RETURN(auto end, c.Prepare("UPDATE calls SET analysis_status = ?, "
-                                                 "failure_reason = ?, failure_message = ?, "
-                                                 "analysis_token = NULL, analysis_lease_until "
-                                                 "= NULL, updated_at = ? WHERE id = ?"));
-            end.Bind(1, status).Bind(2, reason).Bind(3, message).Bind(4, NowTimestamp());
-            end.Bind(5, id);
-            RETURN_IF_ERROR(end.Run());
-            RETURN_IF_ERROR(SettlePendingMetrics(c, id, status));
-            RETURN_IF_ERROR(ApplyToAgentTotals(c, id, +1));
-            return EndTranscription(c, id, absl::StrCat("the call's analysis ended ", status));
-          };
-          if (attempts >= max_attempts) {
-            RETURN_IF_ERROR(RefundExcept(c, workspace_id, id, planned, {}));
-            RETURN_IF_ERROR(
-                settle("failed", "analysis_failed",
-                       absl::StrCat("the analysis did not finish after ", attempts, " attempts")));
-            continue;
-          }
-          if (first_lease) {
-            // Reserve the planned metrics' credits, all or nothing. The workspace's row stays
-            // locked until the claim commits: under READ COMMITTED two claims of one workspace
-            // would otherwise both see the same balance and together overdraw it.
-            int64_t cost = 0;
-            for (int64_t c : costs) cost += c;
-            ASSIGN_OR_RETURN(auto balance,
-                             c.Prepare(absl::StrCat("SELECT credit_balance FROM workspaces "
-                                                    "WHERE id = ?",
-                                                    c.ForUpdate())));
-            balance.Bind(1, workspace_id);
-            ASSIGN_OR_RETURN(bool has_workspace, balance.Step());
-            const int64_t available = has_workspace ? balance.Int64(0) : 0;
-            if (available < cost) {
-              RETURN_IF_ERROR(settle("skipped", "insufficient_credits",
-                                     absl::StrCat("scoring this call needs ", cost,
-                                                  " credits; the workspace has ", available)));
-              continue;
-            }
-            for (size_t i = 0; i < planned.size(); ++i) {
-              RETURN_IF_ERROR(
-                  ApplyLedger(c, workspace_id, id, planned[i], "charge", -costs[i]).status());
-            }
-          }
-          AnalysisJob job;
-          job.call_id = id;
-          job.token = LeaseToken(holder);
-          job.attempts = attempts + 1;
-          job.planned_metric_ids = planned;
-          ASSIGN_OR_RETURN(auto lease_stmt,
-                           c.Prepare("UPDATE calls SET analysis_status = CASE WHEN "
-                                     "analysis_status = 'computed' THEN 'computed' ELSE "
-                                     "'processing' END, "
-                                     "analysis_token = ?, analysis_lease_until = ?, "
-                                     "analysis_attempts = analysis_attempts + 1, updated_at = ? "
-                                     "WHERE id = ?"));
-          lease_stmt.Bind(1, job.token).Bind(2, now + absl::ToInt64Seconds(lease));
-          lease_stmt.Bind(3, NowTimestamp()).Bind(4, id);
-          RETURN_IF_ERROR(lease_stmt.Run());
-          // The record as a code judge sees it; the job carries its lists separately.
-          ASSIGN_OR_RETURN(job.call, ReadCall(c, id, nullptr));
-          job.observation_type = job.call.observation_type();
-          job.transcript.assign(std::make_move_iterator(job.call.mutable_transcript()->begin()),
-                                std::make_move_iterator(job.call.mutable_transcript()->end()));
-          job.call.clear_transcript();
-          job.call.clear_standard_metrics();
-          job.call.clear_metric_results();
-          job.metadata = job.call.metadata();
-          ASSIGN_OR_RETURN(auto details,
-                           c.Prepare("SELECT recording_state, silence_threshold_ms, "
-                                     "transcription_error, generated_transcript, "
-                                     "audio_results FROM calls WHERE id = ?"));
-          details.Bind(1, id);
-          ASSIGN_OR_RETURN(bool row, details.Step());
-          if (!row) return InternalError("leased call vanished");
-          if (!details.IsNull(0) && details.Text(0) == "stored") {
-            job.recording_path = RecordingPath(id);
-          }
-          if (!details.IsNull(1)) job.silence_threshold_ms = static_cast<int>(details.Int64(1));
-          job.transcription_status = job.call.transcription_status();
-          job.transcription_error = details.OptionalText(2).value_or("");
-          if (!details.IsNull(3)) {
-            v1::StoredTranscript generated;
-            generated.ParseFromString(details.Text(3));
-            job.generated_transcript.assign(generated.turns().begin(), generated.turns().end());
-          }
-          job.audio_stage_done = job.call.analysis_status() == "computed";
-          if (job.audio_stage_done && !details.IsNull(4)) {
-            v1::StoredStandardMetrics audio;
-            audio.ParseFromString(details.Text(4));
-            job.audio_results.assign(audio.items().begin(), audio.items().end());
-          }
-          return std::optional<AnalysisJob>(std::move(job));
-        }
+      if (attempts >= max_attempts) {
+        ASSIGN_OR_RETURN(auto end, c.Prepare("UPDATE calls SET analysis_status = 'failed', "
+                                             "failure_reason = 'analysis_failed', "
+                                             "failure_message = ?, analysis_token = NULL, "
+                                             "analysis_lease_until = NULL, updated_at = ? "
+                                             "WHERE id = ?"));
+        end.Bind(1, absl::StrCat("the analysis did not finish after ", attempts, " attempts"));
+        end.Bind(2, NowTimestamp()).Bind(3, id);
+        RETURN_IF_ERROR(end.Run());
+        RETURN_IF_ERROR(SettlePendingMetrics(c, id, "failed"));
+        RETURN_IF_ERROR(MarkRefundsOwed(c, id));
+        RETURN_IF_ERROR(ApplyToAgentTotals(c, id, +1));
+        RETURN_IF_ERROR(EndTranscription(c, id, "the call's analysis ended failed"));
+        claim.refunds_owed.push_back(id);
+        continue;
+      }
+      const std::string token = LeaseToken(holder);
+      if (first_lease) {
+        // Claimed for the reservation: still pending (so not transcribed), under a token.
+        ASSIGN_OR_RETURN(auto claim_stmt,
+                         c.Prepare("UPDATE calls SET analysis_token = ?, analysis_lease_until = "
+                                   "?, analysis_attempts = analysis_attempts + 1, updated_at = "
+                                   "? WHERE id = ?"));
+        claim_stmt.Bind(1, token).Bind(2, now + absl::ToInt64Seconds(lease));
+        claim_stmt.Bind(3, NowTimestamp()).Bind(4, id);
+        RETURN_IF_ERROR(claim_stmt.Run());
+        Claim::Reservation& r = claim.reserve.emplace();
+        r.call_id = id;
+        r.workspace_id = workspace_id;
+        r.token = token;
+        for (const PlannedMetric& m : plan) r.charges.push_back({m.metric_id, m.credit_cost});
+        return claim;
+      }
+      ASSIGN_OR_RETURN(auto lease_stmt,
+                       c.Prepare("UPDATE calls SET analysis_token = ?, analysis_lease_until = ?, "
+                                 "analysis_attempts = analysis_attempts + 1, updated_at = ? "
+                                 "WHERE id = ?"));
+      lease_stmt.Bind(1, token).Bind(2, now + absl::ToInt64Seconds(lease));
+      lease_stmt.Bind(3, NowTimestamp()).Bind(4, id);
+      RETURN_IF_ERROR(lease_stmt.Run());
+      std::vector<int64_t> planned;
+      for (const PlannedMetric& m : plan) planned.push_back(m.metric_id);
+      ASSIGN_OR_RETURN(claim.job, ReadJob(c, id, token, attempts + 1, std::move(planned)));
+      return claim;
+    }
+  });
+}
+
+absl::StatusOr<std::optional<AnalysisJob>> CallsStore::StartReservedLease(int64_t call_id,
+                                                                          absl::string_view token) {
+  return db::WriteResult<std::optional<AnalysisJob>>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<AnalysisJob>> {
+        ASSIGN_OR_RETURN(auto start,
+                         c.Prepare("UPDATE calls SET analysis_status = 'processing', updated_at "
+                                   "= ? WHERE id = ? AND analysis_token = ? AND analysis_status "
+                                   "= 'pending' RETURNING analysis_attempts"));
+        start.Bind(1, NowTimestamp()).Bind(2, call_id).Bind(3, token);
+        ASSIGN_OR_RETURN(bool held, start.Step());
+        // The claim expired during the reservation and another worker took the call.
+        if (!held) return std::nullopt;
+        const int attempts = static_cast<int>(start.Int64(0));
+        ASSIGN_OR_RETURN(bool more, start.Step());  // drain: the UPDATE completes
+        (void)more;
+        ASSIGN_OR_RETURN(std::vector<PlannedMetric> plan, ReadPlan(c, call_id));
+        std::vector<int64_t> planned;
+        for (const PlannedMetric& m : plan) planned.push_back(m.metric_id);
+        ASSIGN_OR_RETURN(AnalysisJob job,
+                         ReadJob(c, call_id, std::string(token), attempts, std::move(planned)));
+        return std::optional<AnalysisJob>(std::move(job));
       });
+}
+
+absl::StatusOr<AnalysisJob> CallsStore::ReadJob(db::Connection& c, int64_t id, std::string token,
+                                                int attempts, std::vector<int64_t> planned) {
+  AnalysisJob job;
+  job.call_id = id;
+  job.token = std::move(token);
+  job.attempts = attempts;
+  job.planned_metric_ids = std::move(planned);
+  // The record as a code judge sees it; the job carries its lists separately.
+  ASSIGN_OR_RETURN(job.call, ReadCall(c, id, nullptr));
+  job.observation_type = job.call.observation_type();
+  job.transcript.assign(std::make_move_iterator(job.call.mutable_transcript()->begin()),
+                        std::make_move_iterator(job.call.mutable_transcript()->end()));
+  job.call.clear_transcript();
+  job.call.clear_standard_metrics();
+  job.call.clear_metric_results();
+  job.metadata = job.call.metadata();
+  ASSIGN_OR_RETURN(auto details, c.Prepare("SELECT recording_state, silence_threshold_ms, "
+                                           "transcription_error, generated_transcript, "
+                                           "audio_results FROM calls WHERE id = ?"));
+  details.Bind(1, id);
+  ASSIGN_OR_RETURN(bool row, details.Step());
+  if (!row) return InternalError("leased call vanished");
+  if (!details.IsNull(0) && details.Text(0) == "stored") job.recording_path = RecordingPath(id);
+  if (!details.IsNull(1)) job.silence_threshold_ms = static_cast<int>(details.Int64(1));
+  job.transcription_status = job.call.transcription_status();
+  job.transcription_error = details.OptionalText(2).value_or("");
+  if (!details.IsNull(3)) {
+    v1::StoredTranscript generated;
+    generated.ParseFromString(details.Text(3));
+    job.generated_transcript.assign(generated.turns().begin(), generated.turns().end());
+  }
+  job.audio_stage_done = job.call.analysis_status() == "computed";
+  if (job.audio_stage_done && !details.IsNull(4)) {
+    v1::StoredStandardMetrics audio;
+    audio.ParseFromString(details.Text(4));
+    job.audio_results.assign(audio.items().begin(), audio.items().end());
+  }
+  return job;
+}
+
+absl::Status CallsStore::ApplyOwedRefundsOf(int64_t call_id) {
+  struct Owed {
+    int64_t workspace_id = 0;
+    std::vector<int64_t> metric_ids;
+  };
+  ASSIGN_OR_RETURN(std::optional<Owed> owed,
+                   db::ReadResult<std::optional<Owed>>(
+                       *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<Owed>> {
+                         ASSIGN_OR_RETURN(auto call,
+                                          c.Prepare("SELECT workspace_id FROM calls WHERE id = ? "
+                                                    "AND refunds_owed = 1"));
+                         call.Bind(1, call_id);
+                         ASSIGN_OR_RETURN(bool row, call.Step());
+                         if (!row) return std::nullopt;
+                         Owed out{call.Int64(0), {}};
+                         ASSIGN_OR_RETURN(out.metric_ids, UnusedPlannedMetrics(c, call_id));
+                         return out;
+                       }));
+  if (!owed) return absl::OkStatus();
+  if (!owed->metric_ids.empty()) {
+    RETURN_IF_ERROR(credits_->Refund(owed->workspace_id, call_id, owed->metric_ids));
+  }
+  // A crash before this clears the mark applies the refund again, which gives nothing twice.
+  return db_->Write([&](db::Connection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(auto clear, c.Prepare("UPDATE calls SET refunds_owed = 0 WHERE id = ?"));
+    clear.Bind(1, call_id);
+    return clear.Run();
+  });
+}
+
+absl::StatusOr<int> CallsStore::ApplyOwedRefunds() {
+  int applied = 0;
+  int64_t after = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> ids,
+                     db::ReadResult<std::vector<int64_t>>(
+                         *db_, [&](db::Connection& c) -> absl::StatusOr<std::vector<int64_t>> {
+                           ASSIGN_OR_RETURN(auto owed,
+                                            c.Prepare("SELECT id FROM calls WHERE refunds_owed = 1 "
+                                                      "AND id > ? ORDER BY id LIMIT 100"));
+                           owed.Bind(1, after);
+                           std::vector<int64_t> out;
+                           while (true) {
+                             ASSIGN_OR_RETURN(bool row, owed.Step());
+                             if (!row) return out;
+                             out.push_back(owed.Int64(0));
+                           }
+                         }));
+    if (ids.empty()) return applied;
+    for (int64_t id : ids) {
+      RETURN_IF_ERROR(ApplyOwedRefundsOf(id));
+      ++applied;
+    }
+    after = ids.back();
+  }
+}
+
+void CallsStore::MaybeSweepOwedRefunds() {
+  const int64_t now = NowUnixSeconds();
+  int64_t due = next_refund_sweep_.load();
+  if (now < due) return;
+  // One caller sweeps; the others go on leasing.
+  if (!next_refund_sweep_.compare_exchange_strong(due,
+                                                  now + absl::ToInt64Seconds(kOwedRefundsSweep))) {
+    return;
+  }
+  ApplyOwedRefunds().IgnoreError();  // what fails stays owed for the next sweep
 }
 
 absl::Status CallsStore::RecordAnalysis(int64_t call_id, absl::string_view token,
                                         std::optional<double> duration_seconds,
                                         const std::vector<v1::StandardMetricResult>& results,
                                         const std::vector<v1::MetricResult>& metric_results) {
-  return db_->Write([&](db::Connection& c) -> absl::Status {
+  RETURN_IF_ERROR(db_->Write([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(LeasedCall leased, CheckLease(c, call_id, token));
     v1::StoredStandardMetrics stored;
     v1::StoredMetricResults stored_custom;
@@ -946,7 +1108,6 @@ absl::Status CallsStore::RecordAnalysis(int64_t call_id, absl::string_view token
         completed.push_back(metric);
       }
     }
-    RETURN_IF_ERROR(RefundExcept(c, leased.workspace_id, call_id, leased.planned, completed));
     ASSIGN_OR_RETURN(
         auto update,
         c.Prepare("UPDATE calls SET analysis_status = 'completed', standard_metrics = ?, "
@@ -964,15 +1125,18 @@ absl::Status CallsStore::RecordAnalysis(int64_t call_id, absl::string_view token
     RETURN_IF_ERROR(update.Run());
     RETURN_IF_ERROR(WriteCallResults(c, call_id, {stored.items().begin(), stored.items().end()},
                                      {stored_custom.items().begin(), stored_custom.items().end()}));
+    RETURN_IF_ERROR(MarkRefundsOwed(c, call_id));
     return ApplyToAgentTotals(c, call_id, +1);
-  });
+  }));
+  // Once the results are committed; left owed on failure, for the next sweep.
+  ApplyOwedRefundsOf(call_id).IgnoreError();
+  return absl::OkStatus();
 }
 
 absl::Status CallsStore::FailAnalysis(int64_t call_id, absl::string_view token,
                                       absl::string_view reason, absl::string_view message) {
-  return db_->Write([&](db::Connection& c) -> absl::Status {
-    ASSIGN_OR_RETURN(LeasedCall leased, CheckLease(c, call_id, token));
-    RETURN_IF_ERROR(RefundExcept(c, leased.workspace_id, call_id, leased.planned, {}));
+  RETURN_IF_ERROR(db_->Write([&](db::Connection& c) -> absl::Status {
+    RETURN_IF_ERROR(CheckLease(c, call_id, token).status());
     ASSIGN_OR_RETURN(auto update,
                      c.Prepare("UPDATE calls SET analysis_status = 'failed', failure_reason = ?, "
                                "failure_message = ?, analysis_token = NULL, "
@@ -980,9 +1144,12 @@ absl::Status CallsStore::FailAnalysis(int64_t call_id, absl::string_view token,
     update.Bind(1, reason).Bind(2, message).Bind(3, NowTimestamp()).Bind(4, call_id);
     RETURN_IF_ERROR(update.Run());
     RETURN_IF_ERROR(SettlePendingMetrics(c, call_id, "failed"));
+    RETURN_IF_ERROR(MarkRefundsOwed(c, call_id));
     RETURN_IF_ERROR(ApplyToAgentTotals(c, call_id, +1));
     return EndTranscription(c, call_id, absl::StrCat("the call's analysis failed: ", reason));
-  });
+  }));
+  ApplyOwedRefundsOf(call_id).IgnoreError();  // like RecordAnalysis
+  return absl::OkStatus();
 }
 
 absl::Status CallsStore::ReleaseAnalysis(int64_t call_id, absl::string_view token) {
@@ -1196,8 +1363,8 @@ absl::StatusOr<int> CallsStore::ReleaseLeasesOf(absl::string_view holder) {
     ASSIGN_OR_RETURN(auto analysis,
                      c.Prepare("UPDATE calls SET analysis_token = NULL, analysis_lease_until = 0 "
                                "WHERE analysis_token IS NOT NULL AND substr(analysis_token, 1, "
-                               "length(?)) = ? AND analysis_status IN ('processing', "
-                               "'computed')"));
+                               "length(?)) = ? AND analysis_status IN ('pending', "
+                               "'processing', 'computed')"));
     analysis.Bind(1, prefix).Bind(2, prefix);
     RETURN_IF_ERROR(analysis.Run());
     int released = static_cast<int>(c.Changes());

@@ -4,8 +4,10 @@
 // update of the mutable fields, listing, deletion, and the durable queue of recording
 // downloads.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "calleval/v1/calls.pb.h"
 #include "common/database.h"
 #include "common/url_guard.h"
+#include "services/calls/credits.h"
 #include "services/calls/recording_signer.h"
 
 namespace calleval::calls {
@@ -116,6 +119,8 @@ class CallsStore {
     // Custom metrics; without them only the standard metrics are known.
     MetricCatalog catalog;
     MetricDefinitions definitions;
+    // The credit ledger (accounts'). Without it, the accounts store on the same database.
+    Credits* credits = nullptr;
   };
 
   CallsStore(db::Database* db, AgentLookup agents, Options options);
@@ -136,7 +141,8 @@ class CallsStore {
                                   std::optional<int64_t> agent_id, const v1::CallUpdate& update);
   absl::StatusOr<v1::ListCallsResponse> List(int64_t workspace_id,
                                              const v1::ListCallsRequest& request);
-  // Deletes the record and its stored recording.
+  // Deletes the record and its stored recording. Refunds the call is still owed are applied
+  // first (kUnavailable when that cannot be done now: nothing is deleted).
   absl::Status Delete(int64_t workspace_id, absl::string_view id_or_identifier);
 
   // Writes the queryable rows (schema version 10: planned metrics, results, figures, the
@@ -161,9 +167,12 @@ class CallsStore {
   absl::Status FailRecording(int64_t call_id, absl::string_view message);
   // The analysis queue. LeaseAnalysis hands out the oldest call ready for analysis (text
   // calls at once, voice calls once their recording is stored), or one whose lease expired.
-  // The first lease reserves the planned metrics' credits (a short balance ends the call
-  // skipped with insufficient_credits, charging nothing); a call that was leased
-  // `max_attempts` times without a report ends failed.
+  // The first lease reserves the planned metrics' credits through Options::credits, between
+  // two transactions: the call is claimed (still pending, under a lease token), reserved, then
+  // handed out; a short balance ends it skipped with insufficient_credits, charging nothing. A
+  // crash in between leaves the claim to expire (or to ReleaseLeasesOf) and the next claim
+  // reserves again, which charges nothing twice. A call that was leased `max_attempts` times
+  // without a report ends failed, refunded in full.
   // The job's token carries `holder` (common/lease_heartbeat.h LeaseToken) so that a restart
   // of that process can give the lease back (ReleaseLeasesOf).
   absl::StatusOr<std::optional<AnalysisJob>> LeaseAnalysis(absl::Duration lease, int max_attempts,
@@ -174,7 +183,8 @@ class CallsStore {
   absl::Status RenewAnalysisLease(int64_t call_id, absl::string_view token, absl::Duration lease);
   // Stores the results of a lease (`token` must be the current one: a stale report is
   // refused with kFailedPrecondition) and completes the call. Metrics that did not complete
-  // are refunded, each at most once.
+  // are refunded, each at most once: the transaction records that the call is owed them
+  // (calls.refunds_owed) and ApplyOwedRefunds gives them back once it has committed.
   absl::Status RecordAnalysis(int64_t call_id, absl::string_view token,
                               std::optional<double> duration_seconds,
                               const std::vector<v1::StandardMetricResult>& results,
@@ -219,18 +229,41 @@ class CallsStore {
   // many leases were given back.
   absl::StatusOr<int> ReleaseLeasesOf(absl::string_view holder);
 
+  // Gives back, through Options::credits, what settled calls are owed (metrics charged and not
+  // used) and clears their refunds_owed mark. Each settlement applies its own once it has
+  // committed; this finds those a crash or an unreachable accounts role left behind. Run at
+  // start-up, and by LeaseAnalysis every kOwedRefundsSweep. Answers how many calls it settled
+  // up; stops at the first refund that fails (they stay owed).
+  absl::StatusOr<int> ApplyOwedRefunds();
+  static constexpr absl::Duration kOwedRefundsSweep = absl::Seconds(30);
+
   // The stored recording of a call (no workspace check: the caller verified a signed link).
   absl::StatusOr<RecordingFile> GetRecordingFile(int64_t call_id);
   std::string RecordingPath(int64_t call_id) const;
 
  private:
-  // The lease itself, in one write transaction.
-  absl::StatusOr<std::optional<AnalysisJob>> LeaseNext(absl::Duration lease, int max_attempts,
-                                                       absl::string_view holder);
+  struct Claim;
+  // The lease itself, in one write transaction: a job to hand out, a first lease to reserve
+  // credits for, or nothing waiting.
+  absl::StatusOr<Claim> LeaseNext(absl::Duration lease, int max_attempts, absl::string_view holder);
+  // After a reservation: the claim becomes the call's analysis lease (nullopt when the claim
+  // was lost meanwhile).
+  absl::StatusOr<std::optional<AnalysisJob>> StartReservedLease(int64_t call_id,
+                                                                absl::string_view token);
+  // The call as a job for the worker holding `token` (inside the lease's transaction).
+  absl::StatusOr<AnalysisJob> ReadJob(db::Connection& c, int64_t call_id, std::string token,
+                                      int attempts, std::vector<int64_t> planned);
+  // Gives back what one call is owed and clears its mark.
+  absl::Status ApplyOwedRefundsOf(int64_t call_id);
+  void MaybeSweepOwedRefunds();
 
   db::Database* db_;
   AgentLookup agents_;
   Options options_;
+  std::unique_ptr<accounts::AccountsStore> own_accounts_;
+  std::unique_ptr<Credits> own_credits_;
+  Credits* credits_;
+  std::atomic<int64_t> next_refund_sweep_{0};  // Unix seconds
 };
 
 }  // namespace calleval::calls

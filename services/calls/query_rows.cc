@@ -47,18 +47,46 @@ absl::Status WritePlannedMetrics(db::Connection& c, int64_t call_id,
   if (metric_ids.empty()) return absl::OkStatus();
   // One statement for all of them: on PostgreSQL a row per round trip would cost the ingest
   // path a dozen trips.
-  std::string sql = "INSERT INTO call_metrics (call_id, metric_id, credit_cost, status) VALUES ";
+  std::string sql =
+      "INSERT INTO call_metrics (call_id, metric_id, credit_cost, status, plan_order) VALUES ";
   for (size_t i = 0; i < metric_ids.size(); ++i) {
-    absl::StrAppend(&sql, i == 0 ? "" : ", ", "(?, ?, ?, 'pending')");
+    absl::StrAppend(&sql, i == 0 ? "" : ", ", "(?, ?, ?, 'pending', ?)");
   }
   sql += " ON CONFLICT (call_id, metric_id) DO NOTHING";
   ASSIGN_OR_RETURN(auto insert, c.Prepare(sql));
   for (size_t i = 0; i < metric_ids.size(); ++i) {
-    const int base = static_cast<int>(3 * i);
+    const int base = static_cast<int>(4 * i);
     insert.Bind(base + 1, call_id).Bind(base + 2, metric_ids[i]);
     insert.Bind(base + 3, i < credit_costs.size() ? credit_costs[i] : int64_t{0});
+    insert.Bind(base + 4, static_cast<int64_t>(i + 1));
   }
   return insert.Run();
+}
+
+absl::StatusOr<std::vector<PlannedMetric>> ReadPlan(db::Connection& c, int64_t call_id) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT metric_id, credit_cost FROM call_metrics WHERE "
+                                        "call_id = ? AND plan_order IS NOT NULL ORDER BY "
+                                        "plan_order"));
+  stmt.Bind(1, call_id);
+  std::vector<PlannedMetric> plan;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return plan;
+    plan.push_back({stmt.Int64(0), stmt.Int64(1)});
+  }
+}
+
+absl::StatusOr<std::vector<int64_t>> UnusedPlannedMetrics(db::Connection& c, int64_t call_id) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT metric_id FROM call_metrics WHERE call_id = ? "
+                                        "AND plan_order IS NOT NULL AND credits_used < "
+                                        "credit_cost ORDER BY plan_order"));
+  stmt.Bind(1, call_id);
+  std::vector<int64_t> ids;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return ids;
+    ids.push_back(stmt.Int64(0));
+  }
 }
 
 absl::Status WriteCallResults(db::Connection& c, int64_t call_id,

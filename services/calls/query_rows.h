@@ -8,16 +8,28 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "calleval/v1/calls.pb.h"
 #include "common/database.h"
 
 namespace calleval::calls {
 
-// One call_metrics row per planned metric, status pending.
+// One call_metrics row per planned metric, status pending, in plan order.
 absl::Status WritePlannedMetrics(db::Connection& c, int64_t call_id,
                                  const std::vector<int64_t>& metric_ids,
                                  const std::vector<int64_t>& credit_costs);
+
+// A planned metric of a call and the credits it costs (fixed at ingest).
+struct PlannedMetric {
+  int64_t metric_id = 0;
+  int64_t credit_cost = 0;
+};
+// The call's plan from its call_metrics rows, in plan order.
+absl::StatusOr<std::vector<PlannedMetric>> ReadPlan(db::Connection& c, int64_t call_id);
+// The planned metrics of a settled call that kept less than they cost (credits_used below
+// credit_cost): what the call is owed back, if they were charged.
+absl::StatusOr<std::vector<int64_t>> UnusedPlannedMetrics(db::Connection& c, int64_t call_id);
 
 // The results of a scored call: call_metrics rows (inserted for a result that was not planned,
 // with cost 0), its figures and latency histogram.

@@ -8,14 +8,43 @@
 
 #include "common/errors.h"
 #include "common/schema.h"
-#include "tests/support/test_database.h"
+#include "common/status_macros.h"
 #include "google/protobuf/text_format.h"
 #include "services/accounts/accounts_store.h"
+#include "tests/support/test_database.h"
 
 namespace calleval::calls {
 namespace {
 
 using ::testing::ElementsAre;
+
+// The ledger through the accounts store, with the failures of a process boundary: a reservation
+// whose answer is lost after it was made, and refunds that cannot be applied (accounts
+// unreachable, or the process dies before it applies them).
+class FlakyCredits : public Credits {
+ public:
+  explicit FlakyCredits(Credits* real) : real_(real) {}
+  absl::StatusOr<Reservation> Reserve(int64_t workspace_id, int64_t call_id,
+                                      const std::vector<Charge>& charges) override {
+    ++reservations;
+    if (refuse_reservations) return absl::UnavailableError("accounts is unreachable");
+    auto reserved = real_->Reserve(workspace_id, call_id, charges);
+    if (lose_reservation_answers) return absl::UnavailableError("the answer was lost");
+    return reserved;
+  }
+  absl::Status Refund(int64_t workspace_id, int64_t call_id,
+                      const std::vector<int64_t>& metric_ids) override {
+    if (refuse_refunds) return absl::UnavailableError("accounts is unreachable");
+    return real_->Refund(workspace_id, call_id, metric_ids);
+  }
+  bool refuse_reservations = false;
+  bool lose_reservation_answers = false;
+  bool refuse_refunds = false;
+  int reservations = 0;
+
+ private:
+  Credits* real_;
+};
 
 // Every case on a SQLite file and on PostgreSQL; recordings in a directory of their own.
 class CallsStoreTest : public ::testing::TestWithParam<db::Backend> {
@@ -27,13 +56,20 @@ class CallsStoreTest : public ::testing::TestWithParam<db::Backend> {
     ASSERT_TRUE(database.ok()) << database.status();
     database_ = std::move(*database);
     db_ = database_->Release();
-    accounts::AccountsStore accounts(db_.get());
-    workspace_ = accounts.CreateWorkspace("w", 0)->id;
-    other_workspace_ = accounts.CreateWorkspace("o", 0)->id;
+    accounts_ = std::make_unique<accounts::AccountsStore>(db_.get());
+    workspace_ = accounts_->CreateWorkspace("w", 0)->id;
+    other_workspace_ = accounts_->CreateWorkspace("o", 0)->id;
     signer_ = std::make_unique<RecordingSigner>("k", "http://edge", absl::Hours(1));
+    real_credits_ = NewStoreCredits(accounts_.get());
+    credits_ = std::make_unique<FlakyCredits>(real_credits_.get());
+    OpenStore();
+  }
+  // The store as a process opens it (again, after a "restart").
+  void OpenStore() {
     CallsStore::Options options;
     options.recordings_dir = dir_;
     options.signer = signer_.get();
+    options.credits = credits_.get();
     store_ = std::make_unique<CallsStore>(
         db_.get(),
         [](int64_t workspace, int64_t agent) -> absl::StatusOr<AgentInfo> {
@@ -44,6 +80,9 @@ class CallsStoreTest : public ::testing::TestWithParam<db::Backend> {
   }
   void TearDown() override {
     store_.reset();
+    credits_.reset();
+    real_credits_.reset();
+    accounts_.reset();
     db_.reset();
     database_.reset();
     std::filesystem::remove_all(dir_);
@@ -69,6 +108,9 @@ class CallsStoreTest : public ::testing::TestWithParam<db::Backend> {
   std::unique_ptr<testing::TestDatabase> database_;
   std::unique_ptr<db::Database> db_;
   std::unique_ptr<RecordingSigner> signer_;
+  std::unique_ptr<accounts::AccountsStore> accounts_;
+  std::unique_ptr<Credits> real_credits_;
+  std::unique_ptr<FlakyCredits> credits_;
   std::unique_ptr<CallsStore> store_;
   int64_t workspace_ = 0, other_workspace_ = 0;
 };
@@ -325,6 +367,134 @@ TEST_P(AnalysisQueueTest, VoiceCallWaitsForItsRecordingAndFailsWithRefund) {
   // A call whose analysis failed is not transcribed.
   EXPECT_EQ(store_->Get(workspace_, "q5")->transcription_status(), "failed");
   EXPECT_FALSE(store_->LeaseTranscription(absl::Minutes(1), 3)->has_value());
+}
+
+// The settle commits with the refund owed; the process dies before accounts applies it. After the
+// restart nothing is lost and nothing is given twice.
+TEST_P(AnalysisQueueTest, RefundOwedWhenTheProcessDiesAfterTheSettleIsAppliedAfterTheRestart) {
+  Fund(10);
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("r1", false)).ok());
+  auto job = store_->LeaseAnalysis(absl::Minutes(10), 3);
+  ASSERT_TRUE(job.ok() && job->has_value()) << job.status();
+  EXPECT_EQ(Balance(), 9);
+  credits_->refuse_refunds = true;  // the apply step after the settle never happens
+  ASSERT_TRUE(
+      store_->RecordAnalysis((*job)->call_id, (*job)->token, std::nullopt, {Result(11, "failed")})
+          .ok());
+  EXPECT_EQ(store_->Get(workspace_, "r1")->credits_used(), 0);
+  EXPECT_EQ(Balance(), 9);  // owed, not refunded yet
+  EXPECT_EQ(store_->ApplyOwedRefunds().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Balance(), 9);
+
+  credits_->refuse_refunds = false;
+  OpenStore();  // the restart
+  auto applied = store_->ApplyOwedRefunds();
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(*applied, 1);
+  EXPECT_EQ(Balance(), 10);
+  // Applied once: the mark is gone, and applying the same refund again gives nothing.
+  EXPECT_EQ(*store_->ApplyOwedRefunds(), 0);
+  ASSERT_TRUE(real_credits_->Refund(workspace_, (*job)->call_id, {11}).ok());
+  EXPECT_EQ(Balance(), 10);
+}
+
+// A crash after the refund was applied but before its mark was cleared applies it again, which
+// gives nothing twice; a failed call is refunded in full the same way.
+TEST_P(AnalysisQueueTest, FailedCallsRefundInFullAndAgainGivesNothing) {
+  Fund(10);
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("r2", false)).ok());
+  auto job = store_->LeaseAnalysis(absl::Minutes(10), 3);
+  ASSERT_TRUE(job.ok() && job->has_value()) << job.status();
+  credits_->refuse_refunds = true;
+  ASSERT_TRUE(store_->FailAnalysis((*job)->call_id, (*job)->token, "unsupported_audio", "x").ok());
+  EXPECT_EQ(Balance(), 9);
+  // Applied by accounts, then the process dies before clearing the mark.
+  ASSERT_TRUE(real_credits_->Refund(workspace_, (*job)->call_id, {11}).ok());
+  EXPECT_EQ(Balance(), 10);
+  credits_->refuse_refunds = false;
+  OpenStore();
+  EXPECT_EQ(*store_->ApplyOwedRefunds(), 1);
+  EXPECT_EQ(Balance(), 10);
+}
+
+// The reservation was made but its answer lost (or the process died right after it): the call is
+// claimed again and its reservation, made again, charges nothing twice.
+TEST_P(AnalysisQueueTest, AReservationMadeTwiceChargesOnce) {
+  Fund(10);
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("r3", false)).ok());
+  credits_->lose_reservation_answers = true;
+  EXPECT_EQ(store_->LeaseAnalysis(absl::Minutes(10), 3).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Balance(), 9);
+  // Given back untried: still pending, not transcribed, leased at once by the next ask.
+  EXPECT_EQ(store_->Get(workspace_, "r3")->analysis_status(), "pending");
+  credits_->lose_reservation_answers = false;
+  auto job = store_->LeaseAnalysis(absl::Minutes(10), 3);
+  ASSERT_TRUE(job.ok() && job->has_value()) << job.status();
+  EXPECT_EQ((*job)->attempts, 1);
+  EXPECT_EQ(Balance(), 9);
+  EXPECT_EQ(store_->Get(workspace_, "r3")->analysis_status(), "processing");
+}
+
+// A process that claimed a call and died before reserving leaves a pending call under a claim:
+// the restart gives it back, and it is reserved once.
+TEST_P(AnalysisQueueTest, AClaimOfAProcessThatDiedBeforeItsReservationIsGivenBack) {
+  Fund(10);
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("r4", false)).ok());
+  // The claim stays (the reservation never ran): as if the process died between the two.
+  credits_->refuse_reservations = true;
+  ASSERT_TRUE(db_->Write([](db::Connection& c) {
+                   return c.Exec(
+                       "UPDATE calls SET analysis_token = 'dead:0', "
+                       "analysis_lease_until = 4102444800, analysis_attempts = 1");
+                 })
+                  .ok());
+  EXPECT_FALSE(store_->LeaseAnalysis(absl::Minutes(10), 3)->has_value());  // claimed
+  EXPECT_EQ(credits_->reservations, 0);
+  EXPECT_EQ(*store_->ReleaseLeasesOf("dead"), 1);
+  credits_->refuse_reservations = false;
+  auto job = store_->LeaseAnalysis(absl::Minutes(10), 3);
+  ASSERT_TRUE(job.ok() && job->has_value()) << job.status();
+  EXPECT_EQ((*job)->attempts, 2);
+  EXPECT_EQ(Balance(), 9);
+}
+
+// The plan and its costs come from the call_metrics rows, not the old text columns.
+TEST_P(AnalysisQueueTest, ThePlanIsReadFromItsRows) {
+  Fund(10);
+  auto request = Request("p1", false);
+  ASSERT_TRUE(store_->Ingest(workspace_, request).ok());
+  ASSERT_TRUE(db_->Write([](db::Connection& c) {
+                   RETURN_IF_ERROR(
+                       c.Exec("UPDATE calls SET planned_metric_ids = '1,2,3', "
+                              "planned_metric_costs = '5,5,5'"));
+                   return c.Exec("UPDATE call_metrics SET credit_cost = 4");
+                 })
+                  .ok());
+  auto job = store_->LeaseAnalysis(absl::Minutes(10), 3);
+  ASSERT_TRUE(job.ok() && job->has_value()) << job.status();
+  EXPECT_THAT((*job)->planned_metric_ids, ElementsAre(11));
+  EXPECT_EQ(Balance(), 6);
+  ASSERT_TRUE(
+      store_
+          ->RecordAnalysis((*job)->call_id, (*job)->token, std::nullopt, {Result(11, "completed")})
+          .ok());
+  EXPECT_EQ(store_->Get(workspace_, "p1")->credits_used(), 4);
+}
+
+// A deleted call's owed refunds are applied before it goes; while they cannot be, it stays.
+TEST_P(AnalysisQueueTest, DeletingACallAppliesItsOwedRefundsFirst) {
+  Fund(10);
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("d1", false)).ok());
+  auto job = store_->LeaseAnalysis(absl::Minutes(10), 3);
+  ASSERT_TRUE(job.ok() && job->has_value()) << job.status();
+  credits_->refuse_refunds = true;
+  ASSERT_TRUE(store_->FailAnalysis((*job)->call_id, (*job)->token, "unsupported_audio", "x").ok());
+  EXPECT_EQ(store_->Delete(workspace_, "d1").code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(store_->Get(workspace_, "d1").ok());
+  credits_->refuse_refunds = false;
+  ASSERT_TRUE(store_->Delete(workspace_, "d1").ok());
+  EXPECT_EQ(Balance(), 10);
 }
 
 class TranscriptionQueueTest : public AnalysisQueueTest {

@@ -51,10 +51,6 @@ SERVICE_OF_DIR = {
 # entry goes when its SQL moves behind the owning service's interface, and the test fails when
 # an entry no longer matches anything, so the list only shrinks.
 ALLOWED = {
-    # The credit ledger and balances move into accounts (calls will charge and refund through the
-    # Accounts interface); until then calls_store.cc charges in the call's own transaction.
-    ("services/calls/calls_store.cc", "credit_ledger"),
-    ("services/calls/calls_store.cc", "workspaces"),
     # Scenario validation checks metric_ids against the metrics table; it is to ask the metrics
     # service (as the metrics store asks the agents service, services/metrics/agent_directory.h).
     ("services/agents/scenarios_store.cc", "metrics"),
