@@ -591,7 +591,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                 << probe->error->message << "\n";
     }
   }
-  s->credits = calls::NewStoreCredits(s->accounts_store.get());
+  // The ledger is accounts': like keys, through its store unless accounts is explicitly remote.
+  if (!HasRole(config, "accounts") && !config.accounts_addr.empty()) {
+    s->credits =
+        calls::NewGrpcCredits(CreateInternalChannel(config.accounts_addr, internal_credential));
+  } else {
+    s->credits = calls::NewStoreCredits(s->accounts_store.get());
+  }
   calls_options.credits = s->credits.get();
   s->calls_store = std::make_unique<calls::CallsStore>(
       s->database.get(), AgentLookupFor(s->agents_store.get()), calls_options);

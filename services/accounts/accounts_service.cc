@@ -29,6 +29,30 @@ absl::Status AccountsService::HandleAuthenticate(const std::string& authorizatio
   return absl::OkStatus();
 }
 
+absl::Status AccountsService::HandleReserveCredits(const std::string& authorization,
+                                                   const v1::ReserveCreditsRequest& request,
+                                                   v1::ReserveCreditsResponse* response) {
+  std::vector<CreditCharge> charges;
+  charges.reserve(request.charges_size());
+  for (const auto& c : request.charges()) charges.push_back({c.metric_id(), c.cost()});
+  ASSIGN_OR_RETURN(Reservation r,
+                   store_->Reserve(request.workspace_id(), request.call_id(), charges));
+  response->set_reserved(r.reserved);
+  response->set_cost(r.cost);
+  response->set_balance(r.balance);
+  return absl::OkStatus();
+}
+
+absl::Status AccountsService::HandleRefundCredits(const std::string& authorization,
+                                                  const v1::RefundCreditsRequest& request,
+                                                  v1::RefundCreditsResponse* response) {
+  ASSIGN_OR_RETURN(int64_t refunded,
+                   store_->Refund(request.workspace_id(), request.call_id(),
+                                  {request.metric_ids().begin(), request.metric_ids().end()}));
+  response->set_refunded(refunded);
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* AccountsService::GetCurrentWorkspace(
     grpc::CallbackServerContext* context, const v1::GetCurrentWorkspaceRequest* request,
     v1::Workspace* response) {
@@ -44,6 +68,25 @@ grpc::ServerUnaryReactor* AccountsService::Authenticate(grpc::CallbackServerCont
                                 [this, auth = AuthorizationOf(context), request, response] {
                                   return HandleAuthenticate(auth, *request, response);
                                 });
+}
+
+// Ledger writes wait for a commit: on the pool, never on gRPC's threads.
+grpc::ServerUnaryReactor* AccountsService::ReserveCredits(grpc::CallbackServerContext* context,
+                                                          const v1::ReserveCreditsRequest* request,
+                                                          v1::ReserveCreditsResponse* response) {
+  return RunInternalUnary(context, pool_, internal_credential_,
+                          [this, auth = AuthorizationOf(context), request, response] {
+                            return HandleReserveCredits(auth, *request, response);
+                          });
+}
+
+grpc::ServerUnaryReactor* AccountsService::RefundCredits(grpc::CallbackServerContext* context,
+                                                         const v1::RefundCreditsRequest* request,
+                                                         v1::RefundCreditsResponse* response) {
+  return RunInternalUnary(context, pool_, internal_credential_,
+                          [this, auth = AuthorizationOf(context), request, response] {
+                            return HandleRefundCredits(auth, *request, response);
+                          });
 }
 
 }  // namespace calleval::accounts

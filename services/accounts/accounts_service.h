@@ -13,7 +13,8 @@ namespace calleval::accounts {
 
 class AccountsService final : public v1::Accounts::CallbackService {
  public:
-  // `internal_credential` opens Authenticate (common/internal_credential.h).
+  // `internal_credential` opens Authenticate, ReserveCredits and RefundCredits
+  // (common/internal_credential.h).
   AccountsService(AccountsStore* store, Authenticator* authenticator, ThreadPool* pool,
                   std::string internal_credential)
       : store_(store),
@@ -27,6 +28,13 @@ class AccountsService final : public v1::Accounts::CallbackService {
   grpc::ServerUnaryReactor* Authenticate(grpc::CallbackServerContext* context,
                                          const v1::AuthenticateRequest* request,
                                          v1::Principal* response) override;
+  // The credit ledger for the calls role in another process (services/calls/credits.h).
+  grpc::ServerUnaryReactor* ReserveCredits(grpc::CallbackServerContext* context,
+                                           const v1::ReserveCreditsRequest* request,
+                                           v1::ReserveCreditsResponse* response) override;
+  grpc::ServerUnaryReactor* RefundCredits(grpc::CallbackServerContext* context,
+                                          const v1::RefundCreditsRequest* request,
+                                          v1::RefundCreditsResponse* response) override;
 
   // The handlers, independent of the transport (see calls_service.h).
   absl::Status HandleGetCurrentWorkspace(const std::string& authorization,
@@ -34,6 +42,12 @@ class AccountsService final : public v1::Accounts::CallbackService {
                                          v1::Workspace* response);
   absl::Status HandleAuthenticate(const std::string& authorization,
                                   const v1::AuthenticateRequest& request, v1::Principal* response);
+  absl::Status HandleReserveCredits(const std::string& authorization,
+                                    const v1::ReserveCreditsRequest& request,
+                                    v1::ReserveCreditsResponse* response);
+  absl::Status HandleRefundCredits(const std::string& authorization,
+                                   const v1::RefundCreditsRequest& request,
+                                   v1::RefundCreditsResponse* response);
 
  private:
   AccountsStore* store_;

@@ -3,11 +3,14 @@
 // What the calls store needs of the credit ledger, which belongs to accounts: a reservation of a
 // call's planned metrics when it is first leased, and refunds of what it was charged for
 // metrics that did not complete. The ledger lives in accounts' tables; calls reaches it only
-// through this interface, here over the accounts store (NewStoreCredits).
+// through this interface: over the accounts store when accounts runs in the same process
+// (NewStoreCredits), over the Accounts service's internal methods otherwise (NewGrpcCredits).
 //
 // Both operations are idempotent per (call, metric): a retry after a lost answer or a crash
 // charges and refunds nothing twice, which is what lets the calls store call them outside its
 // own transactions (docs/architecture.md, "Credits across services").
+
+#include <grpcpp/channel.h>
 
 #include <cstdint>
 #include <memory>
@@ -41,5 +44,8 @@ class Credits {
 
 // The ledger through the accounts store of this process.
 std::unique_ptr<Credits> NewStoreCredits(accounts::AccountsStore* accounts);
+// The ledger through the Accounts service's internal ReserveCredits and RefundCredits, on a
+// channel that carries the installation's internal credential (CreateInternalChannel).
+std::unique_ptr<Credits> NewGrpcCredits(std::shared_ptr<grpc::Channel> accounts);
 
 }  // namespace calleval::calls

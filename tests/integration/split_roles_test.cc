@@ -205,5 +205,76 @@ TEST(SplitRolesTest, ScoringProcessJudgesCustomMetricsOverGrpc) {
   std::filesystem::remove_all(secrets);
 }
 
+// Accounts in a process of its own: the calls role reserves and refunds over the Accounts
+// service's internal methods (services/calls/credits.h NewGrpcCredits), and the balance the edge
+// reads back is what stayed charged. Without the credential, or with the ledger unreachable, the
+// call would never be leased.
+TEST(SplitRolesTest, CallsReserveAndRefundThroughARemoteAccountsRole) {
+  const std::string dir = testing::MakeTempDir("split_credits");
+  const std::string secrets = testing::MakeTempDir("split_credits_secrets");
+  const std::string credential_file = secrets + "/internal-credential";
+  std::ofstream(credential_file) << "split-credits-internal-credential\n";
+  ServerConfig accounts_config;
+  accounts_config.internal_credential_file = credential_file;
+  accounts_config.data_dir = dir;
+  accounts_config.grpc_addr = "127.0.0.1:0";
+  accounts_config.roles = {"accounts"};
+  auto accounts = Server::Start(accounts_config);
+  ASSERT_TRUE(accounts.ok()) << accounts.status();
+  const std::string accounts_addr = absl::StrCat("127.0.0.1:", (*accounts)->grpc_port());
+
+  ServerConfig rest_config;
+  rest_config.internal_credential_file = credential_file;
+  rest_config.data_dir = dir;
+  rest_config.grpc_addr = "127.0.0.1:0";
+  rest_config.http_addr = "127.0.0.1:0";
+  rest_config.roles = {"edge", "agents", "calls", "metrics", "scoring"};
+  rest_config.accounts_addr = accounts_addr;
+  rest_config.workers = 1;
+  rest_config.access_log = false;
+  auto rest = Server::Start(rest_config);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+
+  testing::HttpClient client((*rest)->http_base_url());
+  client.set_api_key((*accounts)->bootstrap()->key.api_key);
+  const int64_t before = client.Get("/api/v1/workspaces/current").json()["credit_balance"];
+  auto agent = client.Post("/api/v1/agents", json{{"name", "split credits"},
+                                                  {"phone_number", "+14155550123"},
+                                                  {"language_id", 1},
+                                                  {"instructions", "x"}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+  // A code metric completes and stays charged; the transcript's standard metrics, without an
+  // LLM provider, fail and are refunded.
+  auto metric = client.Post("/api/v1/metrics", json{{"name", "Always"},
+                                                    {"metrics_type", "code_as_judge"},
+                                                    {"code_snippet", "metric['result'] = True"},
+                                                    {"agent_ids", {agent.json()["id"]}}});
+  ASSERT_EQ(metric.status, 201) << metric.body;
+  auto ingest = client.Post("/api/public/v1/calls",
+                            json{{"call_identifier", "split-credits-1"},
+                                 {"agent_id", agent.json()["id"]},
+                                 {"transcript", {{{"role", "User"}, {"content", "Hello?"}}}}});
+  ASSERT_EQ(ingest.status, 201) << ingest.body;
+  json call = client.WaitForAnalysis("split-credits-1");
+  ASSERT_EQ(call["analysis_status"], "completed") << call.dump();
+  const int64_t used = call["credits_used"];
+  EXPECT_EQ(used, 1) << call.dump();
+  ASSERT_FALSE(call["standard_metrics"].empty()) << call.dump();
+  EXPECT_EQ(call["standard_metrics"][0]["status"], "failed") << call.dump();
+  // The refunds of what did not complete follow the results' commit.
+  int64_t after = 0;
+  for (int i = 0; i < 100; ++i) {
+    after = client.Get("/api/v1/workspaces/current").json()["credit_balance"];
+    if (after == before - used) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(after, before - used) << call.dump();
+
+  rest->reset();
+  accounts->reset();
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(secrets);
+}
+
 }  // namespace
 }  // namespace calleval

@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include "calleval/v1/accounts.grpc.pb.h"
+#include "common/internal_credential.h"
 #include "common/thread_pool.h"
+#include "services/calls/credits.h"
 #include "tests/services/service_test_support.h"
 
 namespace calleval::accounts {
@@ -141,6 +143,66 @@ TEST_P(AccountsServiceTest, RemoteAuthenticatorResolvesThroughTheAdapter) {
   absl::Status revoked = remote->Authenticate(testing::Bearer(tenants_.revoked_key)).status();
   EXPECT_EQ(revoked.code(), absl::StatusCode::kUnauthenticated) << revoked;
   EXPECT_EQ(ErrorInfoOf(revoked).code(), "unauthenticated");
+}
+
+// ReserveCredits and RefundCredits answer only the installation's processes: an API key, however
+// valid, does not open them, and nothing is charged.
+TEST_P(AccountsServiceTest, CreditMethodsNeedTheInternalCredential) {
+  v1::ReserveCreditsRequest reserve;
+  reserve.set_workspace_id(tenants_.own);
+  reserve.set_call_id(7001);
+  v1::CreditCharge* charge = reserve.add_charges();
+  charge->set_metric_id(1);
+  charge->set_cost(5);
+  v1::RefundCreditsRequest refund;
+  refund.set_workspace_id(tenants_.own);
+  refund.set_call_id(7001);
+  refund.add_metric_ids(1);
+  for (const Metadata& metadata :
+       std::vector<Metadata>{{},
+                             {{"authorization", testing::Bearer(tenants_.key)}},
+                             {{kInternalCredentialMetadata, "another-installation-credential"}}}) {
+    v1::ReserveCreditsResponse reserved;
+    EXPECT_EQ(stub_->ReserveCredits(ContextWith(metadata).get(), reserve, &reserved).error_code(),
+              grpc::UNAUTHENTICATED);
+    v1::RefundCreditsResponse refunded;
+    EXPECT_EQ(stub_->RefundCredits(ContextWith(metadata).get(), refund, &refunded).error_code(),
+              grpc::UNAUTHENTICATED);
+  }
+  // The same requests with the credential go through.
+  v1::ReserveCreditsResponse reserved;
+  ASSERT_GRPC_OK(stub_->ReserveCredits(InternalContext().get(), reserve, &reserved));
+  EXPECT_TRUE(reserved.reserved());
+  EXPECT_EQ(reserved.balance(), 100000 - 5);
+  v1::RefundCreditsResponse refunded;
+  ASSERT_GRPC_OK(stub_->RefundCredits(InternalContext().get(), refund, &refunded));
+  EXPECT_EQ(refunded.refunded(), 5);
+  EXPECT_EQ(accounts_store_->GetWorkspace(tenants_.own)->credit_balance, 100000);
+}
+
+// The calls role's ledger client against this adapter: a reservation made twice charges once, a
+// short balance is an answer, a refund asked twice gives back once.
+TEST_P(AccountsServiceTest, RemoteCreditsReserveAndRefundOnce) {
+  std::unique_ptr<calls::Credits> credits =
+      calls::NewGrpcCredits(CreateInternalChannel(server_->address(), kTestInternalCredential));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::StatusOr<calls::Credits::Reservation> r =
+        credits->Reserve(tenants_.own, 7002, {{1, 1}, {101, 3}});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->reserved);
+    EXPECT_EQ(r->cost, attempt == 0 ? 4 : 0);
+    EXPECT_EQ(r->balance, 100000 - 4);
+  }
+  absl::StatusOr<calls::Credits::Reservation> too_much =
+      credits->Reserve(tenants_.own, 7003, {{1, 200000}});
+  ASSERT_TRUE(too_much.ok()) << too_much.status();
+  EXPECT_FALSE(too_much->reserved);
+  EXPECT_EQ(too_much->balance, 100000 - 4);
+  ASSERT_TRUE(credits->Refund(tenants_.own, 7002, {101}).ok());
+  ASSERT_TRUE(credits->Refund(tenants_.own, 7002, {101}).ok());
+  EXPECT_EQ(accounts_store_->GetWorkspace(tenants_.own)->credit_balance, 100000 - 1);
+  // Errors keep their code across the hop.
+  EXPECT_EQ(credits->Reserve(987654, 7004, {{1, 1}}).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_P(AccountsServiceTest, HandleGetCurrentWorkspaceAnswersLikeTheRpc) {
