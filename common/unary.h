@@ -13,6 +13,7 @@
 #include "common/errors.h"
 #include "common/grpc_status.h"
 #include "common/internal_credential.h"
+#include "common/method_execution.h"
 #include "common/thread_pool.h"
 
 namespace calleval {
@@ -58,6 +59,15 @@ grpc::ServerUnaryReactor* RunUnaryInline(grpc::CallbackServerContext* context, W
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(work()));
   return reactor;
+}
+
+// Runs `work` as `execution` says: inline, or on `pool` (RunUnary). The adapters take the
+// execution from their service's table (common/method_execution.h), as the edge does.
+template <typename Work>
+grpc::ServerUnaryReactor* RunUnaryAs(grpc::CallbackServerContext* context, Execution execution,
+                                     ThreadPool* pool, Work work) {
+  if (execution == Execution::kInline) return RunUnaryInline(context, std::move(work));
+  return RunUnary(context, pool, std::move(work));
 }
 
 // RunUnary for an internal method (one without an HTTP route, called only by the installation's

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -49,6 +50,14 @@ class DirectInvoker : public MethodInvoker {
                     static_cast<Response*>(response));
         },
         pool);
+  }
+
+  // How `method`'s handler was registered to run; nullopt when it was not (it goes to the
+  // fallback).
+  std::optional<Dispatch> DispatchOf(const google::protobuf::MethodDescriptor* method) const {
+    auto it = handlers_.find(method);
+    if (it == handlers_.end()) return std::nullopt;
+    return it->second.dispatch;
   }
 
   void Invoke(const google::protobuf::MethodDescriptor* method,

@@ -29,6 +29,7 @@
 #include "common/errors.h"
 #include "common/internal_credential.h"
 #include "common/llm_client.h"
+#include "common/method_execution.h"
 #include "common/schema.h"
 #include "common/server_reflection_v1.h"
 #include "common/status_macros.h"
@@ -40,17 +41,21 @@
 #include "edge/openapi.h"
 #include "edge/route_table.h"
 #include "grpc/health/v1/health.pb.h"
+#include "services/accounts/accounts_methods.h"
 #include "services/accounts/accounts_service.h"
 #include "services/accounts/authenticator.h"
+#include "services/agents/agents_methods.h"
 #include "services/agents/agents_service.h"
 #include "services/agents/agents_store.h"
 #include "services/agents/in_process_agent_directory.h"
+#include "services/calls/calls_methods.h"
 #include "services/calls/calls_service.h"
 #include "services/calls/calls_store.h"
 #include "services/calls/recording_downloader.h"
 #include "services/calls/recording_signer.h"
 #include "services/calls/stats_store.h"
 #include "services/judges/sandbox.h"
+#include "services/metrics/metrics_methods.h"
 #include "services/metrics/metrics_service.h"
 #include "services/metrics/metrics_store.h"
 #include "services/runs/run_worker.h"
@@ -346,13 +351,18 @@ void Server::AddLocalRoutes(State* state) {
 
 namespace {
 
-// Routes one method of a service running here to its transport-independent handler.
+// Routes one method of a service running here to its transport-independent handler, run inline
+// or on the pool as the service's table says (its gRPC adapter reads the same table).
 template <typename Request, typename Response, typename Service>
 void RegisterHandler(edge::DirectInvoker& direct, const google::protobuf::ServiceDescriptor* d,
-                     const char* name, edge::DirectInvoker::Dispatch dispatch, Service* service,
+                     const char* name, absl::Span<const MethodExecution> executions,
+                     Service* service,
                      absl::Status (Service::*handler)(const std::string&, const Request&,
                                                       Response*),
                      ThreadPool* pool = nullptr) {
+  const auto dispatch = ExecutionOf(executions, name) == Execution::kInline
+                            ? edge::DirectInvoker::Dispatch::kInline
+                            : edge::DirectInvoker::Dispatch::kPool;
   direct.Register<Request, Response>(
       Method(d, name), dispatch,
       [service, handler](const std::string& auth, const Request& request, Response* response) {
@@ -364,66 +374,78 @@ void RegisterHandler(edge::DirectInvoker& direct, const google::protobuf::Servic
 }  // namespace
 
 void Server::RegisterDirectHandlers(State& s) {
-  // Point reads run on the I/O thread; anything that writes, scans or runs code on the pool.
-  constexpr auto kInline = edge::DirectInvoker::Dispatch::kInline;
-  constexpr auto kPool = edge::DirectInvoker::Dispatch::kPool;
   edge::DirectInvoker& direct = *s.direct_invoker;
   if (auto* svc = s.accounts_service.get()) {
     const auto* d = v1::Workspace::descriptor()->file()->FindServiceByName("Accounts");
-    RegisterHandler(direct, d, "GetCurrentWorkspace", kInline, svc,
+    RegisterHandler(direct, d, "GetCurrentWorkspace", accounts::kAccountsMethods, svc,
                     &accounts::AccountsService::HandleGetCurrentWorkspace);
   }
   if (auto* svc = s.agents_service.get()) {
     using Svc = agents::AgentsService;
     const auto* d = v1::Agent::descriptor()->file()->FindServiceByName("Agents");
-    RegisterHandler(direct, d, "CreateAgent", kPool, svc, &Svc::HandleCreateAgent);
-    RegisterHandler(direct, d, "GetAgent", kInline, svc, &Svc::HandleGetAgent);
-    RegisterHandler(direct, d, "UpdateAgent", kPool, svc, &Svc::HandleUpdateAgent);
-    RegisterHandler(direct, d, "DeleteAgent", kPool, svc, &Svc::HandleDeleteAgent);
-    RegisterHandler(direct, d, "ListAgents", kPool, svc, &Svc::HandleListAgents);
-    RegisterHandler(direct, d, "ListLanguages", kInline, svc, &Svc::HandleListLanguages);
-    RegisterHandler(direct, d, "CreateScenario", kPool, svc, &Svc::HandleCreateScenario);
-    RegisterHandler(direct, d, "GetScenario", kInline, svc, &Svc::HandleGetScenario);
-    RegisterHandler(direct, d, "UpdateScenario", kPool, svc, &Svc::HandleUpdateScenario);
-    RegisterHandler(direct, d, "DeleteScenario", kPool, svc, &Svc::HandleDeleteScenario);
-    RegisterHandler(direct, d, "ListScenarios", kPool, svc, &Svc::HandleListScenarios);
-    RegisterHandler(direct, d, "RunScenario", kPool, svc, &Svc::HandleRunScenario);
-    RegisterHandler(direct, d, "GetRun", kInline, svc, &Svc::HandleGetRun);
-    RegisterHandler(direct, d, "ListRuns", kPool, svc, &Svc::HandleListRuns);
-    RegisterHandler(direct, d, "CreateBatchRun", kPool, svc, &Svc::HandleCreateBatchRun);
-    RegisterHandler(direct, d, "GetBatchRun", kPool, svc, &Svc::HandleGetBatchRun);
+    RegisterHandler(direct, d, "CreateAgent", agents::kAgentsMethods, svc, &Svc::HandleCreateAgent);
+    RegisterHandler(direct, d, "GetAgent", agents::kAgentsMethods, svc, &Svc::HandleGetAgent);
+    RegisterHandler(direct, d, "UpdateAgent", agents::kAgentsMethods, svc, &Svc::HandleUpdateAgent);
+    RegisterHandler(direct, d, "DeleteAgent", agents::kAgentsMethods, svc, &Svc::HandleDeleteAgent);
+    RegisterHandler(direct, d, "ListAgents", agents::kAgentsMethods, svc, &Svc::HandleListAgents);
+    RegisterHandler(direct, d, "ListLanguages", agents::kAgentsMethods, svc,
+                    &Svc::HandleListLanguages);
+    RegisterHandler(direct, d, "CreateScenario", agents::kAgentsMethods, svc,
+                    &Svc::HandleCreateScenario);
+    RegisterHandler(direct, d, "GetScenario", agents::kAgentsMethods, svc, &Svc::HandleGetScenario);
+    RegisterHandler(direct, d, "UpdateScenario", agents::kAgentsMethods, svc,
+                    &Svc::HandleUpdateScenario);
+    RegisterHandler(direct, d, "DeleteScenario", agents::kAgentsMethods, svc,
+                    &Svc::HandleDeleteScenario);
+    RegisterHandler(direct, d, "ListScenarios", agents::kAgentsMethods, svc,
+                    &Svc::HandleListScenarios);
+    RegisterHandler(direct, d, "RunScenario", agents::kAgentsMethods, svc, &Svc::HandleRunScenario);
+    RegisterHandler(direct, d, "GetRun", agents::kAgentsMethods, svc, &Svc::HandleGetRun);
+    RegisterHandler(direct, d, "ListRuns", agents::kAgentsMethods, svc, &Svc::HandleListRuns);
+    RegisterHandler(direct, d, "CreateBatchRun", agents::kAgentsMethods, svc,
+                    &Svc::HandleCreateBatchRun);
+    RegisterHandler(direct, d, "GetBatchRun", agents::kAgentsMethods, svc, &Svc::HandleGetBatchRun);
   }
   if (auto* svc = s.calls_service.get()) {
     using Svc = calls::CallsService;
     const auto* d = v1::Call::descriptor()->file()->FindServiceByName("Calls");
-    RegisterHandler(direct, d, "IngestCall", kPool, svc, &Svc::HandleIngestCall);
-    RegisterHandler(direct, d, "GetCall", kInline, svc, &Svc::HandleGetCall);
-    RegisterHandler(direct, d, "UpdateCall", kPool, svc, &Svc::HandleUpdateCall);
-    RegisterHandler(direct, d, "ListCalls", kPool, svc, &Svc::HandleListCalls);
-    RegisterHandler(direct, d, "DeleteCall", kPool, svc, &Svc::HandleDeleteCall);
-    RegisterHandler(direct, d, "GetAgentStats", kPool, svc, &Svc::HandleGetAgentStats);
-    RegisterHandler(direct, d, "GetScenarioStats", kPool, svc, &Svc::HandleGetScenarioStats);
+    RegisterHandler(direct, d, "IngestCall", calls::kCallsMethods, svc, &Svc::HandleIngestCall);
+    RegisterHandler(direct, d, "GetCall", calls::kCallsMethods, svc, &Svc::HandleGetCall);
+    RegisterHandler(direct, d, "UpdateCall", calls::kCallsMethods, svc, &Svc::HandleUpdateCall);
+    RegisterHandler(direct, d, "ListCalls", calls::kCallsMethods, svc, &Svc::HandleListCalls);
+    RegisterHandler(direct, d, "DeleteCall", calls::kCallsMethods, svc, &Svc::HandleDeleteCall);
+    RegisterHandler(direct, d, "GetAgentStats", calls::kCallsMethods, svc,
+                    &Svc::HandleGetAgentStats);
+    RegisterHandler(direct, d, "GetScenarioStats", calls::kCallsMethods, svc,
+                    &Svc::HandleGetScenarioStats);
   }
   if (auto* svc = s.metrics_service.get()) {
     using Svc = metrics::MetricsService;
     const auto* d = v1::Metric::descriptor()->file()->FindServiceByName("Metrics");
-    RegisterHandler(direct, d, "ListMetrics", kPool, svc, &Svc::HandleListMetrics);
-    RegisterHandler(direct, d, "CreateMetric", kPool, svc, &Svc::HandleCreateMetric);
-    RegisterHandler(direct, d, "GetMetric", kInline, svc, &Svc::HandleGetMetric);
-    RegisterHandler(direct, d, "UpdateMetric", kPool, svc, &Svc::HandleUpdateMetric);
-    RegisterHandler(direct, d, "DeleteMetric", kPool, svc, &Svc::HandleDeleteMetric);
+    RegisterHandler(direct, d, "ListMetrics", metrics::kMetricsMethods, svc,
+                    &Svc::HandleListMetrics);
+    RegisterHandler(direct, d, "CreateMetric", metrics::kMetricsMethods, svc,
+                    &Svc::HandleCreateMetric);
+    RegisterHandler(direct, d, "GetMetric", metrics::kMetricsMethods, svc, &Svc::HandleGetMetric);
+    RegisterHandler(direct, d, "UpdateMetric", metrics::kMetricsMethods, svc,
+                    &Svc::HandleUpdateMetric);
+    RegisterHandler(direct, d, "DeleteMetric", metrics::kMetricsMethods, svc,
+                    &Svc::HandleDeleteMetric);
     // The LLM and the sandbox take seconds: their own bounded pools, shed when full.
-    RegisterHandler(direct, d, "GenerateMetrics", kPool, svc, &Svc::HandleGenerateMetrics,
-                    s.llm_pool.get());
-    RegisterHandler(direct, d, "BulkCreateMetrics", kPool, svc, &Svc::HandleBulkCreateMetrics);
-    RegisterHandler(direct, d, "ValidateCode", kPool, svc, &Svc::HandleValidateCode,
+    RegisterHandler(direct, d, "GenerateMetrics", metrics::kMetricsMethods, svc,
+                    &Svc::HandleGenerateMetrics, s.llm_pool.get());
+    RegisterHandler(direct, d, "BulkCreateMetrics", metrics::kMetricsMethods, svc,
+                    &Svc::HandleBulkCreateMetrics);
+    RegisterHandler(direct, d, "ValidateCode", metrics::kMetricsMethods, svc,
+                    &Svc::HandleValidateCode, s.sandbox_pool.get());
+    RegisterHandler(direct, d, "TestCode", metrics::kMetricsMethods, svc, &Svc::HandleTestCode,
                     s.sandbox_pool.get());
-    RegisterHandler(direct, d, "TestCode", kPool, svc, &Svc::HandleTestCode,
-                    s.sandbox_pool.get());
-    RegisterHandler(direct, d, "SetAgentStandardMetrics", kPool, svc,
+    RegisterHandler(direct, d, "SetAgentStandardMetrics", metrics::kMetricsMethods, svc,
                     &Svc::HandleSetAgentStandardMetrics);
-    RegisterHandler(direct, d, "SetAgentLlmMetrics", kPool, svc, &Svc::HandleSetAgentLlmMetrics);
-    RegisterHandler(direct, d, "ListUsableMetrics", kPool, svc, &Svc::HandleListUsableMetrics);
+    RegisterHandler(direct, d, "SetAgentLlmMetrics", metrics::kMetricsMethods, svc,
+                    &Svc::HandleSetAgentLlmMetrics);
+    RegisterHandler(direct, d, "ListUsableMetrics", metrics::kMetricsMethods, svc,
+                    &Svc::HandleListUsableMetrics);
   }
 }
 
@@ -433,6 +455,7 @@ int Server::http_port() const { return state_->http_server ? state_->http_server
 int Server::grpc_port() const { return state_->grpc_port; }
 std::string Server::http_base_url() const { return state_->base_url; }
 const std::optional<accounts::Bootstrap>& Server::bootstrap() const { return state_->bootstrap; }
+const edge::DirectInvoker* Server::direct_invoker() const { return state_->direct_invoker.get(); }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   auto s = std::make_unique<State>();

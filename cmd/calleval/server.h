@@ -15,6 +15,9 @@
 #include "services/accounts/accounts_store.h"
 
 namespace calleval {
+namespace edge {
+class DirectInvoker;
+}  // namespace edge
 
 class Server {
  public:
@@ -30,6 +33,8 @@ class Server {
   std::string http_base_url() const;
   // The workspace and key created on the first start of an empty data dir.
   const std::optional<accounts::Bootstrap>& bootstrap() const;
+  // The edge's handlers of the roles run here; null without the edge role.
+  const edge::DirectInvoker* direct_invoker() const;
 
  private:
   struct State;

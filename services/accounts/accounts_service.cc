@@ -2,6 +2,7 @@
 
 #include "common/status_macros.h"
 #include "common/unary.h"
+#include "services/accounts/accounts_methods.h"
 
 namespace calleval::accounts {
 
@@ -56,9 +57,10 @@ absl::Status AccountsService::HandleRefundCredits(const std::string& authorizati
 grpc::ServerUnaryReactor* AccountsService::GetCurrentWorkspace(
     grpc::CallbackServerContext* context, const v1::GetCurrentWorkspaceRequest* request,
     v1::Workspace* response) {
-  return RunUnaryInline(context, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleGetCurrentWorkspace(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAccountsMethods, "GetCurrentWorkspace"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleGetCurrentWorkspace(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* AccountsService::Authenticate(grpc::CallbackServerContext* context,

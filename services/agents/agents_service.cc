@@ -5,6 +5,7 @@
 
 #include "common/status_macros.h"
 #include "common/unary.h"
+#include "services/agents/agents_methods.h"
 
 namespace calleval::agents {
 namespace {
@@ -82,49 +83,55 @@ absl::Status AgentsService::HandleListLanguages(const std::string& auth,
 grpc::ServerUnaryReactor* AgentsService::CreateAgent(grpc::CallbackServerContext* context,
                                                      const v1::AgentFields* request,
                                                      v1::Agent* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleCreateAgent(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "CreateAgent"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleCreateAgent(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* AgentsService::GetAgent(grpc::CallbackServerContext* context,
                                                   const v1::GetAgentRequest* request,
                                                   v1::Agent* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleGetAgent(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "GetAgent"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleGetAgent(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* AgentsService::UpdateAgent(grpc::CallbackServerContext* context,
                                                      const v1::UpdateAgentRequest* request,
                                                      v1::Agent* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleUpdateAgent(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "UpdateAgent"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleUpdateAgent(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* AgentsService::DeleteAgent(grpc::CallbackServerContext* context,
                                                      const v1::DeleteAgentRequest* request,
                                                      google::protobuf::Empty* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleDeleteAgent(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "DeleteAgent"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleDeleteAgent(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* AgentsService::ListAgents(grpc::CallbackServerContext* context,
                                                     const v1::ListAgentsRequest* request,
                                                     v1::ListAgentsResponse* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleListAgents(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "ListAgents"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleListAgents(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* AgentsService::ListLanguages(grpc::CallbackServerContext* context,
                                                        const v1::ListLanguagesRequest* request,
                                                        v1::ListLanguagesResponse* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleListLanguages(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "ListLanguages"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleListLanguages(auth, *request, response);
+                    });
 }
 
 absl::StatusOr<ScenariosStore*> AgentsService::Scenarios() {
@@ -185,37 +192,42 @@ absl::Status AgentsService::HandleListScenarios(const std::string& auth,
 
 grpc::ServerUnaryReactor* AgentsService::CreateScenario(grpc::CallbackServerContext* context,
                                                 const v1::ScenarioFields* request, v1::Scenario* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleCreateScenario(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "CreateScenario"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleCreateScenario(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* AgentsService::GetScenario(grpc::CallbackServerContext* context,
                                                 const v1::GetScenarioRequest* request, v1::Scenario* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleGetScenario(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "GetScenario"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleGetScenario(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* AgentsService::UpdateScenario(grpc::CallbackServerContext* context,
                                                 const v1::UpdateScenarioRequest* request, v1::Scenario* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleUpdateScenario(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "UpdateScenario"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleUpdateScenario(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* AgentsService::DeleteScenario(grpc::CallbackServerContext* context,
                                                 const v1::DeleteScenarioRequest* request, google::protobuf::Empty* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleDeleteScenario(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "DeleteScenario"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleDeleteScenario(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* AgentsService::ListScenarios(grpc::CallbackServerContext* context,
                                                 const v1::ListScenariosRequest* request, v1::ListScenariosResponse* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleListScenarios(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "ListScenarios"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleListScenarios(auth, *request, response);
+                    });
 }
 
 absl::StatusOr<runs::RunsStore*> AgentsService::Runs() {
@@ -273,37 +285,42 @@ absl::Status AgentsService::HandleGetBatchRun(const std::string& auth,
 
 grpc::ServerUnaryReactor* AgentsService::RunScenario(grpc::CallbackServerContext* context,
                                                 const v1::RunScenarioRequest* request, v1::Run* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleRunScenario(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "RunScenario"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleRunScenario(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* AgentsService::GetRun(grpc::CallbackServerContext* context,
                                                 const v1::GetRunRequest* request, v1::Run* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleGetRun(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "GetRun"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleGetRun(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* AgentsService::ListRuns(grpc::CallbackServerContext* context,
                                                 const v1::ListRunsRequest* request, v1::ListRunsResponse* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleListRuns(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "ListRuns"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleListRuns(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* AgentsService::CreateBatchRun(grpc::CallbackServerContext* context,
                                                 const v1::CreateBatchRunRequest* request, v1::BatchRun* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleCreateBatchRun(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "CreateBatchRun"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleCreateBatchRun(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* AgentsService::GetBatchRun(grpc::CallbackServerContext* context,
                                                 const v1::GetBatchRunRequest* request, v1::BatchRun* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleGetBatchRun(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kAgentsMethods, "GetBatchRun"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleGetBatchRun(auth, *request, response);
+                    });
 }
 
 }  // namespace calleval::agents

@@ -2,6 +2,7 @@
 
 #include "common/status_macros.h"
 #include "common/unary.h"
+#include "services/calls/calls_methods.h"
 
 namespace calleval::calls {
 using accounts::ClientIdOf;
@@ -89,57 +90,64 @@ absl::Status CallsService::HandleGetScenarioStats(const std::string& authorizati
 grpc::ServerUnaryReactor* CallsService::GetAgentStats(grpc::CallbackServerContext* context,
                                                       const v1::GetAgentStatsRequest* request,
                                                       v1::Stats* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleGetAgentStats(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kCallsMethods, "GetAgentStats"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleGetAgentStats(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* CallsService::GetScenarioStats(grpc::CallbackServerContext* context,
                                                          const v1::GetScenarioStatsRequest* request,
                                                          v1::Stats* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleGetScenarioStats(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kCallsMethods, "GetScenarioStats"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleGetScenarioStats(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* CallsService::IngestCall(grpc::CallbackServerContext* context,
                                                    const v1::IngestCallRequest* request,
                                                    v1::Call* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleIngestCall(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kCallsMethods, "IngestCall"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleIngestCall(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* CallsService::GetCall(grpc::CallbackServerContext* context,
                                                 const v1::GetCallRequest* request,
                                                 v1::Call* response) {
-  return RunUnaryInline(context, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleGetCall(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kCallsMethods, "GetCall"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleGetCall(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* CallsService::UpdateCall(grpc::CallbackServerContext* context,
                                                    const v1::UpdateCallRequest* request,
                                                    v1::Call* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleUpdateCall(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kCallsMethods, "UpdateCall"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleUpdateCall(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* CallsService::ListCalls(grpc::CallbackServerContext* context,
                                                   const v1::ListCallsRequest* request,
                                                   v1::ListCallsResponse* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleListCalls(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kCallsMethods, "ListCalls"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleListCalls(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* CallsService::DeleteCall(grpc::CallbackServerContext* context,
                                                    const v1::DeleteCallRequest* request,
                                                    google::protobuf::Empty* response) {
-  return RunUnary(context, pool_, [this, auth = AuthorizationOf(context), request, response] {
-    return HandleDeleteCall(auth, *request, response);
-  });
+  return RunUnaryAs(context, ExecutionOf(kCallsMethods, "DeleteCall"), pool_,
+                    [this, auth = AuthorizationOf(context), request, response] {
+                      return HandleDeleteCall(auth, *request, response);
+                    });
 }
 
 grpc::ServerUnaryReactor* CallsService::LeaseAnalysis(grpc::CallbackServerContext* context,

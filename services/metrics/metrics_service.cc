@@ -9,6 +9,7 @@
 #include "common/unary.h"
 #include "services/judges/code_context.h"
 #include "services/judges/metric_values.h"
+#include "services/metrics/metrics_methods.h"
 
 namespace calleval::metrics {
 namespace {
@@ -308,54 +309,45 @@ absl::Status MetricsService::HandleListUsableMetrics(const std::string& auth,
   return absl::OkStatus();
 }
 
-namespace {
-
-// Reads run inline on gRPC's thread; writes and sandbox runs on the pool (`pool` non-null).
-template <typename Work>
-grpc::ServerUnaryReactor* Dispatch(grpc::CallbackServerContext* context, ThreadPool* pool,
-                                   Work work) {
-  if (pool == nullptr) return RunUnaryInline(context, std::move(work));
-  return RunUnary(context, pool, std::move(work));
-}
-
-}  // namespace
-
-#define CALLEVAL_METRICS_RPC(Name, Request, Response, pool)                                     \
-  grpc::ServerUnaryReactor* MetricsService::Name(grpc::CallbackServerContext* context,          \
-                                                 const Request* request, Response* response) {  \
-    return Dispatch(context, pool, [this, auth = AuthorizationOf(context), request, response] { \
-      return Handle##Name(auth, *request, response);                                            \
-    });                                                                                         \
+// Each method runs as kMetricsMethods says, on the shared pool; the slow ones on their own
+// bounded pool when there is one, shed when it is full.
+#define CALLEVAL_METRICS_RPC(Name, Request, Response)                                          \
+  grpc::ServerUnaryReactor* MetricsService::Name(grpc::CallbackServerContext* context,         \
+                                                 const Request* request, Response* response) { \
+    return RunUnaryAs(context, ExecutionOf(kMetricsMethods, #Name), deps_.pool,                \
+                      [this, auth = AuthorizationOf(context), request, response] {             \
+                        return Handle##Name(auth, *request, response);                         \
+                      });                                                                      \
   }
 
-CALLEVAL_METRICS_RPC(ListMetrics, v1::ListMetricsRequest, v1::ListMetricsResponse, deps_.pool)
-CALLEVAL_METRICS_RPC(CreateMetric, v1::CreateMetricRequest, v1::Metric, deps_.pool)
-CALLEVAL_METRICS_RPC(GetMetric, v1::GetMetricRequest, v1::Metric, nullptr)
-CALLEVAL_METRICS_RPC(UpdateMetric, v1::UpdateMetricRequest, v1::Metric, deps_.pool)
-CALLEVAL_METRICS_RPC(DeleteMetric, v1::DeleteMetricRequest, google::protobuf::Empty, deps_.pool)
+CALLEVAL_METRICS_RPC(ListMetrics, v1::ListMetricsRequest, v1::ListMetricsResponse)
+CALLEVAL_METRICS_RPC(CreateMetric, v1::CreateMetricRequest, v1::Metric)
+CALLEVAL_METRICS_RPC(GetMetric, v1::GetMetricRequest, v1::Metric)
+CALLEVAL_METRICS_RPC(UpdateMetric, v1::UpdateMetricRequest, v1::Metric)
+CALLEVAL_METRICS_RPC(DeleteMetric, v1::DeleteMetricRequest, google::protobuf::Empty)
 #define CALLEVAL_METRICS_SLOW_RPC(Name, Request, Response, bounded_pool)                       \
   grpc::ServerUnaryReactor* MetricsService::Name(grpc::CallbackServerContext* context,         \
                                                  const Request* request, Response* response) { \
     auto work = [this, auth = AuthorizationOf(context), request, response] {                   \
       return Handle##Name(auth, *request, response);                                           \
     };                                                                                         \
-    if (bounded_pool == nullptr) return Dispatch(context, deps_.pool, std::move(work));        \
+    if (bounded_pool == nullptr) {                                                             \
+      return RunUnaryAs(context, ExecutionOf(kMetricsMethods, #Name), deps_.pool,              \
+                        std::move(work));                                                      \
+    }                                                                                          \
     return RunUnaryOrShed(context, bounded_pool, #Name, std::move(work));                      \
   }
 
 CALLEVAL_METRICS_SLOW_RPC(GenerateMetrics, v1::GenerateMetricsRequest, v1::GenerateMetricsResponse,
                           deps_.llm_pool)
-CALLEVAL_METRICS_RPC(BulkCreateMetrics, v1::BulkCreateMetricsRequest, v1::BulkCreateMetricsResponse,
-                     deps_.pool)
+CALLEVAL_METRICS_RPC(BulkCreateMetrics, v1::BulkCreateMetricsRequest, v1::BulkCreateMetricsResponse)
 CALLEVAL_METRICS_SLOW_RPC(ValidateCode, v1::ValidateCodeRequest, v1::ValidateCodeResponse,
                           deps_.sandbox_pool)
 CALLEVAL_METRICS_SLOW_RPC(TestCode, v1::TestCodeRequest, v1::TestCodeResponse, deps_.sandbox_pool)
 CALLEVAL_METRICS_RPC(SetAgentStandardMetrics, v1::SetAgentStandardMetricsRequest,
-                     v1::AgentStandardMetrics, deps_.pool)
-CALLEVAL_METRICS_RPC(SetAgentLlmMetrics, v1::SetAgentLlmMetricsRequest, v1::AgentLlmMetrics,
-                     deps_.pool)
-CALLEVAL_METRICS_RPC(ListUsableMetrics, v1::ListUsableMetricsRequest, v1::ListUsableMetricsResponse,
-                     nullptr)
+                     v1::AgentStandardMetrics)
+CALLEVAL_METRICS_RPC(SetAgentLlmMetrics, v1::SetAgentLlmMetricsRequest, v1::AgentLlmMetrics)
+CALLEVAL_METRICS_RPC(ListUsableMetrics, v1::ListUsableMetricsRequest, v1::ListUsableMetricsResponse)
 
 #undef CALLEVAL_METRICS_RPC
 #undef CALLEVAL_METRICS_SLOW_RPC

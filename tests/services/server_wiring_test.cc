@@ -10,9 +10,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -26,10 +28,16 @@
 #include "cmd/calleval/server.h"
 #include "common/errors.h"
 #include "common/grpc_status.h"
+#include "common/method_execution.h"
 #include "common/schema.h"
+#include "edge/direct_invoker.h"
 #include "edge/json_codec.h"
 #include "edge/route_table.h"
 #include "nlohmann/json.hpp"
+#include "services/accounts/accounts_methods.h"
+#include "services/agents/agents_methods.h"
+#include "services/calls/calls_methods.h"
+#include "services/metrics/metrics_methods.h"
 #include "tests/integration/http_client.h"
 #include "tests/services/service_test_support.h"
 #include "tests/support/test_database.h"
@@ -46,6 +54,15 @@ std::vector<const google::protobuf::ServiceDescriptor*> PublicServices() {
           testing::ServiceNamed(v1::Agents::service_full_name()),
           testing::ServiceNamed(v1::Calls::service_full_name()),
           testing::ServiceNamed(v1::Metrics::service_full_name())};
+}
+
+// The table of how each routed method runs (common/method_execution.h), per service.
+absl::Span<const MethodExecution> ExecutionsOf(const google::protobuf::ServiceDescriptor* service) {
+  if (service->full_name() == v1::Accounts::service_full_name()) return accounts::kAccountsMethods;
+  if (service->full_name() == v1::Agents::service_full_name()) return agents::kAgentsMethods;
+  if (service->full_name() == v1::Calls::service_full_name()) return calls::kCallsMethods;
+  if (service->full_name() == v1::Metrics::service_full_name()) return metrics::kMetricsMethods;
+  return {};
 }
 
 // The concrete path of `route` with every variable set to `value`.
@@ -180,6 +197,37 @@ TEST_P(ServerWiringTest, EveryAnnotatedMethodHasARoute) {
   }
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
   EXPECT_GE(annotated, 34);
+}
+
+// Whether a method runs inline or on the pool is chosen once, in its service's table, which the
+// gRPC adapter (RunUnaryAs) and the edge's direct registration both read: every routed method has
+// exactly one entry, every entry names a method of its service, and the edge registered each
+// handler as its entry says.
+TEST_P(ServerWiringTest, EveryRoutedMethodRunsAsItsServicesTableSays) {
+  ASSERT_NE(server_->direct_invoker(), nullptr);
+  int checked = 0;
+  for (const auto& route : routes_->routes()) {
+    const google::protobuf::MethodDescriptor* method = route->method_descriptor;
+    SCOPED_TRACE(method->full_name());
+    const absl::Span<const MethodExecution> table = ExecutionsOf(method->service());
+    const auto entries = std::count_if(table.begin(), table.end(), [&](const MethodExecution& e) {
+      return e.method == method->name();
+    });
+    ASSERT_EQ(entries, 1);
+    const std::optional<edge::DirectInvoker::Dispatch> dispatch =
+        server_->direct_invoker()->DispatchOf(method);
+    ASSERT_TRUE(dispatch.has_value()) << "not registered for the edge";
+    EXPECT_EQ(*dispatch == edge::DirectInvoker::Dispatch::kInline,
+              ExecutionOf(table, method->name()) == Execution::kInline);
+    ++checked;
+  }
+  EXPECT_GE(checked, 34);
+  for (const google::protobuf::ServiceDescriptor* service : PublicServices()) {
+    for (const MethodExecution& entry : ExecutionsOf(service)) {
+      EXPECT_NE(service->FindMethodByName(std::string(entry.method)), nullptr)
+          << service->full_name() << " has no method " << entry.method;
+    }
+  }
 }
 
 // Without a key every route is refused the same way by both paths: each handler ran (the
