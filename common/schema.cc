@@ -734,6 +734,27 @@ UPDATE call_metrics SET plan_order = (
   FROM calls c WHERE c.id = call_metrics.call_id);
 )sql";
 
+// Agents are the agents service's and metric links the metrics service's (docs/architecture.md,
+// "Who owns which table"): metric_agents.agent_id no longer references agents. Deleting an agent
+// removes its links because the agents service tells the metrics service once the delete has
+// committed (services/agents/deletion_listener.h), not by a cascade across the two. SQLite
+// cannot drop a constraint: the table is made again without it (nothing references it).
+constexpr char kV12Sqlite[] = R"sql(
+CREATE TABLE metric_agents_v12 (
+  metric_id INTEGER NOT NULL REFERENCES metrics(id) ON DELETE CASCADE,
+  agent_id INTEGER NOT NULL,
+  PRIMARY KEY (metric_id, agent_id)
+) WITHOUT ROWID;
+INSERT INTO metric_agents_v12 (metric_id, agent_id) SELECT metric_id, agent_id FROM metric_agents;
+DROP TABLE metric_agents;
+ALTER TABLE metric_agents_v12 RENAME TO metric_agents;
+CREATE INDEX metric_agents_by_agent ON metric_agents (agent_id, metric_id);
+)sql";
+
+constexpr char kV12Postgres[] = R"sql(
+ALTER TABLE metric_agents DROP CONSTRAINT metric_agents_agent_id_fkey;
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
@@ -742,6 +763,7 @@ const std::vector<db::Migration>& SchemaMigrations() {
       {4, kV4Sqlite, kV4Postgres},    {5, kV5Sqlite, kV5Postgres}, {6, kV6Sqlite, kV6Postgres},
       {7, kV7Sqlite, kV7Postgres},    {8, kV8Sqlite, kV8Postgres}, {9, kV9Sqlite, kV9Postgres},
       {10, kV10Sqlite, kV10Postgres}, {11, kV11Sqlite, kV11Postgres},
+      {12, kV12Sqlite, kV12Postgres},
   };
   return *migrations;
 }

@@ -214,9 +214,14 @@ absl::StatusOr<std::unique_ptr<Database>> SqliteDatabase::Open(
   // both apply them.
   RETURN_IF_ERROR(w.Exec("BEGIN EXCLUSIVE"));
   absl::Status migrated = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto version_stmt, w.Prepare("PRAGMA user_version"));
-    ASSIGN_OR_RETURN(bool row, version_stmt.Step());
-    int64_t version = row ? version_stmt.Int64(0) : 0;
+    int64_t version = 0;
+    {
+      // Released before the migrations run: a statement still stepping would make a migration's
+      // DROP TABLE fail with "database table is locked".
+      ASSIGN_OR_RETURN(auto version_stmt, w.Prepare("PRAGMA user_version"));
+      ASSIGN_OR_RETURN(bool row, version_stmt.Step());
+      if (row) version = version_stmt.Int64(0);
+    }
     for (const Migration& m : migrations) {
       if (m.version <= version) continue;
       RETURN_IF_ERROR(w.Exec(m.sql));
