@@ -483,8 +483,8 @@ TEST_F(GrpcTest, EveryMethodWithoutAnHttpRouteIsClosed) {
     }
   }
   // 5 analysis queue, 5 transcription queue (each with its lease renewal),
-  // ReleaseHolderLeases, Authenticate.
-  EXPECT_EQ(internal, 12);
+  // ReleaseHolderLeases, Authenticate, ReserveCredits, RefundCredits.
+  EXPECT_EQ(internal, 14);
 }
 
 // The clients one role has of another send the credential: the remote authenticator here.
