@@ -33,6 +33,10 @@ inline constexpr StandardMetricInfo kStandardMetrics[] = {
     {12, "task_completion", "Task Completion", "boolean", false},
 };
 
+// Custom metrics are numbered from here on (the standard ids are 1-12): every store that tells
+// the two kinds apart by id uses this.
+inline constexpr int64_t kFirstCustomMetricId = 101;
+
 // The audio metrics that may need speech-to-text, which the pipeline names:
 // words_per_minute counts the generated transcript's words when none was provided, and
 // transcription_accuracy compares a provided transcript with the generated one.

@@ -15,6 +15,12 @@
 
 namespace calleval::calls {
 
+// a / b rounded towards negative infinity (a Unix time before 1970 still falls in its own hour).
+inline int64_t FloorDiv(int64_t a, int64_t b) {
+  const int64_t q = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
 // Per-turn latency histogram: bin -> turns. Bins are 10 ms wide below 1 s, 50 ms below 5 s,
 // 250 ms below 20 s, and one open bin above; a percentile merged from them is within a bin's
 // width of the exact one (each order statistic is placed inside its bin).

@@ -5,15 +5,12 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/standard_metrics.h"
 #include "common/status_macros.h"
 #include "services/calls/call_figures.h"
 
 namespace calleval::calls {
 namespace {
-
-// First id of a custom metric (the standard ones are 1-12): only custom metrics' outcomes are
-// counted in the totals.
-constexpr int64_t kFirstCustomMetricId = 101;
 
 absl::Status UpsertMetricRow(db::Connection& c, int64_t call_id, const MetricRow& row) {
   ASSIGN_OR_RETURN(
@@ -28,11 +25,6 @@ absl::Status UpsertMetricRow(db::Connection& c, int64_t call_id, const MetricRow
   upsert.Bind(4, row.value_number).Bind(5, row.value_text).Bind(6, row.score);
   upsert.Bind(7, row.credits_used).Bind(8, row.outcome);
   return upsert.Run();
-}
-
-int64_t FloorDiv(int64_t a, int64_t b) {
-  const int64_t q = a / b;
-  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
 }  // namespace

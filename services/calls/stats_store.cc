@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/errors.h"
+#include "common/standard_metrics.h"
 #include "common/status_macros.h"
 #include "services/calls/call_figures.h"
 
@@ -17,12 +18,6 @@ constexpr int64_t kDay = 24 * kHour;
 constexpr int64_t kWeek = 7 * kDay;
 // Weeks start on Monday: the first Monday after the epoch (a Thursday) is 1970-01-05.
 constexpr int64_t kFirstMonday = 4 * kDay;
-constexpr int64_t kFirstCustomMetricId = 101;
-
-int64_t FloorDiv(int64_t a, int64_t b) {
-  const int64_t q = a / b;
-  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
-}
 
 // The start of the bucket holding `t`.
 int64_t BucketStart(int64_t t, int64_t width) {

@@ -13,13 +13,14 @@
 #include "absl/status/statusor.h"
 #include "calleval/v1/metrics.pb.h"
 #include "common/database.h"
+#include "common/standard_metrics.h"
 #include "services/agents/deletion_listener.h"
 #include "services/metrics/agent_directory.h"
 
 namespace calleval::metrics {
 
-// Custom metric ids start above this, leaving room for more standard metrics.
-inline constexpr int64_t kFirstCustomMetricId = 101;
+// Custom metric ids start at kFirstCustomMetricId (common/standard_metrics.h).
+using ::calleval::kFirstCustomMetricId;
 
 // Default credit costs (docs/api.md §9); a metric's credit_cost overrides them.
 inline constexpr int64_t kDeterministicMetricCost = 1;  // phrase, options, code
