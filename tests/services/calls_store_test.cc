@@ -809,7 +809,77 @@ TEST_P(LeaseRenewalTest, RestartReleasesExactlyTheHoldersLeases) {
   EXPECT_EQ(*store_->ReleaseLeasesOf("nobody"), 0);
 }
 
+// A database made at schema version 10 (call_metrics rows without plan_order) upgrades in place:
+// migration 11 takes each row's place from planned_metric_ids, so a call planned then is leased
+// with its plan in order, charged its costs, and refunded what it did not use.
+class PlanOrderUpgradeTest : public ::testing::TestWithParam<db::Backend> {};
+
+TEST_P(PlanOrderUpgradeTest, RowsOfAVersion10CallTakeTheirPlacesInThePlan) {
+  const std::vector<db::Migration>& all = SchemaMigrations();
+  std::vector<db::Migration> v10;
+  for (const db::Migration& m : all) {
+    if (m.version <= 10) v10.push_back(m);
+  }
+  auto database = testing::TestDatabase::Create(GetParam(), v10);
+  ASSERT_TRUE(database.ok()) << database.status();
+  int64_t workspace = 0;
+  {
+    std::unique_ptr<db::Database> old = (*database)->Release();
+    accounts::AccountsStore accounts(old.get());
+    workspace = accounts.CreateWorkspace("w", 10)->id;
+    // A text call as the previous release stored it: plan 11 then 2, costing 1 and 3.
+    const absl::Status stored = old->Write([&](db::Connection& c) -> absl::Status {
+      ASSIGN_OR_RETURN(auto call,
+                       c.Prepare("INSERT INTO calls (workspace_id, agent_id, call_identifier, "
+                                 "observation_type, call_direction, analysis_status, "
+                                 "transcription_status, call_timestamp, created_at, updated_at, "
+                                 "planned_metric_ids, planned_metric_costs, call_time, "
+                                 "query_rows) VALUES (?, 7, 'v10', 'text', 'inbound', "
+                                 "'pending', 'completed', '2026-01-01T00:00:00Z', "
+                                 "'2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', '11,2', "
+                                 "'1,3', 1767225600, 1)"));
+      call.Bind(1, workspace);
+      RETURN_IF_ERROR(call.Run());
+      return c.Exec(
+          "INSERT INTO call_metrics (call_id, metric_id, credit_cost, status) SELECT id, 2, 3, "
+          "'pending' FROM calls UNION ALL SELECT id, 11, 1, 'pending' FROM calls");
+    });
+    ASSERT_TRUE(stored.ok()) << stored;
+  }
+  auto upgraded = db::Database::Open((*database)->url(), all);
+  ASSERT_TRUE(upgraded.ok()) << upgraded.status();
+  std::string dir = ::testing::TempDir() + "/plan_XXXXXX";
+  dir = mkdtemp(dir.data());
+  CallsStore::Options options;
+  options.recordings_dir = dir;
+  CallsStore store(
+      upgraded->get(), [](int64_t, int64_t) -> absl::StatusOr<AgentInfo> { return AgentInfo{}; },
+      options);
+  auto job = store.LeaseAnalysis(absl::Minutes(1), 3);
+  ASSERT_TRUE(job.ok() && job->has_value()) << job.status();
+  EXPECT_THAT((*job)->planned_metric_ids, ElementsAre(11, 2));
+  accounts::AccountsStore accounts(upgraded->get());
+  EXPECT_EQ(accounts.GetWorkspace(workspace)->credit_balance, 6);
+  v1::StandardMetricResult done;
+  done.set_metric_id(11);
+  done.set_status("completed");
+  v1::StandardMetricResult failed;
+  failed.set_metric_id(2);
+  failed.set_status("failed");
+  ASSERT_TRUE(
+      store.RecordAnalysis((*job)->call_id, (*job)->token, std::nullopt, {failed, done}).ok());
+  auto call = store.Get(workspace, "v10");
+  ASSERT_TRUE(call.ok()) << call.status();
+  ASSERT_EQ(call->standard_metrics_size(), 2);
+  EXPECT_EQ(call->standard_metrics(0).metric_id(), 11);  // plan order, not id order
+  EXPECT_EQ(call->credits_used(), 1);
+  EXPECT_EQ(accounts.GetWorkspace(workspace)->credit_balance, 9);  // metric 2 refunded
+  upgraded->reset();
+  std::filesystem::remove_all(dir);
+}
+
 CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(AnalysisQueueTest);
+CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(PlanOrderUpgradeTest);
 CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(CallsStoreTest);
 CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(LeaseRenewalTest);
 CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(TranscriptionQueueTest);
