@@ -158,8 +158,18 @@ v1::Stats Render(const StatsRange& range, BucketSums& sums) {
   return stats;
 }
 
-absl::Status AddRuns(const RunCounter& runs, runs::RunCountQuery query, BucketSums* sums) {
+// Adds the runs of an agent or a scenario (whichever is set) to the buckets of `range`.
+absl::Status AddRuns(const RunCounter& runs, int64_t workspace_id, std::optional<int64_t> agent_id,
+                     std::optional<int64_t> scenario_id, const StatsRange& range,
+                     BucketSums* sums) {
   if (!runs) return absl::OkStatus();
+  runs::RunCountQuery query;
+  query.workspace_id = workspace_id;
+  query.agent_id = agent_id;
+  query.scenario_id = scenario_id;
+  query.from = range.from;
+  query.to = range.to;
+  query.width = range.width;
   ASSIGN_OR_RETURN(auto counted, runs(query));
   for (const auto& [bucket, counts] : counted) {
     Sums one;
@@ -284,13 +294,7 @@ absl::StatusOr<v1::Stats> StatsStore::AgentStats(int64_t workspace_id, int64_t a
         {range.from, range.width, agent_id, range.to, workspace_id},
         [&](db::Statement& row) { sums[row.Int64(0)].AddStatus(row.Text(1), row.Int64(2)); });
   }));
-  runs::RunCountQuery runs_query;
-  runs_query.workspace_id = workspace_id;
-  runs_query.agent_id = agent_id;
-  runs_query.from = range.from;
-  runs_query.to = range.to;
-  runs_query.width = range.width;
-  RETURN_IF_ERROR(AddRuns(runs_, runs_query, &sums));
+  RETURN_IF_ERROR(AddRuns(runs_, workspace_id, agent_id, std::nullopt, range, &sums));
   v1::Stats stats = Render(range, sums);
   stats.set_agent_id(agent_id);
   return stats;
@@ -363,13 +367,7 @@ absl::StatusOr<v1::Stats> StatsStore::ScenarioStats(int64_t workspace_id, int64_
           sums[row.Int64(0)].outcomes[{row.Int64(1), row.Text(2)}] += row.Int64(3);
         });
   }));
-  runs::RunCountQuery runs_query;
-  runs_query.workspace_id = workspace_id;
-  runs_query.scenario_id = scenario_id;
-  runs_query.from = range.from;
-  runs_query.to = range.to;
-  runs_query.width = range.width;
-  RETURN_IF_ERROR(AddRuns(runs_, runs_query, &sums));
+  RETURN_IF_ERROR(AddRuns(runs_, workspace_id, std::nullopt, scenario_id, range, &sums));
   v1::Stats stats = Render(range, sums);
   stats.set_agent_id(agent_id);
   stats.set_scenario_id(scenario_id);
