@@ -99,4 +99,16 @@ nlohmann::json HttpClient::WaitForAnalysis(const std::string& id_or_key) {
   return call;
 }
 
+int64_t BalanceOnceSettled(HttpClient& client, int64_t expected) {
+  const auto balance = [&]() -> int64_t {
+    return client.Get("/api/v1/workspaces/current").json()["credit_balance"];
+  };
+  int64_t now = balance();
+  for (int i = 0; i < 1000 && now != expected; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    now = balance();
+  }
+  return now;
+}
+
 }  // namespace calleval::testing

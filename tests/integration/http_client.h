@@ -62,4 +62,9 @@ class HttpClient {
   CURL* curl_;
 };
 
+// The workspace's credit_balance once it equals `expected`, or what it is after 10 s. Refunds are
+// applied just after a call settles (docs/architecture.md, "Credits across services"), so a read
+// right after the call shows completed may come before them.
+int64_t BalanceOnceSettled(HttpClient& client, int64_t expected);
+
 }  // namespace calleval::testing

@@ -263,8 +263,7 @@ TEST_F(LlmMetricsTest, EachResultTypeScoredEndToEnd) {
   for (const json& m : call["metric_results"]) total += m["credits_used"].get<int64_t>();
   for (const json& m : call["standard_metrics"]) total += m["credits_used"].get<int64_t>();
   EXPECT_EQ(call["credits_used"], total);
-  EXPECT_EQ(client_->Get("/api/v1/workspaces/current").json()["credit_balance"],
-            balance_before - total);
+  EXPECT_EQ(testing::BalanceOnceSettled(*client_, balance_before - total), balance_before - total);
 
   // What the provider was asked: the transcript with roles and the tool call, JSON mode, the
   // metric's instructions and what the result must be.
@@ -470,7 +469,7 @@ TEST(LlmUnavailableTest, GenerateIs503AndLlmMetricsFailWithoutCharge) {
     EXPECT_EQ(m["error"], "llm_unavailable");
   }
   EXPECT_EQ(call["credits_used"], 0);
-  EXPECT_EQ(client.Get("/api/v1/workspaces/current").json()["credit_balance"], before);
+  EXPECT_EQ(testing::BalanceOnceSettled(client, before), before);
   server->reset();
   std::filesystem::remove_all(dir);
 }

@@ -696,7 +696,7 @@ TEST_F(MetricsApiTest, ScoredCallShowsPhraseOptionsAndCodeResults) {
   for (const json& m : call["standard_metrics"]) total += m["credits_used"].get<int64_t>();
   EXPECT_EQ(mine, 5);
   EXPECT_EQ(call["credits_used"], total);
-  EXPECT_EQ(Balance(), before - total);
+  EXPECT_EQ(testing::BalanceOnceSettled(*client_, before - total), before - total);
 
   // metric_ids naming a metric of another agent: ignored.
   HttpResponse chosen =

@@ -159,7 +159,7 @@ TEST_F(ScoringTest, CorpusCallScoredEndToEndAndChargedOnce) {
     if (m["status"] == "completed") ++completed;
   }
   EXPECT_EQ(call["credits_used"], completed);
-  EXPECT_EQ(Balance(*client_), before - completed);
+  EXPECT_EQ(testing::BalanceOnceSettled(*client_, before - completed), before - completed);
 }
 
 TEST_F(ScoringTest, TextCallCompletesWithoutCharge) {
@@ -174,7 +174,7 @@ TEST_F(ScoringTest, TextCallCompletesWithoutCharge) {
   ASSERT_EQ(call["standard_metrics"].size(), 2u);  // only the transcript-judged ones
   EXPECT_EQ(call["standard_metrics"][0]["standard_metric_key"], "user_sentiment");
   EXPECT_EQ(call["credits_used"], 0);
-  EXPECT_EQ(Balance(*client_), before);
+  EXPECT_EQ(testing::BalanceOnceSettled(*client_, before), before);
 }
 
 TEST_F(ScoringTest, UndecodableRecordingFailsUnsupportedAudio) {
@@ -190,7 +190,8 @@ TEST_F(ScoringTest, UndecodableRecordingFailsUnsupportedAudio) {
   json call = WaitFinal("bad-audio");
   EXPECT_EQ(call["analysis_status"], "failed");
   EXPECT_EQ(call["failure_reason"], "unsupported_audio");
-  EXPECT_EQ(Balance(*client_), before);  // everything reserved was refunded
+  // Everything reserved was refunded.
+  EXPECT_EQ(testing::BalanceOnceSettled(*client_, before), before);
 }
 
 TEST_F(ScoringTest, ShortBalanceSkipsTheCall) {
