@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -41,10 +42,23 @@ enum class Isolation {
   // and lock every other row whose read decides what they write (ForUpdate()): under
   // SERIALIZABLE, workers claiming from one queue at once conflict with each other and retry.
   kReadCommitted,
+  // One statement and nothing else: PostgreSQL runs it on its own, outside any BEGIN and
+  // COMMIT, as atomic as every statement is there, in one round trip where a transaction
+  // takes two. A second statement fails (kFailedPrecondition) without being sent: a mistake in
+  // the store, after which the first has committed on PostgreSQL and is rolled back on SQLite.
+  // For the hot writes written as one statement (an ingest's call and its planned metrics).
+  kSingleStatement,
 };
 
 struct WriteOptions {
   Isolation isolation = Isolation::kSerializable;
+};
+
+struct ReadOptions {
+  // The read runs one statement, which sees one snapshot of its own: no BEGIN and no COMMIT
+  // (PostgreSQL's round trips, SQLite's two steps). A second statement fails
+  // (kFailedPrecondition) without being sent. For the hot point reads.
+  bool single_statement = false;
 };
 
 // What a backend implements for one prepared statement. Bind indexes are 1-based, column
@@ -156,6 +170,27 @@ class Connection {
   // PostgreSQL, so that concurrent claimers each lock a different row instead of all waiting
   // for, or conflicting over, the first; nothing on SQLite.
   absl::string_view ForUpdateSkipLocked() const;
+
+  // For a single-statement read or write (ReadOptions::single_statement,
+  // Isolation::kSingleStatement): the backends allow the function one Prepare() or Exec(), and
+  // refuse the next before it reaches the database. Unlimited when off.
+  void LimitToOneStatement(bool on) {
+    statements_left_ = on ? 1 : -1;
+  }
+
+ protected:
+  // Counts a statement against the limit: kFailedPrecondition once it is spent.
+  absl::Status TakeStatement(absl::string_view sql) {
+    if (statements_left_ == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("a single-statement transaction ran a second statement: ", sql.substr(0, 200)));
+    }
+    if (statements_left_ > 0) --statements_left_;
+    return absl::OkStatus();
+  }
+
+ private:
+  int statements_left_ = -1;
 };
 
 // One schema migration, applied in order, once. `sql` is SQLite's text, `postgres_sql`
@@ -205,7 +240,8 @@ class Database {
   virtual absl::Status Write(const WriteFn& fn, const WriteOptions& options) = 0;
   absl::Status Write(const WriteFn& fn) { return Write(fn, WriteOptions()); }
   // Runs `fn` in a read-only transaction (one consistent snapshot for the duration of fn).
-  virtual absl::Status Read(const ReadFn& fn) = 0;
+  virtual absl::Status Read(const ReadFn& fn, const ReadOptions& options) = 0;
+  absl::Status Read(const ReadFn& fn) { return Read(fn, ReadOptions()); }
 
   virtual Backend backend() const = 0;
   // The SQLite file, or the PostgreSQL URL without its password.
@@ -245,9 +281,15 @@ absl::StatusOr<T> WriteResult(Database& db,
 
 // Runs `fn` in a read-only transaction and returns what it produced.
 template <typename T>
+absl::StatusOr<T> ReadResult(Database& db, const ReadOptions& options,
+                             const std::function<absl::StatusOr<T>(Connection&)>& fn) {
+  return internal::RunForResult<T>(
+      [&](const Database::ReadFn& read) { return db.Read(read, options); }, fn);
+}
+template <typename T>
 absl::StatusOr<T> ReadResult(Database& db,
                              const std::function<absl::StatusOr<T>(Connection&)>& fn) {
-  return internal::RunForResult<T>([&](const Database::ReadFn& read) { return db.Read(read); }, fn);
+  return ReadResult<T>(db, ReadOptions(), fn);
 }
 
 // The SQLite and PostgreSQL implementations behind Database::Open.

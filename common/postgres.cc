@@ -458,6 +458,7 @@ absl::Status PgConnection::ErrorStatus(const PGresult* result, absl::string_view
 }
 
 absl::StatusOr<Statement> PgConnection::Prepare(absl::string_view sql) {
+  RETURN_IF_ERROR(TakeStatement(sql));
   Settle();
   auto it = cache_.find(std::string(sql));
   if (it != cache_.end() && !it->second->in_use()) {
@@ -483,6 +484,7 @@ absl::StatusOr<Statement> PgConnection::Prepare(absl::string_view sql) {
 }
 
 absl::Status PgConnection::Exec(absl::string_view sql) {
+  RETURN_IF_ERROR(TakeStatement(sql));
   Settle();
   // A deferred BEGIN goes in front, in the same simple query.
   const char* begin = std::exchange(pending_begin_, nullptr);
@@ -522,9 +524,10 @@ class PgDatabase final : public Database {
                                                         const std::vector<Migration>& migrations,
                                                         const Options& options);
 
+  using Database::Read;
   using Database::Write;
   absl::Status Write(const WriteFn& fn, const WriteOptions& options) override;
-  absl::Status Read(const ReadFn& fn) override;
+  absl::Status Read(const ReadFn& fn, const ReadOptions& options) override;
   Backend backend() const override { return Backend::kPostgres; }
   const std::string& path() const override { return shown_url_; }
 
@@ -532,8 +535,9 @@ class PgDatabase final : public Database {
   PgDatabase() = default;
   absl::StatusOr<std::unique_ptr<PgConnection>> Acquire();
   void Return(std::unique_ptr<PgConnection> conn);
-  // Runs `fn` between `begin` and COMMIT on one pooled connection. `retryable` is set when it
-  // failed on a serialization conflict or a deadlock.
+  // Runs `fn` between `begin` and COMMIT on one pooled connection, or, when `begin` is null,
+  // as one statement on its own (no BEGIN, no COMMIT). `retryable` is set when it failed on a
+  // serialization conflict or a deadlock.
   absl::Status RunTransaction(const char* begin, bool read_only, const WriteFn& fn,
                               bool* retryable);
 
@@ -642,6 +646,27 @@ absl::Status PgDatabase::RunTransaction(const char* begin, bool read_only, const
                                         bool* retryable) {
   *retryable = false;
   ASSIGN_OR_RETURN(auto conn, Acquire());
+  if (begin == nullptr) {
+    auto run_alone = [&]() {
+      conn->ClearError();
+      conn->LimitToOneStatement(true);
+      absl::Status status = fn(*conn);
+      conn->LimitToOneStatement(false);
+      return status;
+    };
+    absl::Status status = run_alone();
+    // A read on a pooled connection the server closed is run again on the next one. A write
+    // is not: whether the server ran it cannot be known, and the caller's retry finds out (an
+    // ingest answers 409 for the call it stored).
+    for (int tries = 0; read_only && conn->broken() && tries < options_.pool_size; ++tries) {
+      Return(std::move(conn));
+      ASSIGN_OR_RETURN(conn, Acquire());
+      status = run_alone();
+    }
+    *retryable = Retryable(conn->last_sqlstate());
+    Return(std::move(conn));
+    return status;
+  }
   conn->ClearError();
   conn->Begin(begin);
   absl::Status status = fn(*conn);
@@ -676,9 +701,12 @@ absl::Status PgDatabase::RunTransaction(const char* begin, bool read_only, const
 absl::Status PgDatabase::Write(const WriteFn& fn, const WriteOptions& options) {
   thread_local std::minstd_rand jitter(std::random_device{}());
   // READ COMMITTED never fails serialization, but can still deadlock: it is retried the same.
-  const char* begin = options.isolation == Isolation::kReadCommitted
-                          ? "BEGIN ISOLATION LEVEL READ COMMITTED"
-                          : "BEGIN ISOLATION LEVEL SERIALIZABLE";
+  const char* begin = nullptr;  // kSingleStatement: the statement on its own
+  if (options.isolation == Isolation::kReadCommitted) {
+    begin = "BEGIN ISOLATION LEVEL READ COMMITTED";
+  } else if (options.isolation == Isolation::kSerializable) {
+    begin = "BEGIN ISOLATION LEVEL SERIALIZABLE";
+  }
   absl::Status status;
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
     bool retryable = false;
@@ -689,14 +717,15 @@ absl::Status PgDatabase::Write(const WriteFn& fn, const WriteOptions& options) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1 + jitter() % ceiling_ms));
   }
   return absl::UnavailableError(absl::StrCat("the write lost ", options_.max_attempts,
-                                             " serialization conflicts in a row: ",
+                                             " conflicts (serialization or deadlock) in a row: ",
                                              status.message()));
 }
 
-absl::Status PgDatabase::Read(const ReadFn& fn) {
+absl::Status PgDatabase::Read(const ReadFn& fn, const ReadOptions& options) {
   bool retryable = false;
-  return RunTransaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", /*read_only=*/true, fn,
-                        &retryable);
+  return RunTransaction(
+      options.single_statement ? nullptr : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+      /*read_only=*/true, fn, &retryable);
 }
 
 }  // namespace

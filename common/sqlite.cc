@@ -128,6 +128,7 @@ absl::StatusOr<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const s
 }
 
 absl::StatusOr<Statement> SqliteConnection::Prepare(absl::string_view sql) {
+  RETURN_IF_ERROR(TakeStatement(sql));
   auto it = cache_.find(std::string(sql));
   if (it != cache_.end() && !it->second->in_use()) {
     it->second->set_in_use();
@@ -146,6 +147,7 @@ absl::StatusOr<Statement> SqliteConnection::Prepare(absl::string_view sql) {
 }
 
 absl::Status SqliteConnection::Exec(absl::string_view sql) {
+  RETURN_IF_ERROR(TakeStatement(sql));
   char* error = nullptr;
   const int rc = sqlite3_exec(db_, std::string(sql).c_str(), nullptr, nullptr, &error);
   if (rc != SQLITE_OK) {
@@ -174,7 +176,8 @@ class SqliteDatabase final : public Database {
   using Database::Write;
   // One writer: every transaction is serializable, whatever `options` ask.
   absl::Status Write(const WriteFn& fn, const WriteOptions& options) override;
-  absl::Status Read(const ReadFn& fn) override;
+  using Database::Read;
+  absl::Status Read(const ReadFn& fn, const ReadOptions& options) override;
   Backend backend() const override { return Backend::kSqlite; }
   const std::string& path() const override { return path_; }
 
@@ -183,6 +186,7 @@ class SqliteDatabase final : public Database {
     const WriteFn* fn;
     absl::Status status;
     bool done = false;
+    bool single_statement = false;
   };
   SqliteDatabase() = default;
   void CommitBatch(std::vector<PendingWrite*>& batch);
@@ -238,8 +242,11 @@ absl::StatusOr<std::unique_ptr<Database>> SqliteDatabase::Open(
   return std::unique_ptr<Database>(std::move(db));
 }
 
-absl::Status SqliteDatabase::Write(const WriteFn& fn, const WriteOptions& /*options*/) {
+absl::Status SqliteDatabase::Write(const WriteFn& fn, const WriteOptions& options) {
+  // SQLite has one writer, serializable whatever is asked; a single-statement write keeps its
+  // limit so that it fails here as it would on PostgreSQL.
   PendingWrite self{&fn};
+  self.single_statement = options.isolation == Isolation::kSingleStatement;
   absl::MutexLock lock(&write_mu_);
   write_queue_.push_back(&self);
   struct Waiter {
@@ -277,7 +284,9 @@ void SqliteDatabase::CommitBatch(std::vector<PendingWrite*>& batch) {
   for (PendingWrite* p : batch) {
     absl::Status s = w.Exec("SAVEPOINT w");
     if (s.ok()) {
+      w.LimitToOneStatement(p->single_statement);
       p->status = (*p->fn)(w);
+      w.LimitToOneStatement(false);
       s = p->status.ok() ? w.Exec("RELEASE w") : w.Exec("ROLLBACK TO w; RELEASE w");
     }
     if (!s.ok() && p->status.ok()) p->status = s;
@@ -291,7 +300,7 @@ void SqliteDatabase::CommitBatch(std::vector<PendingWrite*>& batch) {
   }
 }
 
-absl::Status SqliteDatabase::Read(const ReadFn& fn) {
+absl::Status SqliteDatabase::Read(const ReadFn& fn, const ReadOptions& options) {
   std::unique_ptr<SqliteConnection> conn;
   {
     absl::MutexLock lock(&read_mu_);
@@ -303,16 +312,24 @@ absl::Status SqliteDatabase::Read(const ReadFn& fn) {
   if (conn == nullptr) {
     ASSIGN_OR_RETURN(conn, SqliteConnection::Open(path_, /*read_only=*/true));
   }
-  // A read transaction keeps every statement of `fn` on one snapshot.
-  auto run = [&](absl::string_view sql) -> absl::Status {
-    ASSIGN_OR_RETURN(Statement stmt, conn->Prepare(sql));
-    return stmt.Run();
-  };
-  absl::Status status = run("BEGIN");
-  if (status.ok()) {
+  absl::Status status;
+  if (options.single_statement) {
+    // One statement is its own transaction, on one snapshot.
+    conn->LimitToOneStatement(true);
     status = fn(*conn);
-    absl::Status ended = run("COMMIT");
-    if (status.ok()) status = ended;
+    conn->LimitToOneStatement(false);
+  } else {
+    // A read transaction keeps every statement of `fn` on one snapshot.
+    auto run = [&](absl::string_view sql) -> absl::Status {
+      ASSIGN_OR_RETURN(Statement stmt, conn->Prepare(sql));
+      return stmt.Run();
+    };
+    status = run("BEGIN");
+    if (status.ok()) {
+      status = fn(*conn);
+      absl::Status ended = run("COMMIT");
+      if (status.ok()) status = ended;
+    }
   }
   absl::MutexLock lock(&read_mu_);
   if (idle_readers_.size() < static_cast<size_t>(options_.readers)) {

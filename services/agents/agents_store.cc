@@ -677,10 +677,13 @@ absl::StatusOr<v1::Agent> AgentsStore::Create(int64_t workspace_id, const v1::Ag
 }
 
 absl::StatusOr<v1::Agent> AgentsStore::Get(int64_t workspace_id, int64_t id) {
-  return db::ReadResult<v1::Agent>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Agent> {
-    ASSIGN_OR_RETURN(AgentRecord record, ReadAgent(c, workspace_id, id));
-    return ToProto(record);
-  });
+  // One statement: every ingest asks for its agent, so this read is on the hot path.
+  return db::ReadResult<v1::Agent>(*db_, db::ReadOptions{.single_statement = true},
+                                   [&](db::Connection& c) -> absl::StatusOr<v1::Agent> {
+                                     ASSIGN_OR_RETURN(AgentRecord record,
+                                                      ReadAgent(c, workspace_id, id));
+                                     return ToProto(record);
+                                   });
 }
 
 absl::StatusOr<v1::Agent> AgentsStore::Update(int64_t workspace_id, int64_t id,

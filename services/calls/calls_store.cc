@@ -141,9 +141,11 @@ struct LeasedCall {
   std::vector<int64_t> costs;  // parallel to `planned`
 };
 absl::StatusOr<LeasedCall> CheckLease(db::Connection& c, int64_t call_id, absl::string_view token) {
-  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT workspace_id, analysis_token FROM calls WHERE "
-                                        "id = ? AND analysis_status IN ('processing', "
-                                        "'computed')"));
+  ASSIGN_OR_RETURN(auto stmt,
+                   c.Prepare(absl::StrCat("SELECT workspace_id, analysis_token FROM calls WHERE "
+                                          "id = ? AND analysis_status IN ('processing', "
+                                          "'computed')",
+                                          c.ForUpdate())));
   stmt.Bind(1, call_id);
   ASSIGN_OR_RETURN(bool row, stmt.Step());
   if (!row || stmt.IsNull(1) || stmt.Text(1) != token) {
@@ -186,8 +188,10 @@ absl::Status EndTranscription(db::Connection& c, int64_t call_id, absl::string_v
 // The call holding transcription lease `token` (else kFailedPrecondition).
 absl::Status CheckTranscriptionLease(db::Connection& c, int64_t call_id,
                                      absl::string_view token) {
-  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT transcription_token FROM calls WHERE id = ? AND "
-                                        "transcription_status = 'processing'"));
+  ASSIGN_OR_RETURN(auto stmt,
+                   c.Prepare(absl::StrCat("SELECT transcription_token FROM calls WHERE id = ? AND "
+                                          "transcription_status = 'processing'",
+                                          c.ForUpdate())));
   stmt.Bind(1, call_id);
   ASSIGN_OR_RETURN(bool row, stmt.Step());
   if (!row || stmt.IsNull(0) || stmt.Text(0) != token) {
@@ -207,6 +211,43 @@ constexpr db::WriteOptions kClaim{db::Isolation::kReadCommitted};
 // so it needs no snapshot of its own. Under SERIALIZABLE, concurrent ingests conflicted on the
 // unique index's pages (PostgreSQL locks predicates by page) and most of them ran again.
 constexpr db::WriteOptions kIngest{db::Isolation::kReadCommitted};
+// The writes of one call's rows (its leases, results, settling, deletion) run READ COMMITTED
+// too: each locks the call's row before it reads what it decides on (CheckLease's FOR UPDATE),
+// or changes it with one UPDATE whose WHERE decides (PostgreSQL checks the WHERE again on the
+// row it locked). Under SERIALIZABLE they conflicted over what every settle shares, the agent's
+// hourly totals (agent_hourly_calls), and a call under load lost eight conflicts in a row and
+// its analysis failed; under READ COMMITTED those upserts wait for each other's row lock and
+// add up.
+constexpr db::WriteOptions kOneCall{db::Isolation::kReadCommitted};
+
+// The ingest's INSERT: a duplicate (workspace_id, call_identifier) gives no row back.
+constexpr absl::string_view kInsertCall =
+    "INSERT INTO calls (workspace_id, agent_id, call_identifier, observation_type, "
+    "call_direction, analysis_status, transcription_status, recording_url, recording_state, "
+    "duration_seconds, call_timestamp, call_end_reason, customer_number, tag, label, metadata, "
+    "transcript, transcript_source, metric_ids, created_at, updated_at, planned_metric_ids, "
+    "silence_threshold_ms, planned_metric_costs, call_time, run_id, scenario_id, query_rows) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
+    "?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, 1) ON CONFLICT (workspace_id, "
+    "call_identifier) DO NOTHING RETURNING id";
+
+// PostgreSQL only: that INSERT and the call's planned metrics (?27 the metric ids, ?28 their
+// credit costs, arrays in plan order) in one statement: the rows WritePlannedMetrics writes.
+const std::string& InsertCallWithPlan() {
+  static const std::string sql = absl::StrCat(
+      "WITH new_call AS (", kInsertCall,
+      "), plan AS (INSERT INTO call_metrics (call_id, metric_id, credit_cost, status, "
+      "plan_order) SELECT new_call.id, p.metric_id, p.credit_cost, 'pending', p.plan_order FROM "
+      "new_call, unnest(CAST(?27 AS BIGINT[]), CAST(?28 AS BIGINT[])) WITH ORDINALITY AS "
+      "p(metric_id, credit_cost, plan_order) ON CONFLICT (call_id, metric_id) DO NOTHING) "
+      "SELECT id FROM new_call");
+  return sql;
+}
+
+// A PostgreSQL array literal of `ids`: "{1,2,3}".
+std::string IdArray(const std::vector<int64_t>& ids) {
+  return absl::StrCat("{", absl::StrJoin(ids, ","), "}");
+}
 
 // An unknown status or type in a filter is a client mistake, not an empty result.
 absl::Status ValidateListFilters(const v1::ListCallsRequest& request) {
@@ -399,21 +440,19 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
     call_time = absl::ToUnixSeconds(t);
   }
 
+  // On PostgreSQL the call and its planned metrics are one statement on its own (no BEGIN, no
+  // COMMIT): one round trip. A recording stored by the runs role is moved into place inside a
+  // transaction, and SQLite's group commit makes the transaction cheap there.
+  const bool one_statement = !recorded && db_->backend() == db::Backend::kPostgres;
+  constexpr int64_t kDuplicate = 0;  // no identity is 0
   ASSIGN_OR_RETURN(
       int64_t id,
-      db::WriteResult<int64_t>(*db_, kIngest, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
-        ASSIGN_OR_RETURN(
-            auto insert,
-            c.Prepare("INSERT INTO calls (workspace_id, agent_id, call_identifier, "
-                      "observation_type, call_direction, analysis_status, transcription_status, "
-                      "recording_url, recording_state, duration_seconds, call_timestamp, "
-                      "call_end_reason, customer_number, tag, label, metadata, transcript, "
-                      "transcript_source, metric_ids, created_at, updated_at, "
-                      "planned_metric_ids, silence_threshold_ms, planned_metric_costs, "
-                      "call_time, run_id, scenario_id, query_rows) VALUES "
-                      "(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                      "?, ?, ?, ?, ?, 1) ON CONFLICT (workspace_id, call_identifier) DO NOTHING "
-                      "RETURNING id"));
+      db::WriteResult<int64_t>(
+          *db_, one_statement ? db::WriteOptions{db::Isolation::kSingleStatement} : kIngest,
+          [&](db::Connection& c) -> absl::StatusOr<int64_t> {
+        ASSIGN_OR_RETURN(auto insert,
+                         c.Prepare(one_statement ? absl::string_view(InsertCallWithPlan())
+                                                   : kInsertCall));
         insert.Bind(1, workspace_id)
             .Bind(2, request.agent_id())
             .Bind(3, request.call_identifier())
@@ -456,22 +495,14 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
         insert.Bind(25, origin.run_id).Bind(26, origin.scenario_id);
         // The unique (workspace_id, call_identifier) decides a duplicate, also between two
         // ingests of one identifier at once: no row back means it was there already.
-        ASSIGN_OR_RETURN(bool inserted, insert.Step());
-        if (!inserted) {
-          ASSIGN_OR_RETURN(auto existing, c.Prepare("SELECT id FROM calls WHERE workspace_id = ? "
-                                                    "AND call_identifier = ?"));
-          existing.Bind(1, workspace_id).Bind(2, request.call_identifier());
-          ASSIGN_OR_RETURN(bool found, existing.Step());
-          return ConflictError(
-              "duplicate_call_identifier",
-              absl::StrCat("call_identifier ", request.call_identifier(), " was already submitted"),
-              {{"call_identifier", found ? absl::StrCat("already submitted as call ",
-                                                        existing.Int64(0))
-                                         : std::string("already submitted")}});
+        if (one_statement) {
+          insert.Bind(27, IdArray(planned)).Bind(28, IdArray(planned_costs));
         }
+        ASSIGN_OR_RETURN(bool inserted, insert.Step());
+        if (!inserted) return kDuplicate;
         const int64_t id = insert.Int64(0);
         RETURN_IF_ERROR(insert.Run());
-        RETURN_IF_ERROR(WritePlannedMetrics(c, id, planned, planned_costs));
+        if (!one_statement) RETURN_IF_ERROR(WritePlannedMetrics(c, id, planned, planned_costs));
         if (recorded) {
           // Moved into place inside the transaction: a failure leaves no call without its file.
           std::error_code ec;
@@ -492,6 +523,26 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
         }
         return id;
       }));
+  if (id == kDuplicate) {
+    // The unique (workspace_id, call_identifier) decided it, also between two ingests of one
+    // identifier at once: no row back means it was there already.
+    absl::StatusOr<int64_t> existing = db::ReadResult<int64_t>(
+        *db_, db::ReadOptions{.single_statement = true},
+        [&](db::Connection& c) -> absl::StatusOr<int64_t> {
+          ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT id FROM calls WHERE workspace_id = ? AND "
+                                                "call_identifier = ?"));
+          stmt.Bind(1, workspace_id).Bind(2, request.call_identifier());
+          ASSIGN_OR_RETURN(bool found, stmt.Step());
+          if (!found) return NotFoundError("the call holding the identifier was deleted");
+          return stmt.Int64(0);
+        });
+    return ConflictError(
+        "duplicate_call_identifier",
+        absl::StrCat("call_identifier ", request.call_identifier(), " was already submitted"),
+        {{"call_identifier", existing.ok()
+                                 ? absl::StrCat("already submitted as call ", *existing)
+                                 : std::string("already submitted")}});
+  }
 
   // The record as ingested, built from what was written (no second read on the hot path).
   v1::Call call;
@@ -523,11 +574,36 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
   return call;
 }
 
+absl::Status CallsStore::WriteCall(const db::Database::WriteFn& fn) {
+  return db_->Write(fn, kOneCall);
+}
+
 absl::StatusOr<v1::Call> CallsStore::Get(int64_t workspace_id, absl::string_view key) {
-  return db::ReadResult<v1::Call>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Call> {
-    ASSIGN_OR_RETURN(int64_t id, FindCallId(c, workspace_id, key));
-    return ReadCall(c, id, options_.signer);
-  });
+  // One statement, no transaction around it: the hot read takes one round trip on PostgreSQL.
+  // A key of digits is an id first, else an identifier (as FindCallId decides).
+  int64_t id = 0;
+  const bool maybe_id =
+      !key.empty() && absl::c_all_of(key, absl::ascii_isdigit) && absl::SimpleAtoi(key, &id);
+  static const std::string by_id_or_identifier =
+      absl::StrCat("SELECT ", kCallColumns,
+                   " FROM calls WHERE workspace_id = ?1 AND (id = ?2 OR call_identifier = ?3) "
+                   "ORDER BY id = ?2 DESC LIMIT 1");
+  static const std::string by_identifier = absl::StrCat(
+      "SELECT ", kCallColumns, " FROM calls WHERE workspace_id = ?1 AND call_identifier = ?2");
+  return db::ReadResult<v1::Call>(
+      *db_, db::ReadOptions{.single_statement = true},
+      [&](db::Connection& c) -> absl::StatusOr<v1::Call> {
+        ASSIGN_OR_RETURN(auto stmt, c.Prepare(maybe_id ? by_id_or_identifier : by_identifier));
+        stmt.Bind(1, workspace_id);
+        if (maybe_id) {
+          stmt.Bind(2, id).Bind(3, key);
+        } else {
+          stmt.Bind(2, key);
+        }
+        ASSIGN_OR_RETURN(bool found, stmt.Step());
+        if (!found) return NotFoundError(absl::StrCat("call ", key));
+        return CallFromRow(stmt, options_.signer);
+      });
 }
 
 absl::StatusOr<v1::Call> CallsStore::Update(int64_t workspace_id, absl::string_view key,
@@ -669,9 +745,13 @@ absl::Status CallsStore::Delete(int64_t workspace_id, absl::string_view key) {
                    }));
   RETURN_IF_ERROR(ApplyOwedRefundsOf(owed_id));
   ASSIGN_OR_RETURN(
-      int64_t id, db::WriteResult<int64_t>(*db_, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
+      int64_t id,
+      db::WriteResult<int64_t>(*db_, kOneCall, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
         ASSIGN_OR_RETURN(int64_t id, FindCallId(c, workspace_id, key));
-        ASSIGN_OR_RETURN(auto owed, c.Prepare("SELECT refunds_owed FROM calls WHERE id = ?"));
+        // The row locked before what decides the delete is read (kOneCall).
+        ASSIGN_OR_RETURN(auto owed, c.Prepare(absl::StrCat(
+                                        "SELECT refunds_owed FROM calls WHERE id = ?",
+                                        c.ForUpdate())));
         owed.Bind(1, id);
         ASSIGN_OR_RETURN(bool row, owed.Step());
         if (row && owed.Int64(0) != 0) {
@@ -717,7 +797,7 @@ absl::StatusOr<std::optional<RecordingJob>> CallsStore::ClaimRecordingJob(
 
 absl::Status CallsStore::CompleteRecording(int64_t call_id, absl::string_view content_type,
                                            int64_t bytes) {
-  return db_->Write([&](db::Connection& c) -> absl::Status {
+  return WriteCall([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto stmt,
                      c.Prepare("UPDATE calls SET recording_state = 'stored', "
                                "recording_lease_until = NULL, recording_token = NULL, "
@@ -732,7 +812,7 @@ absl::Status CallsStore::CompleteRecording(int64_t call_id, absl::string_view co
 }
 
 absl::Status CallsStore::ReleaseRecording(int64_t call_id) {
-  return db_->Write([&](db::Connection& c) -> absl::Status {
+  return WriteCall([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto stmt, c.Prepare("UPDATE calls SET recording_lease_until = NULL, "
                                           "recording_token = NULL, recording_attempts = "
                                           "CASE WHEN recording_attempts > 0 THEN "
@@ -744,7 +824,7 @@ absl::Status CallsStore::ReleaseRecording(int64_t call_id) {
 }
 
 absl::Status CallsStore::RetryRecording(int64_t call_id, absl::Duration delay) {
-  return db_->Write([&](db::Connection& c) -> absl::Status {
+  return WriteCall([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto stmt, c.Prepare("UPDATE calls SET recording_lease_until = ?, "
                                           "recording_token = NULL WHERE id = ? AND "
                                           "recording_state = 'pending'"));
@@ -754,7 +834,7 @@ absl::Status CallsStore::RetryRecording(int64_t call_id, absl::Duration delay) {
 }
 
 absl::Status CallsStore::FailRecording(int64_t call_id, absl::string_view message) {
-  return db_->Write([&](db::Connection& c) -> absl::Status {
+  return WriteCall([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(
         auto stmt,
         c.Prepare("UPDATE calls SET recording_state = 'failed', recording_lease_until = NULL, "
@@ -793,7 +873,7 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseAnalysis(absl::Durat
         credits_->Reserve(r.workspace_id, r.call_id, r.charges);
     if (!reserved.ok()) {
       // Accounts cannot answer now: the claim is given back untried and the worker asks again.
-      absl::Status give_back = db_->Write([&](db::Connection& c) -> absl::Status {
+      absl::Status give_back = WriteCall([&](db::Connection& c) -> absl::Status {
         ASSIGN_OR_RETURN(auto update,
                          c.Prepare("UPDATE calls SET analysis_token = NULL, analysis_lease_until "
                                    "= 0, analysis_attempts = CASE WHEN analysis_attempts > 0 "
@@ -807,7 +887,7 @@ absl::StatusOr<std::optional<AnalysisJob>> CallsStore::LeaseAnalysis(absl::Durat
     }
     if (!reserved->reserved) {
       // Nothing was charged: the call ends skipped, if the claim is still this one's.
-      RETURN_IF_ERROR(db_->Write([&](db::Connection& c) -> absl::Status {
+      RETURN_IF_ERROR(WriteCall([&](db::Connection& c) -> absl::Status {
         ASSIGN_OR_RETURN(auto end,
                          c.Prepare("UPDATE calls SET analysis_status = 'skipped', "
                                    "failure_reason = 'insufficient_credits', failure_message = "
@@ -931,7 +1011,7 @@ absl::StatusOr<CallsStore::Claim> CallsStore::LeaseNext(absl::Duration lease, in
 absl::StatusOr<std::optional<AnalysisJob>> CallsStore::StartReservedLease(int64_t call_id,
                                                                           absl::string_view token) {
   return db::WriteResult<std::optional<AnalysisJob>>(
-      *db_, [&](db::Connection& c) -> absl::StatusOr<std::optional<AnalysisJob>> {
+      *db_, kOneCall, [&](db::Connection& c) -> absl::StatusOr<std::optional<AnalysisJob>> {
         ASSIGN_OR_RETURN(auto start,
                          c.Prepare("UPDATE calls SET analysis_status = 'processing', updated_at "
                                    "= ? WHERE id = ? AND analysis_token = ? AND analysis_status "
@@ -1015,7 +1095,7 @@ absl::Status CallsStore::ApplyOwedRefundsOf(int64_t call_id) {
     RETURN_IF_ERROR(credits_->Refund(owed->workspace_id, call_id, owed->metric_ids));
   }
   // A crash before this clears the mark applies the refund again, which gives nothing twice.
-  return db_->Write([&](db::Connection& c) -> absl::Status {
+  return WriteCall([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto clear, c.Prepare("UPDATE calls SET refunds_owed = 0 WHERE id = ?"));
     clear.Bind(1, call_id);
     return clear.Run();
@@ -1065,7 +1145,7 @@ absl::Status CallsStore::RecordAnalysis(int64_t call_id, absl::string_view token
                                         std::optional<double> duration_seconds,
                                         const std::vector<v1::StandardMetricResult>& results,
                                         const std::vector<v1::MetricResult>& metric_results) {
-  RETURN_IF_ERROR(db_->Write([&](db::Connection& c) -> absl::Status {
+  RETURN_IF_ERROR(WriteCall([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(LeasedCall leased, CheckLease(c, call_id, token));
     v1::StoredStandardMetrics stored;
     v1::StoredMetricResults stored_custom;
@@ -1135,7 +1215,7 @@ absl::Status CallsStore::RecordAnalysis(int64_t call_id, absl::string_view token
 
 absl::Status CallsStore::FailAnalysis(int64_t call_id, absl::string_view token,
                                       absl::string_view reason, absl::string_view message) {
-  RETURN_IF_ERROR(db_->Write([&](db::Connection& c) -> absl::Status {
+  RETURN_IF_ERROR(WriteCall([&](db::Connection& c) -> absl::Status {
     RETURN_IF_ERROR(CheckLease(c, call_id, token).status());
     ASSIGN_OR_RETURN(auto update,
                      c.Prepare("UPDATE calls SET analysis_status = 'failed', failure_reason = ?, "
@@ -1153,7 +1233,7 @@ absl::Status CallsStore::FailAnalysis(int64_t call_id, absl::string_view token,
 }
 
 absl::Status CallsStore::ReleaseAnalysis(int64_t call_id, absl::string_view token) {
-  return db_->Write([&](db::Connection& c) -> absl::Status {
+  return WriteCall([&](db::Connection& c) -> absl::Status {
     RETURN_IF_ERROR(CheckLease(c, call_id, token).status());
     ASSIGN_OR_RETURN(auto update,
                      c.Prepare("UPDATE calls SET analysis_token = NULL, analysis_lease_until = 0, "
@@ -1168,7 +1248,7 @@ absl::Status CallsStore::RecordAudioStage(
     int64_t call_id, absl::string_view token, std::optional<double> duration_seconds,
     const std::vector<v1::StandardMetricResult>& planned_results,
     const std::vector<v1::StandardMetricResult>& audio_results) {
-  return db_->Write([&](db::Connection& c) -> absl::Status {
+  return WriteCall([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(LeasedCall leased, CheckLease(c, call_id, token));
     // What the record shows meanwhile: the planned standard metrics in plan order, those of the
     // transcript stage still pending.
@@ -1259,7 +1339,7 @@ absl::StatusOr<std::optional<TranscriptionJob>> CallsStore::LeaseTranscription(
 
 absl::Status CallsStore::RecordTranscription(int64_t call_id, absl::string_view token,
                                              const std::vector<v1::Turn>& transcript) {
-  return db_->Write([&](db::Connection& c) -> absl::Status {
+  return WriteCall([&](db::Connection& c) -> absl::Status {
     RETURN_IF_ERROR(CheckTranscriptionLease(c, call_id, token));
     v1::StoredTranscript generated;
     for (const auto& turn : transcript) *generated.add_turns() = turn;
@@ -1278,7 +1358,7 @@ absl::Status CallsStore::RecordTranscription(int64_t call_id, absl::string_view 
 
 absl::Status CallsStore::FailTranscription(int64_t call_id, absl::string_view token,
                                            absl::string_view message) {
-  return db_->Write([&](db::Connection& c) -> absl::Status {
+  return WriteCall([&](db::Connection& c) -> absl::Status {
     RETURN_IF_ERROR(CheckTranscriptionLease(c, call_id, token));
     ASSIGN_OR_RETURN(auto update,
                      c.Prepare("UPDATE calls SET transcription_status = 'failed', "
@@ -1290,7 +1370,7 @@ absl::Status CallsStore::FailTranscription(int64_t call_id, absl::string_view to
 }
 
 absl::Status CallsStore::ReleaseTranscription(int64_t call_id, absl::string_view token) {
-  return db_->Write([&](db::Connection& c) -> absl::Status {
+  return WriteCall([&](db::Connection& c) -> absl::Status {
     RETURN_IF_ERROR(CheckTranscriptionLease(c, call_id, token));
     ASSIGN_OR_RETURN(auto update,
                      c.Prepare("UPDATE calls SET transcription_token = NULL, "
@@ -1304,7 +1384,7 @@ absl::Status CallsStore::ReleaseTranscription(int64_t call_id, absl::string_view
 
 absl::Status CallsStore::RenewRecordingLease(int64_t call_id, absl::string_view token,
                                              absl::Duration lease) {
-  return db_->Write([&](db::Connection& c) -> absl::Status {
+  return WriteCall([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto update,
                      c.Prepare("UPDATE calls SET recording_lease_until = ? WHERE id = ? AND "
                                "recording_token = ? AND recording_state = 'pending'"));
@@ -1321,7 +1401,7 @@ absl::Status CallsStore::RenewRecordingLease(int64_t call_id, absl::string_view 
 
 absl::Status CallsStore::RenewAnalysisLease(int64_t call_id, absl::string_view token,
                                             absl::Duration lease) {
-  return db_->Write([&](db::Connection& c) -> absl::Status {
+  return WriteCall([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto update,
                      c.Prepare("UPDATE calls SET analysis_lease_until = ? WHERE id = ? AND "
                                "analysis_token = ? AND analysis_status IN ('processing', "
@@ -1339,7 +1419,7 @@ absl::Status CallsStore::RenewAnalysisLease(int64_t call_id, absl::string_view t
 
 absl::Status CallsStore::RenewTranscriptionLease(int64_t call_id, absl::string_view token,
                                                  absl::Duration lease) {
-  return db_->Write([&](db::Connection& c) -> absl::Status {
+  return WriteCall([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto update,
                      c.Prepare("UPDATE calls SET transcription_lease_until = ? WHERE id = ? AND "
                                "transcription_token = ? AND transcription_status = "

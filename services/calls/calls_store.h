@@ -256,6 +256,9 @@ class CallsStore {
   // Gives back what one call is owed and clears its mark.
   absl::Status ApplyOwedRefundsOf(int64_t call_id);
   void MaybeSweepOwedRefunds();
+  // A write of one call's rows (kOneCall in calls_store.cc: READ COMMITTED, the call's row
+  // locked or changed by one conditional UPDATE before anything is decided).
+  absl::Status WriteCall(const db::Database::WriteFn& fn);
 
   db::Database* db_;
   AgentLookup agents_;

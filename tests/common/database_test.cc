@@ -243,6 +243,61 @@ TEST_P(DatabaseTest, ValuesRoundTrip) {
   EXPECT_TRUE(read.ok()) << read;
 }
 
+// A single-statement read or write runs its one statement (outside BEGIN and COMMIT on
+// PostgreSQL) and refuses a second before it reaches the database; the connection is whole
+// again for the next transaction.
+TEST_P(DatabaseTest, SingleStatementReadsAndWritesRunExactlyOne) {
+  auto db = Open(kSchema);
+  ASSERT_TRUE(db);
+  const WriteOptions single{Isolation::kSingleStatement};
+  auto insert = [](absl::string_view v) {
+    return [v](Connection& c) -> absl::Status {
+      ASSIGN_OR_RETURN(auto st, c.Prepare("INSERT INTO t (v) VALUES (?)"));
+      return st.Bind(1, v).Run();
+    };
+  };
+  ASSERT_TRUE(db->Write(insert("one"), single).ok());
+  absl::Status twice = db->Write(
+      [&](Connection& c) -> absl::Status {
+        RETURN_IF_ERROR(insert("two")(c));
+        return insert("three")(c);
+      },
+      single);
+  EXPECT_EQ(twice.code(), absl::StatusCode::kFailedPrecondition) << twice;
+  // The second never ran. The first committed on its own on PostgreSQL; SQLite's group commit
+  // ran it in the write's savepoint and rolled it back with the failure.
+  const int64_t after_misuse = GetParam() == Backend::kPostgres ? 2 : 1;
+  EXPECT_EQ(Count(*db), after_misuse);
+
+  const ReadOptions one_read{.single_statement = true};
+  absl::StatusOr<std::string> v =
+      ReadResult<std::string>(*db, one_read, [](Connection& c) -> absl::StatusOr<std::string> {
+        ASSIGN_OR_RETURN(auto st, c.Prepare("SELECT v FROM t WHERE v = 'one'"));
+        ASSIGN_OR_RETURN(bool row, st.Step());
+        if (!row) return absl::NotFoundError("one");
+        return st.Text(0);
+      });
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, "one");
+  absl::Status two_reads = db->Read(
+      [](Connection& c) -> absl::Status {
+        RETURN_IF_ERROR(c.Prepare("SELECT COUNT(*) FROM t").status());
+        return c.Prepare("SELECT v FROM t").status();
+      },
+      one_read);
+  EXPECT_EQ(two_reads.code(), absl::StatusCode::kFailedPrecondition) << two_reads;
+
+  // Every pooled connection takes transactions of any length again.
+  for (int i = 0; i < 20; ++i) {
+    absl::Status s = db->Write([&](Connection& c) -> absl::Status {
+      RETURN_IF_ERROR(insert(absl::StrCat("many", i))(c));
+      return insert(absl::StrCat("more", i))(c);
+    });
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  EXPECT_EQ(Count(*db), after_misuse + 40);
+}
+
 TEST_P(DatabaseTest, RunReturningIdGivesEachInsertedRowsId) {
   auto db = Open(kSchema);
   ASSERT_TRUE(db);
