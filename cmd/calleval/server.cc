@@ -485,6 +485,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                                        ? (data_dir / "calleval.db").string()
                                        : config.database_url;
   ASSIGN_OR_RETURN(s->database, db::Database::Open(database_url, SchemaMigrations()));
+  // Point reads stay on the calling thread where the database is in this process.
+  SetPointReadsInline(s->database->backend() == db::Backend::kSqlite);
   s->pool = std::make_unique<ThreadPool>(kStoreThreads);
   s->sandbox_pool = std::make_unique<ThreadPool>(std::max(1, config.sandbox_pool_threads),
                                                  std::max(1, config.sandbox_pool_queue));

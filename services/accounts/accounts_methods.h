@@ -8,7 +8,7 @@
 namespace calleval::accounts {
 
 inline constexpr MethodExecution kAccountsMethods[] = {
-    {"GetCurrentWorkspace", Execution::kInline},
+    {"GetCurrentWorkspace", Execution::kPointRead},
 };
 
 }  // namespace calleval::accounts

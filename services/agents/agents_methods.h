@@ -9,18 +9,18 @@ namespace calleval::agents {
 
 inline constexpr MethodExecution kAgentsMethods[] = {
     {"CreateAgent", Execution::kPool},
-    {"GetAgent", Execution::kInline},
+    {"GetAgent", Execution::kPointRead},
     {"UpdateAgent", Execution::kPool},
     {"DeleteAgent", Execution::kPool},
     {"ListAgents", Execution::kPool},
     {"ListLanguages", Execution::kInline},  // a dozen rows
     {"CreateScenario", Execution::kPool},
-    {"GetScenario", Execution::kInline},
+    {"GetScenario", Execution::kPointRead},
     {"UpdateScenario", Execution::kPool},
     {"DeleteScenario", Execution::kPool},
     {"ListScenarios", Execution::kPool},
     {"RunScenario", Execution::kPool},
-    {"GetRun", Execution::kInline},
+    {"GetRun", Execution::kPointRead},
     {"ListRuns", Execution::kPool},
     {"CreateBatchRun", Execution::kPool},
     {"GetBatchRun", Execution::kPool},  // counts the batch's runs

@@ -9,7 +9,7 @@ namespace calleval::calls {
 
 inline constexpr MethodExecution kCallsMethods[] = {
     {"IngestCall", Execution::kPool},
-    {"GetCall", Execution::kInline},
+    {"GetCall", Execution::kPointRead},
     {"UpdateCall", Execution::kPool},
     {"ListCalls", Execution::kPool},
     {"DeleteCall", Execution::kPool},

@@ -11,7 +11,7 @@ namespace calleval::metrics {
 inline constexpr MethodExecution kMetricsMethods[] = {
     {"ListMetrics", Execution::kPool},
     {"CreateMetric", Execution::kPool},
-    {"GetMetric", Execution::kInline},
+    {"GetMetric", Execution::kPointRead},
     {"UpdateMetric", Execution::kPool},
     {"DeleteMetric", Execution::kPool},
     {"GenerateMetrics", Execution::kPool},
