@@ -766,6 +766,28 @@ constexpr char kV13Postgres[] = R"sql(
 DROP INDEX call_metrics_by_metric;
 )sql";
 
+// Workspaces are the accounts service's: the other services' tables keep a workspace's id
+// without a foreign key to it (docs/architecture.md, "Who owns which table"). Workspaces are
+// never deleted, so no row is left pointing at nothing. On PostgreSQL the key was also a cost:
+// each insert or update of a call checked it with FOR KEY SHARE on the workspace's row, which
+// every credit reservation updates, and under SERIALIZABLE a check that met a newer balance
+// failed the whole transaction (the analysis of a call lost eight in a row under load). SQLite
+// cannot drop a constraint without making each table again, calls and all, and its one writer
+// never meets that conflict: its tables keep the key until they are made again for another
+// reason.
+constexpr char kV14Sqlite[] = R"sql(
+-- Nothing on SQLite (see above).
+)sql";
+
+constexpr char kV14Postgres[] = R"sql(
+ALTER TABLE agents DROP CONSTRAINT agents_workspace_id_fkey;
+ALTER TABLE calls DROP CONSTRAINT calls_workspace_id_fkey;
+ALTER TABLE metrics DROP CONSTRAINT metrics_workspace_id_fkey;
+ALTER TABLE scenarios DROP CONSTRAINT scenarios_workspace_id_fkey;
+ALTER TABLE batch_runs DROP CONSTRAINT batch_runs_workspace_id_fkey;
+ALTER TABLE runs DROP CONSTRAINT runs_workspace_id_fkey;
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
@@ -776,6 +798,7 @@ const std::vector<db::Migration>& SchemaMigrations() {
       {10, kV10Sqlite, kV10Postgres}, {11, kV11Sqlite, kV11Postgres},
       {12, kV12Sqlite, kV12Postgres},
       {13, kV13Sqlite, kV13Postgres},
+      {14, kV14Sqlite, kV14Postgres},
   };
   return *migrations;
 }
