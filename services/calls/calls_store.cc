@@ -225,20 +225,19 @@ constexpr absl::string_view kInsertCall =
     "INSERT INTO calls (workspace_id, agent_id, call_identifier, observation_type, "
     "call_direction, analysis_status, transcription_status, recording_url, recording_state, "
     "duration_seconds, call_timestamp, call_end_reason, customer_number, tag, label, metadata, "
-    "transcript, transcript_source, metric_ids, created_at, updated_at, planned_metric_ids, "
-    "silence_threshold_ms, planned_metric_costs, call_time, run_id, scenario_id, query_rows) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
-    "?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, 1) ON CONFLICT (workspace_id, "
-    "call_identifier) DO NOTHING RETURNING id";
+    "transcript, transcript_source, metric_ids, created_at, updated_at, silence_threshold_ms, "
+    "call_time, run_id, scenario_id, query_rows) VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?7, "
+    "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, 1) ON "
+    "CONFLICT (workspace_id, call_identifier) DO NOTHING RETURNING id";
 
-// PostgreSQL only: that INSERT and the call's planned metrics (?27 the metric ids, ?28 their
+// PostgreSQL only: that INSERT and the call's planned metrics (?25 the metric ids, ?26 their
 // credit costs, arrays in plan order) in one statement: the rows WritePlannedMetrics writes.
 const std::string& InsertCallWithPlan() {
   static const std::string sql = absl::StrCat(
       "WITH new_call AS (", kInsertCall,
       "), plan AS (INSERT INTO call_metrics (call_id, metric_id, credit_cost, status, "
       "plan_order) SELECT new_call.id, p.metric_id, p.credit_cost, 'pending', p.plan_order FROM "
-      "new_call, unnest(CAST(?27 AS BIGINT[]), CAST(?28 AS BIGINT[])) WITH ORDINALITY AS "
+      "new_call, unnest(CAST(?25 AS BIGINT[]), CAST(?26 AS BIGINT[])) WITH ORDINALITY AS "
       "p(metric_id, credit_cost, plan_order) ON CONFLICT (call_id, metric_id) DO NOTHING) "
       "SELECT id FROM new_call");
   return sql;
@@ -485,18 +484,19 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
           insert.BindNull(16).BindNull(17);
         }
         insert.Bind(18, JoinIds(selection.metric_ids)).Bind(19, now).Bind(20, now);
-        insert.Bind(21, JoinIds(planned));
+        // The plan is rows (call_metrics); planned_metric_ids and planned_metric_costs stay
+        // NULL, read only for calls stored before those rows (BackfillQueryRows).
         if (agent.silence_threshold_ms) {
-          insert.Bind(22, static_cast<int64_t>(*agent.silence_threshold_ms));
+          insert.Bind(21, static_cast<int64_t>(*agent.silence_threshold_ms));
         } else {
-          insert.BindNull(22);
+          insert.BindNull(21);
         }
-        insert.Bind(23, JoinIds(planned_costs)).Bind(24, call_time);
-        insert.Bind(25, origin.run_id).Bind(26, origin.scenario_id);
+        insert.Bind(22, call_time);
+        insert.Bind(23, origin.run_id).Bind(24, origin.scenario_id);
         // The unique (workspace_id, call_identifier) decides a duplicate, also between two
         // ingests of one identifier at once: no row back means it was there already.
         if (one_statement) {
-          insert.Bind(27, IdArray(planned)).Bind(28, IdArray(planned_costs));
+          insert.Bind(25, IdArray(planned)).Bind(26, IdArray(planned_costs));
         }
         ASSIGN_OR_RETURN(bool inserted, insert.Step());
         if (!inserted) return kDuplicate;
