@@ -26,11 +26,11 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -222,7 +222,7 @@ class PgConnection final : public Connection {
   explicit PgConnection(PGconn* conn) : conn_(conn) {}
 
   PGconn* conn_;
-  std::unordered_map<std::string, std::unique_ptr<PgStatement>> cache_;
+  absl::flat_hash_map<std::string, std::unique_ptr<PgStatement>> cache_;
   const char* pending_begin_ = nullptr;
   bool began_ = false;
   bool commit_in_flight_ = false;
@@ -460,7 +460,7 @@ absl::Status PgConnection::ErrorStatus(const PGresult* result, absl::string_view
 absl::StatusOr<Statement> PgConnection::Prepare(absl::string_view sql) {
   RETURN_IF_ERROR(TakeStatement(sql));
   Settle();
-  auto it = cache_.find(std::string(sql));
+  auto it = cache_.find(sql);  // no copy of the text: a lookup by string_view
   if (it != cache_.end() && !it->second->in_use()) {
     it->second->set_in_use();
     return Statement(it->second.get());

@@ -12,11 +12,11 @@
 #include <deque>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/database.h"
@@ -98,7 +98,7 @@ class SqliteConnection final : public Connection {
   explicit SqliteConnection(sqlite3* db) : db_(db) {}
 
   sqlite3* db_;
-  std::unordered_map<std::string, std::unique_ptr<SqliteStatement>> cache_;
+  absl::flat_hash_map<std::string, std::unique_ptr<SqliteStatement>> cache_;
 };
 
 absl::StatusOr<bool> SqliteStatement::Step() {
@@ -129,7 +129,7 @@ absl::StatusOr<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const s
 
 absl::StatusOr<Statement> SqliteConnection::Prepare(absl::string_view sql) {
   RETURN_IF_ERROR(TakeStatement(sql));
-  auto it = cache_.find(std::string(sql));
+  auto it = cache_.find(sql);  // no copy of the text: a lookup by string_view
   if (it != cache_.end() && !it->second->in_use()) {
     it->second->set_in_use();
     return Statement(it->second.get());
