@@ -788,6 +788,19 @@ ALTER TABLE batch_runs DROP CONSTRAINT batch_runs_workspace_id_fkey;
 ALTER TABLE runs DROP CONSTRAINT runs_workspace_id_fkey;
 )sql";
 
+// Most calls carry no tag, and only a filter by tag (`tag = ?`, which implies NOT NULL on both
+// backends) reads this index: untagged calls are left out of it, one B-tree insert fewer per
+// ingest.
+constexpr char kV15Sqlite[] = R"sql(
+DROP INDEX calls_by_tag;
+CREATE INDEX calls_by_tag ON calls (workspace_id, tag, id) WHERE tag IS NOT NULL;
+)sql";
+
+constexpr char kV15Postgres[] = R"sql(
+DROP INDEX calls_by_tag;
+CREATE INDEX calls_by_tag ON calls (workspace_id, tag, id) WHERE tag IS NOT NULL;
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
@@ -799,6 +812,7 @@ const std::vector<db::Migration>& SchemaMigrations() {
       {12, kV12Sqlite, kV12Postgres},
       {13, kV13Sqlite, kV13Postgres},
       {14, kV14Sqlite, kV14Postgres},
+      {15, kV15Sqlite, kV15Postgres},
   };
   return *migrations;
 }
