@@ -60,6 +60,8 @@ struct ReadOptions {
   // (kFailedPrecondition) without being sent. For the hot point reads.
   bool single_statement = false;
 };
+// A read of one statement (ReadOptions::single_statement).
+inline constexpr ReadOptions kSingleStatementRead{/*single_statement=*/true};
 
 // What a backend implements for one prepared statement. Bind indexes are 1-based, column
 // indexes 0-based.

@@ -678,7 +678,7 @@ absl::StatusOr<v1::Agent> AgentsStore::Create(int64_t workspace_id, const v1::Ag
 
 absl::StatusOr<v1::Agent> AgentsStore::Get(int64_t workspace_id, int64_t id) {
   // One statement: every ingest asks for its agent, so this read is on the hot path.
-  return db::ReadResult<v1::Agent>(*db_, db::ReadOptions{.single_statement = true},
+  return db::ReadResult<v1::Agent>(*db_, db::kSingleStatementRead,
                                    [&](db::Connection& c) -> absl::StatusOr<v1::Agent> {
                                      ASSIGN_OR_RETURN(AgentRecord record,
                                                       ReadAgent(c, workspace_id, id));

@@ -278,7 +278,7 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
     // The unique (workspace_id, call_identifier) decided it, also between two ingests of one
     // identifier at once: no row back means it was there already.
     absl::StatusOr<int64_t> existing = db::ReadResult<int64_t>(
-        *db_, db::ReadOptions{.single_statement = true},
+        *db_, db::kSingleStatementRead,
         [&](db::Connection& c) -> absl::StatusOr<int64_t> {
           ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT id FROM calls WHERE workspace_id = ? AND "
                                                 "call_identifier = ?"));
@@ -342,7 +342,7 @@ absl::StatusOr<v1::Call> CallsStore::Get(int64_t workspace_id, absl::string_view
   static const std::string by_identifier = absl::StrCat(
       "SELECT ", kCallColumns, " FROM calls WHERE workspace_id = ?1 AND call_identifier = ?2");
   return db::ReadResult<v1::Call>(
-      *db_, db::ReadOptions{.single_statement = true},
+      *db_, db::kSingleStatementRead,
       [&](db::Connection& c) -> absl::StatusOr<v1::Call> {
         ASSIGN_OR_RETURN(auto stmt, c.Prepare(maybe_id ? by_id_or_identifier : by_identifier));
         stmt.Bind(1, workspace_id);

@@ -1071,7 +1071,7 @@ absl::StatusOr<std::vector<CatalogEntry>> MetricsStore::Catalog(int64_t workspac
                                                                 int64_t agent_id) {
   // One statement: every ingest reads the catalog, so this read is on the hot path.
   return db::ReadResult<std::vector<CatalogEntry>>(
-      *db_, db::ReadOptions{.single_statement = true},
+      *db_, db::kSingleStatementRead,
       [&](db::Connection& c) -> absl::StatusOr<std::vector<CatalogEntry>> {
         ASSIGN_OR_RETURN(
             auto stmt, c.Prepare("SELECT id, credit_cost, (is_global = 1 OR EXISTS (SELECT 1 FROM "

@@ -269,7 +269,7 @@ TEST_P(DatabaseTest, SingleStatementReadsAndWritesRunExactlyOne) {
   const int64_t after_misuse = GetParam() == Backend::kPostgres ? 2 : 1;
   EXPECT_EQ(Count(*db), after_misuse);
 
-  const ReadOptions one_read{.single_statement = true};
+  const ReadOptions one_read = kSingleStatementRead;
   absl::StatusOr<std::string> v =
       ReadResult<std::string>(*db, one_read, [](Connection& c) -> absl::StatusOr<std::string> {
         ASSIGN_OR_RETURN(auto st, c.Prepare("SELECT v FROM t WHERE v = 'one'"));
