@@ -29,7 +29,7 @@
 #include "common/errors.h"
 #include "common/internal_credential.h"
 #include "common/llm_client.h"
-#include "common/method_execution.h"
+#include "common/method_table.h"
 #include "common/schema.h"
 #include "common/server_reflection_v1.h"
 #include "common/status_macros.h"
@@ -41,21 +41,17 @@
 #include "edge/openapi.h"
 #include "edge/route_table.h"
 #include "grpc/health/v1/health.pb.h"
-#include "services/accounts/accounts_methods.h"
 #include "services/accounts/accounts_service.h"
 #include "services/accounts/authenticator.h"
-#include "services/agents/agents_methods.h"
 #include "services/agents/agents_service.h"
 #include "services/agents/agents_store.h"
 #include "services/agents/in_process_agent_directory.h"
-#include "services/calls/calls_methods.h"
 #include "services/calls/calls_service.h"
 #include "services/calls/calls_store.h"
 #include "services/calls/recording_downloader.h"
 #include "services/calls/recording_signer.h"
 #include "services/calls/stats_store.h"
 #include "services/judges/sandbox.h"
-#include "services/metrics/metrics_methods.h"
 #include "services/metrics/metrics_service.h"
 #include "services/metrics/metrics_store.h"
 #include "services/runs/run_worker.h"
@@ -223,11 +219,6 @@ calls::AgentLookup AgentLookupFor(agents::AgentsStore* agents) {
   };
 }
 
-const google::protobuf::MethodDescriptor* Method(const google::protobuf::ServiceDescriptor* service,
-                                                 const char* name) {
-  return service->FindMethodByName(name);
-}
-
 // The edge binds its port before the services exist (presigned links name that port), so it
 // starts with this forwarder, which answers 503 until the invoker is in place.
 struct InvokerSlot : edge::MethodInvoker {
@@ -293,6 +284,8 @@ struct Server::State {
   std::unique_ptr<judges::PythonSandbox> sandbox;
   std::unique_ptr<LlmClient> llm;  // null without a provider
   std::unique_ptr<metrics::MetricsService> metrics_service;
+  // The gRPC adapters of the services above; they outlive the server.
+  std::vector<std::unique_ptr<grpc::Service>> grpc_services;
   std::unique_ptr<grpc::Server> grpc_server;
   int grpc_port = 0;
   // The names grpc.health.v1.Health answers for: each service served here and "".
@@ -349,104 +342,20 @@ void Server::AddLocalRoutes(State* state) {
   });
 }
 
-namespace {
-
-// Routes one method of a service running here to its transport-independent handler, run inline
-// or on the pool as the service's table says (its gRPC adapter reads the same table).
-template <typename Request, typename Response, typename Service>
-void RegisterHandler(edge::DirectInvoker& direct, const google::protobuf::ServiceDescriptor* d,
-                     const char* name, absl::Span<const MethodExecution> executions,
-                     Service* service,
-                     absl::Status (Service::*handler)(const std::string&, const Request&,
-                                                      Response*),
-                     ThreadPool* pool = nullptr) {
-  const auto dispatch = ExecutionOf(executions, name) == Execution::kInline
-                            ? edge::DirectInvoker::Dispatch::kInline
-                            : edge::DirectInvoker::Dispatch::kPool;
-  direct.Register<Request, Response>(
-      Method(d, name), dispatch,
-      [service, handler](const std::string& auth, const Request& request, Response* response) {
-        return (service->*handler)(auth, request, response);
-      },
-      pool);
-}
-
-}  // namespace
-
-void Server::RegisterDirectHandlers(State& s) {
+absl::Status Server::RegisterDirectHandlers(State& s) {
   edge::DirectInvoker& direct = *s.direct_invoker;
-  if (auto* svc = s.accounts_service.get()) {
-    const auto* d = v1::Workspace::descriptor()->file()->FindServiceByName("Accounts");
-    RegisterHandler(direct, d, "GetCurrentWorkspace", accounts::kAccountsMethods, svc,
-                    &accounts::AccountsService::HandleGetCurrentWorkspace);
-  }
-  if (auto* svc = s.agents_service.get()) {
-    using Svc = agents::AgentsService;
-    const auto* d = v1::Agent::descriptor()->file()->FindServiceByName("Agents");
-    RegisterHandler(direct, d, "CreateAgent", agents::kAgentsMethods, svc, &Svc::HandleCreateAgent);
-    RegisterHandler(direct, d, "GetAgent", agents::kAgentsMethods, svc, &Svc::HandleGetAgent);
-    RegisterHandler(direct, d, "UpdateAgent", agents::kAgentsMethods, svc, &Svc::HandleUpdateAgent);
-    RegisterHandler(direct, d, "DeleteAgent", agents::kAgentsMethods, svc, &Svc::HandleDeleteAgent);
-    RegisterHandler(direct, d, "ListAgents", agents::kAgentsMethods, svc, &Svc::HandleListAgents);
-    RegisterHandler(direct, d, "ListLanguages", agents::kAgentsMethods, svc,
-                    &Svc::HandleListLanguages);
-    RegisterHandler(direct, d, "CreateScenario", agents::kAgentsMethods, svc,
-                    &Svc::HandleCreateScenario);
-    RegisterHandler(direct, d, "GetScenario", agents::kAgentsMethods, svc, &Svc::HandleGetScenario);
-    RegisterHandler(direct, d, "UpdateScenario", agents::kAgentsMethods, svc,
-                    &Svc::HandleUpdateScenario);
-    RegisterHandler(direct, d, "DeleteScenario", agents::kAgentsMethods, svc,
-                    &Svc::HandleDeleteScenario);
-    RegisterHandler(direct, d, "ListScenarios", agents::kAgentsMethods, svc,
-                    &Svc::HandleListScenarios);
-    RegisterHandler(direct, d, "RunScenario", agents::kAgentsMethods, svc, &Svc::HandleRunScenario);
-    RegisterHandler(direct, d, "GetRun", agents::kAgentsMethods, svc, &Svc::HandleGetRun);
-    RegisterHandler(direct, d, "ListRuns", agents::kAgentsMethods, svc, &Svc::HandleListRuns);
-    RegisterHandler(direct, d, "CreateBatchRun", agents::kAgentsMethods, svc,
-                    &Svc::HandleCreateBatchRun);
-    RegisterHandler(direct, d, "GetBatchRun", agents::kAgentsMethods, svc, &Svc::HandleGetBatchRun);
-  }
-  if (auto* svc = s.calls_service.get()) {
-    using Svc = calls::CallsService;
-    const auto* d = v1::Call::descriptor()->file()->FindServiceByName("Calls");
-    RegisterHandler(direct, d, "IngestCall", calls::kCallsMethods, svc, &Svc::HandleIngestCall);
-    RegisterHandler(direct, d, "GetCall", calls::kCallsMethods, svc, &Svc::HandleGetCall);
-    RegisterHandler(direct, d, "UpdateCall", calls::kCallsMethods, svc, &Svc::HandleUpdateCall);
-    RegisterHandler(direct, d, "ListCalls", calls::kCallsMethods, svc, &Svc::HandleListCalls);
-    RegisterHandler(direct, d, "DeleteCall", calls::kCallsMethods, svc, &Svc::HandleDeleteCall);
-    RegisterHandler(direct, d, "GetAgentStats", calls::kCallsMethods, svc,
-                    &Svc::HandleGetAgentStats);
-    RegisterHandler(direct, d, "GetScenarioStats", calls::kCallsMethods, svc,
-                    &Svc::HandleGetScenarioStats);
-  }
-  if (auto* svc = s.metrics_service.get()) {
-    using Svc = metrics::MetricsService;
-    const auto* d = v1::Metric::descriptor()->file()->FindServiceByName("Metrics");
-    RegisterHandler(direct, d, "ListMetrics", metrics::kMetricsMethods, svc,
-                    &Svc::HandleListMetrics);
-    RegisterHandler(direct, d, "CreateMetric", metrics::kMetricsMethods, svc,
-                    &Svc::HandleCreateMetric);
-    RegisterHandler(direct, d, "GetMetric", metrics::kMetricsMethods, svc, &Svc::HandleGetMetric);
-    RegisterHandler(direct, d, "UpdateMetric", metrics::kMetricsMethods, svc,
-                    &Svc::HandleUpdateMetric);
-    RegisterHandler(direct, d, "DeleteMetric", metrics::kMetricsMethods, svc,
-                    &Svc::HandleDeleteMetric);
-    // The LLM and the sandbox take seconds: their own bounded pools, shed when full.
-    RegisterHandler(direct, d, "GenerateMetrics", metrics::kMetricsMethods, svc,
-                    &Svc::HandleGenerateMetrics, s.llm_pool.get());
-    RegisterHandler(direct, d, "BulkCreateMetrics", metrics::kMetricsMethods, svc,
-                    &Svc::HandleBulkCreateMetrics);
-    RegisterHandler(direct, d, "ValidateCode", metrics::kMetricsMethods, svc,
-                    &Svc::HandleValidateCode, s.sandbox_pool.get());
-    RegisterHandler(direct, d, "TestCode", metrics::kMetricsMethods, svc, &Svc::HandleTestCode,
-                    s.sandbox_pool.get());
-    RegisterHandler(direct, d, "SetAgentStandardMetrics", metrics::kMetricsMethods, svc,
-                    &Svc::HandleSetAgentStandardMetrics);
-    RegisterHandler(direct, d, "SetAgentLlmMetrics", metrics::kMetricsMethods, svc,
-                    &Svc::HandleSetAgentLlmMetrics);
-    RegisterHandler(direct, d, "ListUsableMetrics", metrics::kMetricsMethods, svc,
-                    &Svc::HandleListUsableMetrics);
-  }
+  auto serve = [&direct](auto* service) -> absl::Status {
+    if (service == nullptr) return absl::OkStatus();
+    using Service = std::remove_pointer_t<decltype(service)>;
+    RETURN_IF_ERROR(CheckMethodTable<Service>());
+    direct.RegisterTable(service);
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(serve(s.accounts_service.get()));
+  RETURN_IF_ERROR(serve(s.agents_service.get()));
+  RETURN_IF_ERROR(serve(s.calls_service.get()));
+  RETURN_IF_ERROR(serve(s.metrics_service.get()));
+  return absl::OkStatus();
 }
 
 Server::~Server() { Shutdown(); }
@@ -481,9 +390,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
 
   // Stores. With SQLite every role of an installation shares the data dir, the edge included
   // (it serves presigned recordings from it).
-  const std::string database_url = config.database_url.empty()
-                                       ? (data_dir / "calleval.db").string()
-                                       : config.database_url;
+  const std::string database_url =
+      config.database_url.empty() ? (data_dir / "calleval.db").string() : config.database_url;
   ASSIGN_OR_RETURN(s->database, db::Database::Open(database_url, SchemaMigrations()));
   s->pool = std::make_unique<ThreadPool>(kStoreThreads);
   s->sandbox_pool = std::make_unique<ThreadPool>(std::max(1, config.sandbox_pool_threads),
@@ -512,9 +420,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                                                : config.credentials_key_file;
   ASSIGN_OR_RETURN(std::string credentials_key, LoadOrCreateSecret(credentials_key_path, 32));
   if (credentials_key.size() != 32) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        credentials_key_path, " must hold exactly 32 bytes (it holds ", credentials_key.size(),
-        ")"));
+    return absl::InvalidArgumentError(absl::StrCat(credentials_key_path,
+                                                   " must hold exactly 32 bytes (it holds ",
+                                                   credentials_key.size(), ")"));
   }
   agents::AgentsStore::Options agents_options;
   agents_options.url_guard.allowed_hosts = config.allow_private_hosts;
@@ -547,8 +455,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     accounts::Authenticator* authenticator = s->authenticator.get();
     options.rate_limit_identity =
         [authenticator](std::string_view authorization) -> std::optional<std::string> {
-      absl::StatusOr<accounts::Principal> principal =
-          authenticator->Authenticate(absl::string_view(authorization.data(), authorization.size()));
+      absl::StatusOr<accounts::Principal> principal = authenticator->Authenticate(
+          absl::string_view(authorization.data(), authorization.size()));
       if (!principal.ok()) return std::nullopt;
       return absl::StrCat(principal->key_id);
     };
@@ -726,8 +634,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     } else {
       std::shared_ptr<grpc::Channel> calls =
           CreateInternalChannel(config.calls_addr, internal_credential);
-      s->analysis_queue = std::make_unique<scoring::GrpcAnalysisQueue>(
-          calls, config.analysis_lease, /*max_attempts=*/3, holder);
+      s->analysis_queue = std::make_unique<scoring::GrpcAnalysisQueue>(calls, config.analysis_lease,
+                                                                       /*max_attempts=*/3, holder);
       s->transcription_queue = std::make_unique<scoring::GrpcTranscriptionQueue>(
           calls, config.transcription_lease, /*max_attempts=*/3, holder);
       released = scoring::ReleaseHolderLeasesOverGrpc(calls, holder);
@@ -869,15 +777,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     builder.SetOption(ServerReflectionV1());
     builder.AddListeningPort(config.grpc_addr, grpc::InsecureServerCredentials(), &s->grpc_port);
     builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_body_bytes * 2));
-    auto add = [&](grpc::Service* service, const char* name) {
-      if (service == nullptr) return;
-      builder.RegisterService(service);
-      s->health_names.push_back(name);
+    // Each service from its method table (common/method_table.h).
+    auto serve = [&](auto* service) -> absl::Status {
+      if (service == nullptr) return absl::OkStatus();
+      using Service = std::remove_pointer_t<decltype(service)>;
+      RETURN_IF_ERROR(CheckMethodTable<Service>());
+      auto adapter = std::make_unique<GrpcTableService<Service>>(service);
+      builder.RegisterService(adapter.get());
+      s->grpc_services.push_back(std::move(adapter));
+      s->health_names.push_back(Service::Api::service_full_name());
+      return absl::OkStatus();
     };
-    add(s->accounts_service.get(), v1::Accounts::service_full_name());
-    add(s->agents_service.get(), v1::Agents::service_full_name());
-    add(s->calls_service.get(), v1::Calls::service_full_name());
-    add(s->metrics_service.get(), v1::Metrics::service_full_name());
+    RETURN_IF_ERROR(serve(s->accounts_service.get()));
+    RETURN_IF_ERROR(serve(s->agents_service.get()));
+    RETURN_IF_ERROR(serve(s->calls_service.get()));
+    RETURN_IF_ERROR(serve(s->metrics_service.get()));
     s->health_names.push_back("");  // the whole server
     s->grpc_server = builder.BuildAndStart();
     if (!s->grpc_server) {
@@ -905,7 +819,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     }
     s->grpc_invoker = std::make_unique<edge::GrpcInvoker>(std::move(channels), absl::Seconds(30));
     s->direct_invoker = std::make_unique<edge::DirectInvoker>(s->pool.get(), s->grpc_invoker.get());
-    RegisterDirectHandlers(*s);
+    RETURN_IF_ERROR(RegisterDirectHandlers(*s));
     s->invoker_slot.target.store(s->direct_invoker.get());
   }
   if (s->run_workers) {

@@ -41,8 +41,8 @@ class Server {
   explicit Server(std::unique_ptr<State> state);
   // The routes the edge answers itself: probes, the OpenAPI document, presigned recordings.
   static void AddLocalRoutes(State* state);
-  // The handlers of the roles run in this process, for the edge to call directly.
-  static void RegisterDirectHandlers(State& state);
+  // The method tables of the roles run in this process, for the edge to call directly.
+  static absl::Status RegisterDirectHandlers(State& state);
   std::unique_ptr<State> state_;
 };
 
