@@ -364,7 +364,7 @@ int Server::http_port() const { return state_->http_server ? state_->http_server
 int Server::grpc_port() const { return state_->grpc_port; }
 std::string Server::http_base_url() const { return state_->base_url; }
 const std::optional<accounts::Bootstrap>& Server::bootstrap() const { return state_->bootstrap; }
-const edge::DirectInvoker* Server::direct_invoker() const { return state_->direct_invoker.get(); }
+edge::DirectInvoker* Server::direct_invoker() const { return state_->direct_invoker.get(); }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   auto s = std::make_unique<State>();

@@ -34,7 +34,7 @@ class Server {
   // The workspace and key created on the first start of an empty data dir.
   const std::optional<accounts::Bootstrap>& bootstrap() const;
   // The edge's handlers of the roles run here; null without the edge role.
-  const edge::DirectInvoker* direct_invoker() const;
+  edge::DirectInvoker* direct_invoker() const;
 
  private:
   struct State;
