@@ -18,6 +18,7 @@ namespace calleval {
 namespace edge {
 class DirectInvoker;
 }  // namespace edge
+struct ServerState;  // server_state.h
 
 class Server {
  public:
@@ -37,13 +38,8 @@ class Server {
   edge::DirectInvoker* direct_invoker() const;
 
  private:
-  struct State;
-  explicit Server(std::unique_ptr<State> state);
-  // The routes the edge answers itself: probes, the OpenAPI document, presigned recordings.
-  static void AddLocalRoutes(State* state);
-  // The method tables of the roles run in this process, for the edge to call directly.
-  static absl::Status RegisterDirectHandlers(State& state);
-  std::unique_ptr<State> state_;
+  explicit Server(std::unique_ptr<ServerState> state);
+  std::unique_ptr<ServerState> state_;
 };
 
 }  // namespace calleval
