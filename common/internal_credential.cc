@@ -106,22 +106,27 @@ absl::StatusOr<std::string> LoadOrCreateInternalCredential(const std::string& pa
   return ReadInternalCredential(path);
 }
 
-absl::Status CheckInternalCredential(const grpc::ServerContextBase& context,
+absl::Status CheckInternalCredential(const std::optional<std::string>& presented,
                                      absl::string_view credential) {
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find(kInternalCredentialMetadata);
-  if (it == metadata.end()) {
+  if (!presented.has_value()) {
     return UnauthenticatedError(
         absl::StrCat("internal method: the ", kInternalCredentialMetadata, " metadata is missing"));
   }
   // Digests have one length, so neither the length of the secret nor where a guess goes wrong
   // shows in the time taken.
-  if (!ConstantTimeEquals(Sha256(absl::string_view(it->second.data(), it->second.size())),
-                          Sha256(credential))) {
+  if (!ConstantTimeEquals(Sha256(*presented), Sha256(credential))) {
     return UnauthenticatedError(absl::StrCat("internal method: the ", kInternalCredentialMetadata,
                                              " metadata is not this installation's credential"));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckInternalCredential(const grpc::ServerContextBase& context,
+                                     absl::string_view credential) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(kInternalCredentialMetadata);
+  if (it == metadata.end()) return CheckInternalCredential(std::nullopt, credential);
+  return CheckInternalCredential(std::string(it->second.data(), it->second.size()), credential);
 }
 
 std::shared_ptr<grpc::Channel> CreateInternalChannel(const std::string& target,

@@ -9,6 +9,7 @@
 #include <grpcpp/server_context.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -32,6 +33,9 @@ absl::StatusOr<std::string> LoadOrCreateInternalCredential(const std::string& pa
 // OK when the call carries `credential`, else UNAUTHENTICATED. The comparison takes the same
 // time wherever the values differ, whatever their lengths.
 absl::Status CheckInternalCredential(const grpc::ServerContextBase& context,
+                                     absl::string_view credential);
+// The same check of a credential already read from the call (nullopt: none was sent).
+absl::Status CheckInternalCredential(const std::optional<std::string>& presented,
                                      absl::string_view credential);
 
 // A channel to `target` whose every call carries `credential`, for the clients one role has of

@@ -1,6 +1,7 @@
 #pragma once
 
-// Helpers for the thin gRPC adapters of every service (gRPC callback API).
+// How a unary call of the gRPC callback API runs: inline, on a pool, or on a bounded pool that
+// sheds. Services do not call these themselves: their method tables do (common/method_table.h).
 
 #include <grpcpp/grpcpp.h>
 
@@ -12,19 +13,10 @@
 #include "absl/strings/string_view.h"
 #include "common/errors.h"
 #include "common/grpc_status.h"
-#include "common/internal_credential.h"
 #include "common/method_execution.h"
 #include "common/thread_pool.h"
 
 namespace calleval {
-
-// The caller's Authorization metadata ("Bearer ..."), or empty.
-inline std::string AuthorizationOf(const grpc::CallbackServerContext* context) {
-  const auto& md = context->client_metadata();
-  auto it = md.find("authorization");
-  if (it == md.end()) return {};
-  return std::string(it->second.data(), it->second.size());
-}
 
 // Runs `work` (returning absl::Status) on `pool` and finishes the RPC with its status. Store
 // work may block on SQLite's group commit, so it never runs on gRPC's own threads.
@@ -61,35 +53,12 @@ grpc::ServerUnaryReactor* RunUnaryInline(grpc::CallbackServerContext* context, W
   return reactor;
 }
 
-// Runs `work` as `execution` says: inline, or on `pool` (RunUnary). The adapters take the
-// execution from their service's table (common/method_execution.h), as the edge does.
+// Runs `work` as `execution` says: inline, or on `pool` (RunUnary).
 template <typename Work>
 grpc::ServerUnaryReactor* RunUnaryAs(grpc::CallbackServerContext* context, Execution execution,
                                      ThreadPool* pool, Work work) {
-  if (execution == Execution::kInline) return RunUnaryInline(context, std::move(work));
+  if (Resolved(execution) == Execution::kInline) return RunUnaryInline(context, std::move(work));
   return RunUnary(context, pool, std::move(work));
-}
-
-// RunUnary for an internal method (one without an HTTP route, called only by the installation's
-// own processes): a call without the internal credential fails UNAUTHENTICATED and `work`
-// never runs.
-template <typename Work>
-grpc::ServerUnaryReactor* RunInternalUnary(grpc::CallbackServerContext* context, ThreadPool* pool,
-                                           absl::string_view credential, Work work) {
-  if (absl::Status denied = CheckInternalCredential(*context, credential); !denied.ok()) {
-    return RunUnaryInline(context, [&denied] { return denied; });
-  }
-  return RunUnary(context, pool, std::move(work));
-}
-
-// RunUnaryInline for an internal method.
-template <typename Work>
-grpc::ServerUnaryReactor* RunInternalUnaryInline(grpc::CallbackServerContext* context,
-                                                 absl::string_view credential, Work work) {
-  if (absl::Status denied = CheckInternalCredential(*context, credential); !denied.ok()) {
-    return RunUnaryInline(context, [&denied] { return denied; });
-  }
-  return RunUnaryInline(context, std::move(work));
 }
 
 }  // namespace calleval

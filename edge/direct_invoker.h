@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/method_table.h"
 #include "common/thread_pool.h"
 #include "edge/method_invoker.h"
 
@@ -50,6 +51,30 @@ class DirectInvoker : public MethodInvoker {
                     static_cast<Response*>(response));
         },
         pool);
+  }
+
+  // Registers every method of `service`'s table (common/method_table.h) that the edge can reach:
+  // the workspace methods, admitted by AdmitAndRun exactly as over gRPC (the in-process twin of
+  // the gRPC path) and run inline or on the pool the entry names. Internal methods have no HTTP
+  // route and no credential arrives with an HTTP request: they stay gRPC's alone.
+  template <typename Service>
+  void RegisterTable(Service* service) {
+    const google::protobuf::ServiceDescriptor* descriptor = ServiceDescriptorOf<Service>();
+    for (const MethodEntry<Service>& entry : Service::Methods()) {
+      if (entry.access == Access::kInternal) continue;
+      const google::protobuf::MethodDescriptor* method = descriptor->FindMethodByName(entry.name);
+      if (method == nullptr) continue;  // reported by CheckMethodTable
+      ThreadPool* bounded = entry.BoundedPoolOf(*service);
+      Register(
+          method, Resolved(entry.execution) == Execution::kInline ? Dispatch::kInline : Dispatch::kPool,
+          [service, &entry](const std::string& authorization,
+                            const google::protobuf::Message& request,
+                            google::protobuf::Message* response) {
+            return AdmitAndRun(*service, entry, Caller{authorization, std::nullopt}, request,
+                               response);
+          },
+          bounded != nullptr ? bounded : service->pool());
+    }
   }
 
   // How `method`'s handler was registered to run; nullopt when it was not (it goes to the

@@ -18,6 +18,7 @@ namespace calleval {
 namespace edge {
 class DirectInvoker;
 }  // namespace edge
+struct ServerState;  // server_state.h
 
 class Server {
  public:
@@ -34,16 +35,11 @@ class Server {
   // The workspace and key created on the first start of an empty data dir.
   const std::optional<accounts::Bootstrap>& bootstrap() const;
   // The edge's handlers of the roles run here; null without the edge role.
-  const edge::DirectInvoker* direct_invoker() const;
+  edge::DirectInvoker* direct_invoker() const;
 
  private:
-  struct State;
-  explicit Server(std::unique_ptr<State> state);
-  // The routes the edge answers itself: probes, the OpenAPI document, presigned recordings.
-  static void AddLocalRoutes(State* state);
-  // The handlers of the roles run in this process, for the edge to call directly.
-  static void RegisterDirectHandlers(State& state);
-  std::unique_ptr<State> state_;
+  explicit Server(std::unique_ptr<ServerState> state);
+  std::unique_ptr<ServerState> state_;
 };
 
 }  // namespace calleval

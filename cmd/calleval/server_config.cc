@@ -42,8 +42,8 @@ Flag RolesFlag() {
         continue;
       }
       if (AllRoles().count(r) == 0) {
-        return cli::UsageError(
-            absl::StrCat("unknown role ", r, " (known: all, ", absl::StrJoin(AllRoles(), ", "), ")"));
+        return cli::UsageError(absl::StrCat("unknown role ", r, " (known: all, ",
+                                            absl::StrJoin(AllRoles(), ", "), ")"));
       }
       c->roles.insert(r);
     }
@@ -57,8 +57,7 @@ Flag RateLimitFlag() {
   Flag flag;
   flag.name = "rate-limit";
   flag.value_name = "PER_SECOND";
-  flag.description =
-      "requests per second per API key (429 with Retry-After beyond); 0: unlimited";
+  flag.description = "requests per second per API key (429 with Retry-After beyond); 0: unlimited";
   flag.get = [](const ServerConfig& c) { return absl::StrCat(c.rate_limit_per_second); };
   flag.set = [](absl::string_view v, ServerConfig* c) -> absl::Status {
     double rate = 0;
@@ -162,8 +161,7 @@ const std::vector<Flag>& Flags() {
       StringFlag("llm-base-url", "URL", &ServerConfig::llm_base_url,
                  "an OpenAI-compatible chat-completions endpoint (docs/llm.md); none: LLM "
                  "metrics end llm_unavailable"),
-      StringFlag("llm-api-key", "KEY", &ServerConfig::llm_api_key,
-                 "the LLM provider's API key"),
+      StringFlag("llm-api-key", "KEY", &ServerConfig::llm_api_key, "the LLM provider's API key"),
       StringFlag("llm-model", "MODEL", &ServerConfig::llm_model, "the LLM provider's model"),
       IntFlag("llm-batch-size", "N", &ServerConfig::llm_batch_size, 1, 32,
               "single-sample LLM questions of one call asked in one request"),
@@ -225,8 +223,7 @@ const std::vector<Flag>& Flags() {
 
 }  // namespace
 
-absl::StatusOr<ServerConfig> ParseServerConfig(const std::vector<std::string>& args,
-                                               bool* help) {
+absl::StatusOr<ServerConfig> ParseServerConfig(const std::vector<std::string>& args, bool* help) {
   ServerConfig config;
   cli::ParseOptions options;
   options.env_prefix = kEnvPrefix;

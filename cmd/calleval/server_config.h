@@ -29,7 +29,7 @@ struct ServerConfig {
   std::set<std::string> roles = AllRoles();
   // Base of presigned recording links; default http://<http_addr>.
   std::string public_base_url;
-  int workers = 0;  // scoring workers; 0 = number of cores
+  int workers = 0;      // scoring workers; 0 = number of cores
   int run_workers = 4;  // runs held at once by the runs role
   int http_threads = 2;
   // Pools of their own for slow work reached through the edge, so ingest and reads never wait

@@ -1,28 +1,27 @@
 #include "services/accounts/accounts_service.h"
 
 #include "common/status_macros.h"
-#include "common/unary.h"
 #include "services/accounts/accounts_methods.h"
 
 namespace calleval::accounts {
 
-absl::Status AccountsService::HandleGetCurrentWorkspace(
-    const std::string& authorization, const v1::GetCurrentWorkspaceRequest& request,
-    v1::Workspace* response) {
-  ASSIGN_OR_RETURN(Principal principal, authenticator_->Authenticate(authorization));
-  std::optional<int64_t> client_id;
-  if (request.has_client_id()) client_id = request.client_id();
-  ASSIGN_OR_RETURN(int64_t workspace_id, ResolveWorkspace(principal, client_id));
-  ASSIGN_OR_RETURN(Workspace ws, store_->GetWorkspace(workspace_id));
+absl::Span<const MethodEntry<AccountsService>> AccountsService::Methods() {
+  return kAccountsMethods;
+}
+
+absl::Status AccountsService::GetCurrentWorkspace(const RequestContext& context,
+                                                  const v1::GetCurrentWorkspaceRequest& request,
+                                                  v1::Workspace* response) {
+  ASSIGN_OR_RETURN(Workspace ws, store_->GetWorkspace(context.workspace_id));
   response->set_id(ws.id);
   response->set_name(ws.name);
   response->set_credit_balance(ws.credit_balance);
   return absl::OkStatus();
 }
 
-absl::Status AccountsService::HandleAuthenticate(const std::string& authorization,
-                                                 const v1::AuthenticateRequest& request,
-                                                 v1::Principal* response) {
+absl::Status AccountsService::Authenticate(const RequestContext& context,
+                                           const v1::AuthenticateRequest& request,
+                                           v1::Principal* response) {
   ASSIGN_OR_RETURN(Principal principal, store_->Authenticate(request.api_key()));
   response->set_key_id(principal.key_id);
   response->set_workspace_id(principal.workspace_id);
@@ -30,9 +29,9 @@ absl::Status AccountsService::HandleAuthenticate(const std::string& authorizatio
   return absl::OkStatus();
 }
 
-absl::Status AccountsService::HandleReserveCredits(const std::string& authorization,
-                                                   const v1::ReserveCreditsRequest& request,
-                                                   v1::ReserveCreditsResponse* response) {
+absl::Status AccountsService::ReserveCredits(const RequestContext& context,
+                                             const v1::ReserveCreditsRequest& request,
+                                             v1::ReserveCreditsResponse* response) {
   std::vector<CreditCharge> charges;
   charges.reserve(request.charges_size());
   for (const auto& c : request.charges()) charges.push_back({c.metric_id(), c.cost()});
@@ -44,51 +43,14 @@ absl::Status AccountsService::HandleReserveCredits(const std::string& authorizat
   return absl::OkStatus();
 }
 
-absl::Status AccountsService::HandleRefundCredits(const std::string& authorization,
-                                                  const v1::RefundCreditsRequest& request,
-                                                  v1::RefundCreditsResponse* response) {
+absl::Status AccountsService::RefundCredits(const RequestContext& context,
+                                            const v1::RefundCreditsRequest& request,
+                                            v1::RefundCreditsResponse* response) {
   ASSIGN_OR_RETURN(int64_t refunded,
                    store_->Refund(request.workspace_id(), request.call_id(),
                                   {request.metric_ids().begin(), request.metric_ids().end()}));
   response->set_refunded(refunded);
   return absl::OkStatus();
-}
-
-grpc::ServerUnaryReactor* AccountsService::GetCurrentWorkspace(
-    grpc::CallbackServerContext* context, const v1::GetCurrentWorkspaceRequest* request,
-    v1::Workspace* response) {
-  return RunUnaryAs(context, ExecutionOf(kAccountsMethods, "GetCurrentWorkspace"), pool_,
-                    [this, auth = AuthorizationOf(context), request, response] {
-                      return HandleGetCurrentWorkspace(auth, *request, response);
-                    });
-}
-
-grpc::ServerUnaryReactor* AccountsService::Authenticate(grpc::CallbackServerContext* context,
-                                                        const v1::AuthenticateRequest* request,
-                                                        v1::Principal* response) {
-  return RunInternalUnaryInline(context, internal_credential_,
-                                [this, auth = AuthorizationOf(context), request, response] {
-                                  return HandleAuthenticate(auth, *request, response);
-                                });
-}
-
-// Ledger writes wait for a commit: on the pool, never on gRPC's threads.
-grpc::ServerUnaryReactor* AccountsService::ReserveCredits(grpc::CallbackServerContext* context,
-                                                          const v1::ReserveCreditsRequest* request,
-                                                          v1::ReserveCreditsResponse* response) {
-  return RunInternalUnary(context, pool_, internal_credential_,
-                          [this, auth = AuthorizationOf(context), request, response] {
-                            return HandleReserveCredits(auth, *request, response);
-                          });
-}
-
-grpc::ServerUnaryReactor* AccountsService::RefundCredits(grpc::CallbackServerContext* context,
-                                                         const v1::RefundCreditsRequest* request,
-                                                         v1::RefundCreditsResponse* response) {
-  return RunInternalUnary(context, pool_, internal_credential_,
-                          [this, auth = AuthorizationOf(context), request, response] {
-                            return HandleRefundCredits(auth, *request, response);
-                          });
 }
 
 }  // namespace calleval::accounts

@@ -1,59 +1,51 @@
 #pragma once
 
-// gRPC adapter of the Accounts service: converts messages and statuses, nothing more.
+// The Accounts service: its handlers, one per RPC, listed in its method table
+// (accounts_methods.h), which serves them on gRPC and at the edge (common/method_table.h).
 
 #include <string>
 
+#include "absl/types/span.h"
 #include "calleval/v1/accounts.grpc.pb.h"
+#include "common/method_table.h"
 #include "common/thread_pool.h"
 #include "services/accounts/accounts_store.h"
 #include "services/accounts/authenticator.h"
+#include "services/accounts/request_guard.h"
 
 namespace calleval::accounts {
 
-class AccountsService final : public v1::Accounts::CallbackService {
+class AccountsService {
  public:
-  // `internal_credential` opens Authenticate, ReserveCredits and RefundCredits
+  using Api = v1::Accounts;
+  static absl::Span<const MethodEntry<AccountsService>> Methods();
+
+  // `internal_credential` admits Authenticate, ReserveCredits and RefundCredits
   // (common/internal_credential.h).
   AccountsService(AccountsStore* store, Authenticator* authenticator, ThreadPool* pool,
                   std::string internal_credential)
-      : store_(store),
-        authenticator_(authenticator),
-        pool_(pool),
-        internal_credential_(std::move(internal_credential)) {}
+      : store_(store), pool_(pool), guard_(authenticator, std::move(internal_credential)) {}
 
-  grpc::ServerUnaryReactor* GetCurrentWorkspace(grpc::CallbackServerContext* context,
-                                                const v1::GetCurrentWorkspaceRequest* request,
-                                                v1::Workspace* response) override;
-  grpc::ServerUnaryReactor* Authenticate(grpc::CallbackServerContext* context,
-                                         const v1::AuthenticateRequest* request,
-                                         v1::Principal* response) override;
-  // The credit ledger for the calls role in another process (services/calls/credits.h).
-  grpc::ServerUnaryReactor* ReserveCredits(grpc::CallbackServerContext* context,
-                                           const v1::ReserveCreditsRequest* request,
-                                           v1::ReserveCreditsResponse* response) override;
-  grpc::ServerUnaryReactor* RefundCredits(grpc::CallbackServerContext* context,
-                                          const v1::RefundCreditsRequest* request,
-                                          v1::RefundCreditsResponse* response) override;
+  ThreadPool* pool() const { return pool_; }
+  const RequestGuard& guard() const { return guard_; }
 
-  // The handlers, independent of the transport (see calls_service.h).
-  absl::Status HandleGetCurrentWorkspace(const std::string& authorization,
-                                         const v1::GetCurrentWorkspaceRequest& request,
-                                         v1::Workspace* response);
-  absl::Status HandleAuthenticate(const std::string& authorization,
-                                  const v1::AuthenticateRequest& request, v1::Principal* response);
-  absl::Status HandleReserveCredits(const std::string& authorization,
-                                    const v1::ReserveCreditsRequest& request,
-                                    v1::ReserveCreditsResponse* response);
-  absl::Status HandleRefundCredits(const std::string& authorization,
-                                   const v1::RefundCreditsRequest& request,
-                                   v1::RefundCreditsResponse* response);
+  absl::Status GetCurrentWorkspace(const RequestContext& context,
+                                   const v1::GetCurrentWorkspaceRequest& request,
+                                   v1::Workspace* response);
+  // Internal: the remote authenticator of roles in other processes (authenticator.h).
+  absl::Status Authenticate(const RequestContext& context, const v1::AuthenticateRequest& request,
+                            v1::Principal* response);
+  // Internal: the credit ledger for the calls role in another process (services/calls/credits.h).
+  absl::Status ReserveCredits(const RequestContext& context,
+                              const v1::ReserveCreditsRequest& request,
+                              v1::ReserveCreditsResponse* response);
+  absl::Status RefundCredits(const RequestContext& context, const v1::RefundCreditsRequest& request,
+                             v1::RefundCreditsResponse* response);
 
  private:
   AccountsStore* store_;
-  Authenticator* authenticator_;
   ThreadPool* pool_;
-  const std::string internal_credential_;
+  const ApiKeyGuard guard_;
 };
 
 }  // namespace calleval::accounts

@@ -1,8 +1,8 @@
 #pragma once
 
 // Resolves the Authorization header of a request to a Principal. Every service authenticates
-// the calls it receives (so grpcurl with a bearer key works against any role); the edge only
-// forwards the header.
+// the calls it receives (so grpcurl with a bearer key works against any role), through its
+// ApiKeyGuard (request_guard.h); the edge only forwards the header.
 
 #include <grpcpp/channel.h>
 
@@ -57,13 +57,6 @@ class CachingAuthenticator : public Authenticator {
 absl::StatusOr<int64_t> RequestWorkspace(Authenticator* authenticator,
                                          absl::string_view authorization,
                                          std::optional<int64_t> client_id);
-
-// The optional client_id of a request message.
-template <typename Request>
-std::optional<int64_t> ClientIdOf(const Request& request) {
-  if (!request.has_client_id()) return std::nullopt;
-  return request.client_id();
-}
 
 std::unique_ptr<Authenticator> NewStoreAuthenticator(AccountsStore* store,
                                                      absl::Duration ttl = absl::Seconds(5));

@@ -1,29 +1,50 @@
 #pragma once
 
-// How each routed method of the Agents service runs, over gRPC and at the edge alike
-// (common/method_execution.h): point reads inline, the rest on the pool.
+// The Agents service's methods: each RPC once, with where it runs and who may call it
+// (common/method_table.h). gRPC and the edge both serve this table: point reads inline, the
+// rest on the pool.
 
-#include "common/method_execution.h"
+#include <optional>
+
+#include "common/method_table.h"
+#include "services/agents/agents_service.h"
 
 namespace calleval::agents {
 
-inline constexpr MethodExecution kAgentsMethods[] = {
-    {"CreateAgent", Execution::kPool},
-    {"GetAgent", Execution::kPointRead},
-    {"UpdateAgent", Execution::kPool},
-    {"DeleteAgent", Execution::kPool},
-    {"ListAgents", Execution::kPool},
-    {"ListLanguages", Execution::kInline},  // a dozen rows
-    {"CreateScenario", Execution::kPool},
-    {"GetScenario", Execution::kPointRead},
-    {"UpdateScenario", Execution::kPool},
-    {"DeleteScenario", Execution::kPool},
-    {"ListScenarios", Execution::kPool},
-    {"RunScenario", Execution::kPool},
-    {"GetRun", Execution::kPointRead},
-    {"ListRuns", Execution::kPool},
-    {"CreateBatchRun", Execution::kPool},
-    {"GetBatchRun", Execution::kPool},  // counts the batch's runs
+// PATCH names its workspace in the query's client_id; one in the body counts when the query has
+// none.
+inline std::optional<int64_t> ClientIdOfUpdate(const v1::UpdateAgentRequest& request) {
+  if (request.has_client_id()) return request.client_id();
+  if (request.agent().has_client_id()) return request.agent().client_id();
+  return std::nullopt;
+}
+inline std::optional<int64_t> ClientIdOfScenarioUpdate(const v1::UpdateScenarioRequest& request) {
+  if (request.has_client_id()) return request.client_id();
+  if (request.scenario().has_client_id()) return request.scenario().client_id();
+  return std::nullopt;
+}
+
+inline constexpr MethodEntry<AgentsService> kAgentsMethods[] = {
+    Unary<&AgentsService::CreateAgent>("CreateAgent", Execution::kPool, Access::kWorkspace),
+    Unary<&AgentsService::GetAgent>("GetAgent", Execution::kPointRead, Access::kWorkspace),
+    Unary<&AgentsService::UpdateAgent, &ClientIdOfUpdate>("UpdateAgent", Execution::kPool,
+                                                          Access::kWorkspace),
+    Unary<&AgentsService::DeleteAgent>("DeleteAgent", Execution::kPool, Access::kWorkspace),
+    Unary<&AgentsService::ListAgents>("ListAgents", Execution::kPool, Access::kWorkspace),
+    // A dozen rows; any valid key reads them (the request names no workspace).
+    Unary<&AgentsService::ListLanguages>("ListLanguages", Execution::kPointRead, Access::kWorkspace),
+    Unary<&AgentsService::CreateScenario>("CreateScenario", Execution::kPool, Access::kWorkspace),
+    Unary<&AgentsService::GetScenario>("GetScenario", Execution::kPointRead, Access::kWorkspace),
+    Unary<&AgentsService::UpdateScenario, &ClientIdOfScenarioUpdate>(
+        "UpdateScenario", Execution::kPool, Access::kWorkspace),
+    Unary<&AgentsService::DeleteScenario>("DeleteScenario", Execution::kPool, Access::kWorkspace),
+    Unary<&AgentsService::ListScenarios>("ListScenarios", Execution::kPool, Access::kWorkspace),
+    Unary<&AgentsService::RunScenario>("RunScenario", Execution::kPool, Access::kWorkspace),
+    Unary<&AgentsService::GetRun>("GetRun", Execution::kPointRead, Access::kWorkspace),
+    Unary<&AgentsService::ListRuns>("ListRuns", Execution::kPool, Access::kWorkspace),
+    Unary<&AgentsService::CreateBatchRun>("CreateBatchRun", Execution::kPool, Access::kWorkspace),
+    // Counts the batch's runs.
+    Unary<&AgentsService::GetBatchRun>("GetBatchRun", Execution::kPool, Access::kWorkspace),
 };
 
 }  // namespace calleval::agents

@@ -1,12 +1,16 @@
 #pragma once
 
-// gRPC adapter of the Agents service: authenticates, resolves the workspace, calls the store.
+// The Agents service (agents, scenarios, runs): its handlers, one per RPC, listed in its method
+// table (agents_methods.h), which serves them on gRPC and at the edge (common/method_table.h).
 
 #include <functional>
 
+#include "absl/types/span.h"
 #include "calleval/v1/agents.grpc.pb.h"
+#include "common/method_table.h"
 #include "common/thread_pool.h"
 #include "services/accounts/authenticator.h"
+#include "services/accounts/request_guard.h"
 #include "services/agents/agents_store.h"
 #include "services/agents/deletion_listener.h"
 #include "services/agents/scenarios_store.h"
@@ -14,8 +18,11 @@
 
 namespace calleval::agents {
 
-class AgentsService final : public v1::Agents::CallbackService {
+class AgentsService {
  public:
+  using Api = v1::Agents;
+  static absl::Span<const MethodEntry<AgentsService>> Methods();
+
   // `scenarios` and `runs` may be null (their methods then answer 503). `on_run_queued` wakes
   // the runs role when it runs in this process.
   AgentsService(AgentsStore* store, accounts::Authenticator* authenticator, ThreadPool* pool,
@@ -25,92 +32,50 @@ class AgentsService final : public v1::Agents::CallbackService {
         scenarios_(scenarios),
         runs_(runs),
         on_run_queued_(std::move(on_run_queued)),
-        authenticator_(authenticator),
-        pool_(pool) {}
+        pool_(pool),
+        guard_(authenticator, /*internal_credential=*/"") {}
+
+  ThreadPool* pool() const { return pool_; }
+  const RequestGuard& guard() const { return guard_; }
 
   // Told after each agent or scenario this service deletes (the metrics store, which keeps
   // links to them). Set before the service is registered; may stay unset.
   void set_deletion_listener(DeletionListener* listener) { deletion_listener_ = listener; }
 
-  grpc::ServerUnaryReactor* CreateAgent(grpc::CallbackServerContext* context,
-                                        const v1::AgentFields* request,
-                                        v1::Agent* response) override;
-  grpc::ServerUnaryReactor* GetAgent(grpc::CallbackServerContext* context,
-                                     const v1::GetAgentRequest* request,
-                                     v1::Agent* response) override;
-  grpc::ServerUnaryReactor* UpdateAgent(grpc::CallbackServerContext* context,
-                                        const v1::UpdateAgentRequest* request,
-                                        v1::Agent* response) override;
-  grpc::ServerUnaryReactor* DeleteAgent(grpc::CallbackServerContext* context,
-                                        const v1::DeleteAgentRequest* request,
-                                        google::protobuf::Empty* response) override;
-  grpc::ServerUnaryReactor* ListAgents(grpc::CallbackServerContext* context,
-                                       const v1::ListAgentsRequest* request,
-                                       v1::ListAgentsResponse* response) override;
-  grpc::ServerUnaryReactor* ListLanguages(grpc::CallbackServerContext* context,
-                                          const v1::ListLanguagesRequest* request,
-                                          v1::ListLanguagesResponse* response) override;
-  grpc::ServerUnaryReactor* CreateScenario(grpc::CallbackServerContext* context,
-                                   const v1::ScenarioFields* request, v1::Scenario* response) override;
-  grpc::ServerUnaryReactor* GetScenario(grpc::CallbackServerContext* context,
-                                   const v1::GetScenarioRequest* request, v1::Scenario* response) override;
-  grpc::ServerUnaryReactor* UpdateScenario(grpc::CallbackServerContext* context,
-                                   const v1::UpdateScenarioRequest* request, v1::Scenario* response) override;
-  grpc::ServerUnaryReactor* DeleteScenario(grpc::CallbackServerContext* context,
-                                   const v1::DeleteScenarioRequest* request, google::protobuf::Empty* response) override;
-  grpc::ServerUnaryReactor* ListScenarios(grpc::CallbackServerContext* context,
-                                   const v1::ListScenariosRequest* request, v1::ListScenariosResponse* response) override;
-
-  grpc::ServerUnaryReactor* RunScenario(grpc::CallbackServerContext* context,
-                                   const v1::RunScenarioRequest* request, v1::Run* response) override;
-  grpc::ServerUnaryReactor* GetRun(grpc::CallbackServerContext* context,
-                                   const v1::GetRunRequest* request, v1::Run* response) override;
-  grpc::ServerUnaryReactor* ListRuns(grpc::CallbackServerContext* context,
-                                   const v1::ListRunsRequest* request, v1::ListRunsResponse* response) override;
-  grpc::ServerUnaryReactor* CreateBatchRun(grpc::CallbackServerContext* context,
-                                   const v1::CreateBatchRunRequest* request, v1::BatchRun* response) override;
-  grpc::ServerUnaryReactor* GetBatchRun(grpc::CallbackServerContext* context,
-                                   const v1::GetBatchRunRequest* request, v1::BatchRun* response) override;
-
-  // The handlers, independent of the transport: `authorization` is the caller's
-  // Authorization header. The gRPC methods above run them on the pool; the edge calls them
-  // directly when the role runs in its process.
-  absl::Status HandleCreateAgent(const std::string& authorization, const v1::AgentFields& request,
-                                 v1::Agent* response);
-  absl::Status HandleGetAgent(const std::string& authorization, const v1::GetAgentRequest& request,
-                              v1::Agent* response);
-  absl::Status HandleUpdateAgent(const std::string& authorization,
-                                 const v1::UpdateAgentRequest& request, v1::Agent* response);
-  absl::Status HandleDeleteAgent(const std::string& authorization,
-                                 const v1::DeleteAgentRequest& request,
-                                 google::protobuf::Empty* response);
-  absl::Status HandleListAgents(const std::string& authorization,
-                                const v1::ListAgentsRequest& request,
-                                v1::ListAgentsResponse* response);
-  absl::Status HandleListLanguages(const std::string& authorization,
-                                   const v1::ListLanguagesRequest& request,
-                                   v1::ListLanguagesResponse* response);
-  absl::Status HandleCreateScenario(const std::string& authorization, const v1::ScenarioFields& request,
-                            v1::Scenario* response);
-  absl::Status HandleGetScenario(const std::string& authorization, const v1::GetScenarioRequest& request,
-                            v1::Scenario* response);
-  absl::Status HandleUpdateScenario(const std::string& authorization, const v1::UpdateScenarioRequest& request,
-                            v1::Scenario* response);
-  absl::Status HandleDeleteScenario(const std::string& authorization, const v1::DeleteScenarioRequest& request,
-                            google::protobuf::Empty* response);
-  absl::Status HandleListScenarios(const std::string& authorization, const v1::ListScenariosRequest& request,
-                            v1::ListScenariosResponse* response);
-
-  absl::Status HandleRunScenario(const std::string& authorization, const v1::RunScenarioRequest& request,
-                            v1::Run* response);
-  absl::Status HandleGetRun(const std::string& authorization, const v1::GetRunRequest& request,
-                            v1::Run* response);
-  absl::Status HandleListRuns(const std::string& authorization, const v1::ListRunsRequest& request,
-                            v1::ListRunsResponse* response);
-  absl::Status HandleCreateBatchRun(const std::string& authorization, const v1::CreateBatchRunRequest& request,
-                            v1::BatchRun* response);
-  absl::Status HandleGetBatchRun(const std::string& authorization, const v1::GetBatchRunRequest& request,
-                            v1::BatchRun* response);
+  // The handlers: the caller's workspace is context.workspace_id.
+  absl::Status CreateAgent(const RequestContext& context, const v1::AgentFields& request,
+                           v1::Agent* response);
+  absl::Status GetAgent(const RequestContext& context, const v1::GetAgentRequest& request,
+                        v1::Agent* response);
+  absl::Status UpdateAgent(const RequestContext& context, const v1::UpdateAgentRequest& request,
+                           v1::Agent* response);
+  absl::Status DeleteAgent(const RequestContext& context, const v1::DeleteAgentRequest& request,
+                           google::protobuf::Empty* response);
+  absl::Status ListAgents(const RequestContext& context, const v1::ListAgentsRequest& request,
+                          v1::ListAgentsResponse* response);
+  absl::Status ListLanguages(const RequestContext& context, const v1::ListLanguagesRequest& request,
+                             v1::ListLanguagesResponse* response);
+  absl::Status CreateScenario(const RequestContext& context, const v1::ScenarioFields& request,
+                              v1::Scenario* response);
+  absl::Status GetScenario(const RequestContext& context, const v1::GetScenarioRequest& request,
+                           v1::Scenario* response);
+  absl::Status UpdateScenario(const RequestContext& context,
+                              const v1::UpdateScenarioRequest& request, v1::Scenario* response);
+  absl::Status DeleteScenario(const RequestContext& context,
+                              const v1::DeleteScenarioRequest& request,
+                              google::protobuf::Empty* response);
+  absl::Status ListScenarios(const RequestContext& context, const v1::ListScenariosRequest& request,
+                             v1::ListScenariosResponse* response);
+  absl::Status RunScenario(const RequestContext& context, const v1::RunScenarioRequest& request,
+                           v1::Run* response);
+  absl::Status GetRun(const RequestContext& context, const v1::GetRunRequest& request,
+                      v1::Run* response);
+  absl::Status ListRuns(const RequestContext& context, const v1::ListRunsRequest& request,
+                        v1::ListRunsResponse* response);
+  absl::Status CreateBatchRun(const RequestContext& context,
+                              const v1::CreateBatchRunRequest& request, v1::BatchRun* response);
+  absl::Status GetBatchRun(const RequestContext& context, const v1::GetBatchRunRequest& request,
+                           v1::BatchRun* response);
 
  private:
   absl::StatusOr<ScenariosStore*> Scenarios();
@@ -120,8 +85,8 @@ class AgentsService final : public v1::Agents::CallbackService {
   ScenariosStore* scenarios_;
   runs::RunsStore* runs_;
   std::function<void()> on_run_queued_;
-  accounts::Authenticator* authenticator_;
   ThreadPool* pool_;
+  const accounts::ApiKeyGuard guard_;
   DeletionListener* deletion_listener_ = nullptr;
 };
 

@@ -1,20 +1,42 @@
 #pragma once
 
-// How each routed method of the Calls service runs, over gRPC and at the edge alike
-// (common/method_execution.h): point reads inline, the rest on the pool.
+// The Calls service's methods: each RPC once, with where it runs and who may call it
+// (common/method_table.h). gRPC and the edge both serve this table: point reads inline, the
+// rest on the pool; the queue methods are the scoring workers' (internal, gRPC only).
 
-#include "common/method_execution.h"
+#include "common/method_table.h"
+#include "services/calls/calls_service.h"
 
 namespace calleval::calls {
 
-inline constexpr MethodExecution kCallsMethods[] = {
-    {"IngestCall", Execution::kPool},
-    {"GetCall", Execution::kPointRead},
-    {"UpdateCall", Execution::kPool},
-    {"ListCalls", Execution::kPool},
-    {"DeleteCall", Execution::kPool},
-    {"GetAgentStats", Execution::kPool},  // reads hourly totals and unsettled calls
-    {"GetScenarioStats", Execution::kPool},
+inline constexpr MethodEntry<CallsService> kCallsMethods[] = {
+    Unary<&CallsService::IngestCall>("IngestCall", Execution::kPool, Access::kWorkspace),
+    Unary<&CallsService::GetCall>("GetCall", Execution::kPointRead, Access::kWorkspace),
+    Unary<&CallsService::UpdateCall>("UpdateCall", Execution::kPool, Access::kWorkspace),
+    Unary<&CallsService::ListCalls>("ListCalls", Execution::kPool, Access::kWorkspace),
+    Unary<&CallsService::DeleteCall>("DeleteCall", Execution::kPool, Access::kWorkspace),
+    // Reads hourly totals and unsettled calls.
+    Unary<&CallsService::GetAgentStats>("GetAgentStats", Execution::kPool, Access::kWorkspace),
+    Unary<&CallsService::GetScenarioStats>("GetScenarioStats", Execution::kPool,
+                                           Access::kWorkspace),
+    Unary<&CallsService::LeaseAnalysis>("LeaseAnalysis", Execution::kPool, Access::kInternal),
+    Unary<&CallsService::RecordAnalysis>("RecordAnalysis", Execution::kPool, Access::kInternal),
+    Unary<&CallsService::FailAnalysis>("FailAnalysis", Execution::kPool, Access::kInternal),
+    Unary<&CallsService::ReleaseAnalysis>("ReleaseAnalysis", Execution::kPool, Access::kInternal),
+    Unary<&CallsService::RenewAnalysisLease>("RenewAnalysisLease", Execution::kPool,
+                                             Access::kInternal),
+    Unary<&CallsService::LeaseTranscription>("LeaseTranscription", Execution::kPool,
+                                             Access::kInternal),
+    Unary<&CallsService::RecordTranscription>("RecordTranscription", Execution::kPool,
+                                              Access::kInternal),
+    Unary<&CallsService::FailTranscription>("FailTranscription", Execution::kPool,
+                                            Access::kInternal),
+    Unary<&CallsService::ReleaseTranscription>("ReleaseTranscription", Execution::kPool,
+                                               Access::kInternal),
+    Unary<&CallsService::RenewTranscriptionLease>("RenewTranscriptionLease", Execution::kPool,
+                                                  Access::kInternal),
+    Unary<&CallsService::ReleaseHolderLeases>("ReleaseHolderLeases", Execution::kPool,
+                                              Access::kInternal),
 };
 
 }  // namespace calleval::calls

@@ -1,57 +1,45 @@
 #include "services/calls/calls_service.h"
 
 #include "common/status_macros.h"
-#include "common/unary.h"
 #include "services/calls/calls_methods.h"
 
 namespace calleval::calls {
-using accounts::ClientIdOf;
 
-absl::StatusOr<int64_t> CallsService::Workspace(const std::string& authorization,
-                                                std::optional<int64_t> client_id) {
-  return accounts::RequestWorkspace(authenticator_, authorization, client_id);
-}
+absl::Span<const MethodEntry<CallsService>> CallsService::Methods() { return kCallsMethods; }
 
-absl::Status CallsService::HandleIngestCall(const std::string& authorization,
-                                            const v1::IngestCallRequest& request,
-                                            v1::Call* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(authorization, ClientIdOf(request)));
-  ASSIGN_OR_RETURN(*response, store_->Ingest(workspace, request));
+absl::Status CallsService::IngestCall(const RequestContext& context,
+                                      const v1::IngestCallRequest& request, v1::Call* response) {
+  ASSIGN_OR_RETURN(*response, store_->Ingest(context.workspace_id, request));
   if (on_ingest_) on_ingest_(*response);
   return absl::OkStatus();
 }
 
-absl::Status CallsService::HandleGetCall(const std::string& authorization,
-                                         const v1::GetCallRequest& request, v1::Call* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(authorization, ClientIdOf(request)));
-  ASSIGN_OR_RETURN(*response, store_->Get(workspace, request.call_identifier_or_id()));
+absl::Status CallsService::GetCall(const RequestContext& context, const v1::GetCallRequest& request,
+                                   v1::Call* response) {
+  ASSIGN_OR_RETURN(*response, store_->Get(context.workspace_id, request.call_identifier_or_id()));
   return absl::OkStatus();
 }
 
-absl::Status CallsService::HandleUpdateCall(const std::string& authorization,
-                                            const v1::UpdateCallRequest& request,
-                                            v1::Call* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(authorization, ClientIdOf(request)));
+absl::Status CallsService::UpdateCall(const RequestContext& context,
+                                      const v1::UpdateCallRequest& request, v1::Call* response) {
   std::optional<int64_t> agent_id;
   if (request.has_agent_id()) agent_id = request.agent_id();
-  ASSIGN_OR_RETURN(*response, store_->Update(workspace, request.call_identifier_or_id(), agent_id,
-                                             request.update()));
+  ASSIGN_OR_RETURN(*response, store_->Update(context.workspace_id, request.call_identifier_or_id(),
+                                             agent_id, request.update()));
   return absl::OkStatus();
 }
 
-absl::Status CallsService::HandleListCalls(const std::string& authorization,
-                                           const v1::ListCallsRequest& request,
-                                           v1::ListCallsResponse* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(authorization, ClientIdOf(request)));
-  ASSIGN_OR_RETURN(*response, store_->List(workspace, request));
+absl::Status CallsService::ListCalls(const RequestContext& context,
+                                     const v1::ListCallsRequest& request,
+                                     v1::ListCallsResponse* response) {
+  ASSIGN_OR_RETURN(*response, store_->List(context.workspace_id, request));
   return absl::OkStatus();
 }
 
-absl::Status CallsService::HandleDeleteCall(const std::string& authorization,
-                                            const v1::DeleteCallRequest& request,
-                                            google::protobuf::Empty* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(authorization, ClientIdOf(request)));
-  return store_->Delete(workspace, request.call_identifier_or_id());
+absl::Status CallsService::DeleteCall(const RequestContext& context,
+                                      const v1::DeleteCallRequest& request,
+                                      google::protobuf::Empty* response) {
+  return store_->Delete(context.workspace_id, request.call_identifier_or_id());
 }
 
 namespace {
@@ -67,206 +55,114 @@ absl::StatusOr<StatsRange> RangeOf(const Request& request) {
 
 }  // namespace
 
-absl::Status CallsService::HandleGetAgentStats(const std::string& authorization,
-                                               const v1::GetAgentStatsRequest& request,
-                                               v1::Stats* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(authorization, ClientIdOf(request)));
+absl::Status CallsService::GetAgentStats(const RequestContext& context,
+                                         const v1::GetAgentStatsRequest& request,
+                                         v1::Stats* response) {
   if (stats_ == nullptr) return absl::UnavailableError("stats are not served by this process");
   ASSIGN_OR_RETURN(StatsRange range, RangeOf(request));
-  ASSIGN_OR_RETURN(*response, stats_->AgentStats(workspace, request.agent_id(), range));
+  ASSIGN_OR_RETURN(*response, stats_->AgentStats(context.workspace_id, request.agent_id(), range));
   return absl::OkStatus();
 }
 
-absl::Status CallsService::HandleGetScenarioStats(const std::string& authorization,
-                                                  const v1::GetScenarioStatsRequest& request,
-                                                  v1::Stats* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(authorization, ClientIdOf(request)));
+absl::Status CallsService::GetScenarioStats(const RequestContext& context,
+                                            const v1::GetScenarioStatsRequest& request,
+                                            v1::Stats* response) {
   if (stats_ == nullptr) return absl::UnavailableError("stats are not served by this process");
   ASSIGN_OR_RETURN(StatsRange range, RangeOf(request));
-  ASSIGN_OR_RETURN(*response, stats_->ScenarioStats(workspace, request.scenario_id(), range));
+  ASSIGN_OR_RETURN(*response,
+                   stats_->ScenarioStats(context.workspace_id, request.scenario_id(), range));
   return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* CallsService::GetAgentStats(grpc::CallbackServerContext* context,
-                                                      const v1::GetAgentStatsRequest* request,
-                                                      v1::Stats* response) {
-  return RunUnaryAs(context, ExecutionOf(kCallsMethods, "GetAgentStats"), pool_,
-                    [this, auth = AuthorizationOf(context), request, response] {
-                      return HandleGetAgentStats(auth, *request, response);
-                    });
+absl::Status CallsService::LeaseAnalysis(const RequestContext& context,
+                                         const v1::LeaseAnalysisRequest& request,
+                                         v1::LeaseAnalysisResponse* response) {
+  ASSIGN_OR_RETURN(std::optional<AnalysisJob> job,
+                   store_->LeaseAnalysis(absl::Seconds(std::max(1, request.lease_seconds())),
+                                         std::max(1, request.max_attempts()), request.holder()));
+  if (job) *response->mutable_job() = ToProto(*job);
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* CallsService::GetScenarioStats(grpc::CallbackServerContext* context,
-                                                         const v1::GetScenarioStatsRequest* request,
-                                                         v1::Stats* response) {
-  return RunUnaryAs(context, ExecutionOf(kCallsMethods, "GetScenarioStats"), pool_,
-                    [this, auth = AuthorizationOf(context), request, response] {
-                      return HandleGetScenarioStats(auth, *request, response);
-                    });
+absl::Status CallsService::RecordAnalysis(const RequestContext& context,
+                                          const v1::RecordAnalysisRequest& request,
+                                          google::protobuf::Empty* response) {
+  std::optional<double> duration;
+  if (request.has_duration_seconds()) duration = request.duration_seconds();
+  if (request.audio_stage_only()) {
+    return store_->RecordAudioStage(
+        request.call_id(), request.token(), duration,
+        {request.results().begin(), request.results().end()},
+        {request.audio_results().begin(), request.audio_results().end()});
+  }
+  return store_->RecordAnalysis(request.call_id(), request.token(), duration,
+                                {request.results().begin(), request.results().end()},
+                                {request.metric_results().begin(), request.metric_results().end()});
 }
 
-grpc::ServerUnaryReactor* CallsService::IngestCall(grpc::CallbackServerContext* context,
-                                                   const v1::IngestCallRequest* request,
-                                                   v1::Call* response) {
-  return RunUnaryAs(context, ExecutionOf(kCallsMethods, "IngestCall"), pool_,
-                    [this, auth = AuthorizationOf(context), request, response] {
-                      return HandleIngestCall(auth, *request, response);
-                    });
+absl::Status CallsService::FailAnalysis(const RequestContext& context,
+                                        const v1::FailAnalysisRequest& request,
+                                        google::protobuf::Empty* response) {
+  return store_->FailAnalysis(request.call_id(), request.token(), request.reason(),
+                              request.message());
 }
 
-grpc::ServerUnaryReactor* CallsService::GetCall(grpc::CallbackServerContext* context,
-                                                const v1::GetCallRequest* request,
-                                                v1::Call* response) {
-  return RunUnaryAs(context, ExecutionOf(kCallsMethods, "GetCall"), pool_,
-                    [this, auth = AuthorizationOf(context), request, response] {
-                      return HandleGetCall(auth, *request, response);
-                    });
+absl::Status CallsService::ReleaseAnalysis(const RequestContext& context,
+                                           const v1::ReleaseAnalysisRequest& request,
+                                           google::protobuf::Empty* response) {
+  return store_->ReleaseAnalysis(request.call_id(), request.token());
 }
 
-grpc::ServerUnaryReactor* CallsService::UpdateCall(grpc::CallbackServerContext* context,
-                                                   const v1::UpdateCallRequest* request,
-                                                   v1::Call* response) {
-  return RunUnaryAs(context, ExecutionOf(kCallsMethods, "UpdateCall"), pool_,
-                    [this, auth = AuthorizationOf(context), request, response] {
-                      return HandleUpdateCall(auth, *request, response);
-                    });
+absl::Status CallsService::RenewAnalysisLease(const RequestContext& context,
+                                              const v1::RenewLeaseRequest& request,
+                                              google::protobuf::Empty* response) {
+  return store_->RenewAnalysisLease(request.call_id(), request.token(),
+                                    absl::Seconds(std::max(1, request.lease_seconds())));
 }
 
-grpc::ServerUnaryReactor* CallsService::ListCalls(grpc::CallbackServerContext* context,
-                                                  const v1::ListCallsRequest* request,
-                                                  v1::ListCallsResponse* response) {
-  return RunUnaryAs(context, ExecutionOf(kCallsMethods, "ListCalls"), pool_,
-                    [this, auth = AuthorizationOf(context), request, response] {
-                      return HandleListCalls(auth, *request, response);
-                    });
+absl::Status CallsService::LeaseTranscription(const RequestContext& context,
+                                              const v1::LeaseTranscriptionRequest& request,
+                                              v1::LeaseTranscriptionResponse* response) {
+  ASSIGN_OR_RETURN(
+      std::optional<TranscriptionJob> job,
+      store_->LeaseTranscription(absl::Seconds(std::max(1, request.lease_seconds())),
+                                 std::max(1, request.max_attempts()), request.holder()));
+  if (job) *response->mutable_job() = ToProto(*job);
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* CallsService::DeleteCall(grpc::CallbackServerContext* context,
-                                                   const v1::DeleteCallRequest* request,
+absl::Status CallsService::RecordTranscription(const RequestContext& context,
+                                               const v1::RecordTranscriptionRequest& request,
+                                               google::protobuf::Empty* response) {
+  return store_->RecordTranscription(request.call_id(), request.token(),
+                                     {request.transcript().begin(), request.transcript().end()});
+}
+
+absl::Status CallsService::FailTranscription(const RequestContext& context,
+                                             const v1::FailTranscriptionRequest& request,
+                                             google::protobuf::Empty* response) {
+  return store_->FailTranscription(request.call_id(), request.token(), request.message());
+}
+
+absl::Status CallsService::ReleaseTranscription(const RequestContext& context,
+                                                const v1::ReleaseTranscriptionRequest& request,
+                                                google::protobuf::Empty* response) {
+  return store_->ReleaseTranscription(request.call_id(), request.token());
+}
+
+absl::Status CallsService::RenewTranscriptionLease(const RequestContext& context,
+                                                   const v1::RenewLeaseRequest& request,
                                                    google::protobuf::Empty* response) {
-  return RunUnaryAs(context, ExecutionOf(kCallsMethods, "DeleteCall"), pool_,
-                    [this, auth = AuthorizationOf(context), request, response] {
-                      return HandleDeleteCall(auth, *request, response);
-                    });
+  return store_->RenewTranscriptionLease(request.call_id(), request.token(),
+                                         absl::Seconds(std::max(1, request.lease_seconds())));
 }
 
-grpc::ServerUnaryReactor* CallsService::LeaseAnalysis(grpc::CallbackServerContext* context,
-                                                      const v1::LeaseAnalysisRequest* request,
-                                                      v1::LeaseAnalysisResponse* response) {
-  return RunInternalUnary(
-      context, pool_, internal_credential_, [this, request, response]() -> absl::Status {
-        ASSIGN_OR_RETURN(std::optional<AnalysisJob> job,
-                         store_->LeaseAnalysis(absl::Seconds(std::max(1, request->lease_seconds())),
-                                               std::max(1, request->max_attempts()),
-                                               request->holder()));
-        if (job) *response->mutable_job() = ToProto(*job);
-        return absl::OkStatus();
-      });
-}
-
-grpc::ServerUnaryReactor* CallsService::RecordAnalysis(grpc::CallbackServerContext* context,
-                                                       const v1::RecordAnalysisRequest* request,
-                                                       google::protobuf::Empty* response) {
-  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
-    std::optional<double> duration;
-    if (request->has_duration_seconds()) duration = request->duration_seconds();
-    if (request->audio_stage_only()) {
-      return store_->RecordAudioStage(
-          request->call_id(), request->token(), duration,
-          {request->results().begin(), request->results().end()},
-          {request->audio_results().begin(), request->audio_results().end()});
-    }
-    return store_->RecordAnalysis(
-        request->call_id(), request->token(), duration,
-        {request->results().begin(), request->results().end()},
-        {request->metric_results().begin(), request->metric_results().end()});
-  });
-}
-
-grpc::ServerUnaryReactor* CallsService::FailAnalysis(grpc::CallbackServerContext* context,
-                                                     const v1::FailAnalysisRequest* request,
-                                                     google::protobuf::Empty* response) {
-  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
-    return store_->FailAnalysis(request->call_id(), request->token(), request->reason(),
-                                request->message());
-  });
-}
-
-grpc::ServerUnaryReactor* CallsService::ReleaseAnalysis(grpc::CallbackServerContext* context,
-                                                        const v1::ReleaseAnalysisRequest* request,
-                                                        google::protobuf::Empty* response) {
-  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
-    return store_->ReleaseAnalysis(request->call_id(), request->token());
-  });
-}
-
-grpc::ServerUnaryReactor* CallsService::LeaseTranscription(
-    grpc::CallbackServerContext* context, const v1::LeaseTranscriptionRequest* request,
-    v1::LeaseTranscriptionResponse* response) {
-  return RunInternalUnary(
-      context, pool_, internal_credential_, [this, request, response]() -> absl::Status {
-        ASSIGN_OR_RETURN(
-            std::optional<TranscriptionJob> job,
-            store_->LeaseTranscription(absl::Seconds(std::max(1, request->lease_seconds())),
-                                       std::max(1, request->max_attempts()), request->holder()));
-        if (job) *response->mutable_job() = ToProto(*job);
-        return absl::OkStatus();
-      });
-}
-
-grpc::ServerUnaryReactor* CallsService::RecordTranscription(
-    grpc::CallbackServerContext* context, const v1::RecordTranscriptionRequest* request,
-    google::protobuf::Empty* response) {
-  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
-    return store_->RecordTranscription(
-        request->call_id(), request->token(),
-        {request->transcript().begin(), request->transcript().end()});
-  });
-}
-
-grpc::ServerUnaryReactor* CallsService::FailTranscription(
-    grpc::CallbackServerContext* context, const v1::FailTranscriptionRequest* request,
-    google::protobuf::Empty* response) {
-  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
-    return store_->FailTranscription(request->call_id(), request->token(), request->message());
-  });
-}
-
-grpc::ServerUnaryReactor* CallsService::ReleaseTranscription(
-    grpc::CallbackServerContext* context, const v1::ReleaseTranscriptionRequest* request,
-    google::protobuf::Empty* response) {
-  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
-    return store_->ReleaseTranscription(request->call_id(), request->token());
-  });
-}
-
-grpc::ServerUnaryReactor* CallsService::RenewAnalysisLease(grpc::CallbackServerContext* context,
-                                                           const v1::RenewLeaseRequest* request,
-                                                           google::protobuf::Empty* response) {
-  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
-    return store_->RenewAnalysisLease(request->call_id(), request->token(),
-                                      absl::Seconds(std::max(1, request->lease_seconds())));
-  });
-}
-
-grpc::ServerUnaryReactor* CallsService::RenewTranscriptionLease(
-    grpc::CallbackServerContext* context, const v1::RenewLeaseRequest* request,
-    google::protobuf::Empty* response) {
-  return RunInternalUnary(context, pool_, internal_credential_, [this, request]() {
-    return store_->RenewTranscriptionLease(request->call_id(), request->token(),
-                                           absl::Seconds(std::max(1, request->lease_seconds())));
-  });
-}
-
-grpc::ServerUnaryReactor* CallsService::ReleaseHolderLeases(
-    grpc::CallbackServerContext* context, const v1::ReleaseHolderLeasesRequest* request,
-    v1::ReleaseHolderLeasesResponse* response) {
-  return RunInternalUnary(
-      context, pool_, internal_credential_, [this, request, response]() -> absl::Status {
-        ASSIGN_OR_RETURN(int released, store_->ReleaseLeasesOf(request->holder()));
-        response->set_released(released);
-        return absl::OkStatus();
-      });
+absl::Status CallsService::ReleaseHolderLeases(const RequestContext& context,
+                                               const v1::ReleaseHolderLeasesRequest& request,
+                                               v1::ReleaseHolderLeasesResponse* response) {
+  ASSIGN_OR_RETURN(int released, store_->ReleaseLeasesOf(request.holder()));
+  response->set_released(released);
+  return absl::OkStatus();
 }
 
 v1::AnalysisJob ToProto(const AnalysisJob& job) {

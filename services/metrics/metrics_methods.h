@@ -1,26 +1,36 @@
 #pragma once
 
-// How each routed method of the Metrics service runs, over gRPC and at the edge alike
-// (common/method_execution.h): point reads inline, the rest on a pool (GenerateMetrics,
-// ValidateCode and TestCode on their own bounded pools, shed when full).
+// The Metrics service's methods: each RPC once, with where it runs and who may call it
+// (common/method_table.h). gRPC and the edge both serve this table: point reads inline, the rest
+// on a pool; GenerateMetrics, ValidateCode and TestCode on their own bounded pools, shed with 503
+// "overloaded" when full, so ingest and reads never wait behind the LLM or the sandbox.
 
-#include "common/method_execution.h"
+#include "common/method_table.h"
+#include "services/metrics/metrics_service.h"
 
 namespace calleval::metrics {
 
-inline constexpr MethodExecution kMetricsMethods[] = {
-    {"ListMetrics", Execution::kPool},
-    {"CreateMetric", Execution::kPool},
-    {"GetMetric", Execution::kPointRead},
-    {"UpdateMetric", Execution::kPool},
-    {"DeleteMetric", Execution::kPool},
-    {"GenerateMetrics", Execution::kPool},
-    {"BulkCreateMetrics", Execution::kPool},
-    {"ValidateCode", Execution::kPool},
-    {"TestCode", Execution::kPool},
-    {"SetAgentStandardMetrics", Execution::kPool},
-    {"SetAgentLlmMetrics", Execution::kPool},
-    {"ListUsableMetrics", Execution::kPool},  // every custom metric of the workspace
+inline constexpr MethodEntry<MetricsService> kMetricsMethods[] = {
+    Unary<&MetricsService::ListMetrics>("ListMetrics", Execution::kPool, Access::kWorkspace),
+    Unary<&MetricsService::CreateMetric>("CreateMetric", Execution::kPool, Access::kWorkspace),
+    Unary<&MetricsService::GetMetric>("GetMetric", Execution::kPointRead, Access::kWorkspace),
+    Unary<&MetricsService::UpdateMetric>("UpdateMetric", Execution::kPool, Access::kWorkspace),
+    Unary<&MetricsService::DeleteMetric>("DeleteMetric", Execution::kPool, Access::kWorkspace),
+    Unary<&MetricsService::GenerateMetrics>("GenerateMetrics", Execution::kPool, Access::kWorkspace)
+        .OnPool(&MetricsService::llm_pool),
+    Unary<&MetricsService::BulkCreateMetrics>("BulkCreateMetrics", Execution::kPool,
+                                              Access::kWorkspace),
+    Unary<&MetricsService::ValidateCode>("ValidateCode", Execution::kPool, Access::kWorkspace)
+        .OnPool(&MetricsService::sandbox_pool),
+    Unary<&MetricsService::TestCode>("TestCode", Execution::kPool, Access::kWorkspace)
+        .OnPool(&MetricsService::sandbox_pool),
+    Unary<&MetricsService::SetAgentStandardMetrics>("SetAgentStandardMetrics", Execution::kPool,
+                                                    Access::kWorkspace),
+    Unary<&MetricsService::SetAgentLlmMetrics>("SetAgentLlmMetrics", Execution::kPool,
+                                               Access::kWorkspace),
+    // Every custom metric of the workspace.
+    Unary<&MetricsService::ListUsableMetrics>("ListUsableMetrics", Execution::kPool,
+                                              Access::kWorkspace),
 };
 
 }  // namespace calleval::metrics

@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
-#include "common/unary.h"
 #include "services/judges/code_context.h"
 #include "services/judges/metric_values.h"
 #include "services/metrics/metrics_methods.h"
@@ -67,61 +66,58 @@ std::vector<v1::MetricResult> LlmResults(const v1::Call& call) {
   return out;
 }
 
-using accounts::ClientIdOf;
-constexpr auto Workspace = accounts::RequestWorkspace;
-
 }  // namespace
 
-absl::Status MetricsService::HandleListMetrics(const std::string& auth,
-                                               const v1::ListMetricsRequest& request,
-                                               v1::ListMetricsResponse* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+absl::Span<const MethodEntry<MetricsService>> MetricsService::Methods() { return kMetricsMethods; }
+
+absl::Status MetricsService::ListMetrics(const RequestContext& context,
+                                         const v1::ListMetricsRequest& request,
+                                         v1::ListMetricsResponse* response) {
+  const int64_t workspace = context.workspace_id;
   ASSIGN_OR_RETURN(*response, deps_.store->List(workspace, request));
   return absl::OkStatus();
 }
 
-absl::Status MetricsService::HandleCreateMetric(const std::string& auth,
-                                                const v1::CreateMetricRequest& request,
-                                                v1::Metric* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+absl::Status MetricsService::CreateMetric(const RequestContext& context,
+                                          const v1::CreateMetricRequest& request,
+                                          v1::Metric* response) {
+  const int64_t workspace = context.workspace_id;
   ASSIGN_OR_RETURN(*response, deps_.store->Create(workspace, request.metric()));
   return absl::OkStatus();
 }
 
-absl::Status MetricsService::HandleGetMetric(const std::string& auth,
-                                             const v1::GetMetricRequest& request,
-                                             v1::Metric* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+absl::Status MetricsService::GetMetric(const RequestContext& context,
+                                       const v1::GetMetricRequest& request, v1::Metric* response) {
+  const int64_t workspace = context.workspace_id;
   ASSIGN_OR_RETURN(*response, deps_.store->Get(workspace, request.id()));
   return absl::OkStatus();
 }
 
-absl::Status MetricsService::HandleUpdateMetric(const std::string& auth,
-                                                const v1::UpdateMetricRequest& request,
-                                                v1::Metric* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+absl::Status MetricsService::UpdateMetric(const RequestContext& context,
+                                          const v1::UpdateMetricRequest& request,
+                                          v1::Metric* response) {
+  const int64_t workspace = context.workspace_id;
   ASSIGN_OR_RETURN(*response, deps_.store->Update(workspace, request.id(), request.metric()));
   return absl::OkStatus();
 }
 
-absl::Status MetricsService::HandleDeleteMetric(const std::string& auth,
-                                                const v1::DeleteMetricRequest& request,
-                                                google::protobuf::Empty* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+absl::Status MetricsService::DeleteMetric(const RequestContext& context,
+                                          const v1::DeleteMetricRequest& request,
+                                          google::protobuf::Empty* response) {
+  const int64_t workspace = context.workspace_id;
   return deps_.store->Delete(workspace, request.id());
 }
 
-absl::Status MetricsService::HandleGenerateMetrics(const std::string& auth,
-                                                   const v1::GenerateMetricsRequest& request,
-                                                   v1::GenerateMetricsResponse* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+absl::Status MetricsService::GenerateMetrics(const RequestContext& context,
+                                             const v1::GenerateMetricsRequest& request,
+                                             v1::GenerateMetricsResponse* response) {
+  const int64_t workspace = context.workspace_id;
   const v1::GenerateMetricsBody& body = request.body();
   std::vector<FieldIssue> issues;
   if (!body.has_agent_id()) issues.push_back({"agent_id", "is required"});
   const int count = body.has_number_of_metrics() ? body.number_of_metrics() : kDefaultGenerated;
   if (count < 1 || count > kMaxGenerated) {
-    issues.push_back(
-        {"number_of_metrics", absl::StrCat("must be between 1 and ", kMaxGenerated)});
+    issues.push_back({"number_of_metrics", absl::StrCat("must be between 1 and ", kMaxGenerated)});
   }
   if (body.additional_context().size() > kMaxContextBytes) {
     issues.push_back(
@@ -184,18 +180,17 @@ absl::Status MetricsService::HandleGenerateMetrics(const std::string& auth,
   return absl::OkStatus();
 }
 
-absl::Status MetricsService::HandleBulkCreateMetrics(const std::string& auth,
-                                                     const v1::BulkCreateMetricsRequest& request,
-                                                     v1::BulkCreateMetricsResponse* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+absl::Status MetricsService::BulkCreateMetrics(const RequestContext& context,
+                                               const v1::BulkCreateMetricsRequest& request,
+                                               v1::BulkCreateMetricsResponse* response) {
+  const int64_t workspace = context.workspace_id;
   ASSIGN_OR_RETURN(*response, deps_.store->BulkCreate(workspace, request.body()));
   return absl::OkStatus();
 }
 
-absl::Status MetricsService::HandleValidateCode(const std::string& auth,
-                                                const v1::ValidateCodeRequest& request,
-                                                v1::ValidateCodeResponse* response) {
-  RETURN_IF_ERROR(Workspace(deps_.authenticator, auth, ClientIdOf(request)).status());
+absl::Status MetricsService::ValidateCode(const RequestContext& context,
+                                          const v1::ValidateCodeRequest& request,
+                                          v1::ValidateCodeResponse* response) {
   std::vector<FieldIssue> issues;
   CheckCode(&request.body().code(), request.body().has_code(), &issues);
   if (!issues.empty()) {
@@ -215,10 +210,10 @@ absl::Status MetricsService::HandleValidateCode(const std::string& auth,
   return absl::OkStatus();
 }
 
-absl::Status MetricsService::HandleTestCode(const std::string& auth,
-                                            const v1::TestCodeRequest& request,
-                                            v1::TestCodeResponse* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+absl::Status MetricsService::TestCode(const RequestContext& context,
+                                      const v1::TestCodeRequest& request,
+                                      v1::TestCodeResponse* response) {
+  const int64_t workspace = context.workspace_id;
   const v1::TestCodeBody& body = request.body();
   RETURN_IF_ERROR(ValidateTestBody(body));
   absl::StatusOr<v1::Call> call = deps_.calls(workspace, body.call_observation_id());
@@ -236,10 +231,10 @@ absl::Status MetricsService::HandleTestCode(const std::string& auth,
     absl::StatusOr<v1::JobAgent> found = deps_.agents(workspace, call->agent_id());
     if (found.ok()) agent = *found;
   }
-  const nlohmann::json context = judges::BuildCodeContext(
+  const nlohmann::json code_context = judges::BuildCodeContext(
       *call, {call->transcript().begin(), call->transcript().end()},
       {call->standard_metrics().begin(), call->standard_metrics().end()}, LlmResults(*call), agent);
-  absl::StatusOr<judges::CodeRun> run = deps_.sandbox->Run(body.code(), context);
+  absl::StatusOr<judges::CodeRun> run = deps_.sandbox->Run(body.code(), code_context);
   if (!run.ok()) return SandboxUnavailable(run.status().message());
 
   v1::TestedCall* tested = response->mutable_call();
@@ -277,10 +272,10 @@ absl::Status MetricsService::HandleTestCode(const std::string& auth,
   return absl::OkStatus();
 }
 
-absl::Status MetricsService::HandleSetAgentStandardMetrics(
-    const std::string& auth, const v1::SetAgentStandardMetricsRequest& request,
+absl::Status MetricsService::SetAgentStandardMetrics(
+    const RequestContext& context, const v1::SetAgentStandardMetricsRequest& request,
     v1::AgentStandardMetrics* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+  const int64_t workspace = context.workspace_id;
   const auto& keys = request.body().disabled_metric_keys();
   ASSIGN_OR_RETURN(*response, deps_.store->SetStandardToggles(
                                   workspace, request.agent_id(),
@@ -288,10 +283,10 @@ absl::Status MetricsService::HandleSetAgentStandardMetrics(
   return absl::OkStatus();
 }
 
-absl::Status MetricsService::HandleSetAgentLlmMetrics(const std::string& auth,
-                                                      const v1::SetAgentLlmMetricsRequest& request,
-                                                      v1::AgentLlmMetrics* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+absl::Status MetricsService::SetAgentLlmMetrics(const RequestContext& context,
+                                                const v1::SetAgentLlmMetricsRequest& request,
+                                                v1::AgentLlmMetrics* response) {
+  const int64_t workspace = context.workspace_id;
   const auto& ids = request.body().disabled_llm_metric_ids();
   ASSIGN_OR_RETURN(*response,
                    deps_.store->SetCustomToggles(workspace, request.agent_id(),
@@ -299,57 +294,14 @@ absl::Status MetricsService::HandleSetAgentLlmMetrics(const std::string& auth,
   return absl::OkStatus();
 }
 
-absl::Status MetricsService::HandleListUsableMetrics(const std::string& auth,
-                                                     const v1::ListUsableMetricsRequest& request,
-                                                     v1::ListUsableMetricsResponse* response) {
-  ASSIGN_OR_RETURN(int64_t workspace, Workspace(deps_.authenticator, auth, ClientIdOf(request)));
+absl::Status MetricsService::ListUsableMetrics(const RequestContext& context,
+                                               const v1::ListUsableMetricsRequest& request,
+                                               v1::ListUsableMetricsResponse* response) {
+  const int64_t workspace = context.workspace_id;
   std::optional<int64_t> agent_id;
   if (request.has_agent_id()) agent_id = request.agent_id();
   ASSIGN_OR_RETURN(*response, deps_.store->ListUsable(workspace, agent_id));
   return absl::OkStatus();
 }
-
-// Each method runs as kMetricsMethods says, on the shared pool; the slow ones on their own
-// bounded pool when there is one, shed when it is full.
-#define CALLEVAL_METRICS_RPC(Name, Request, Response)                                          \
-  grpc::ServerUnaryReactor* MetricsService::Name(grpc::CallbackServerContext* context,         \
-                                                 const Request* request, Response* response) { \
-    return RunUnaryAs(context, ExecutionOf(kMetricsMethods, #Name), deps_.pool,                \
-                      [this, auth = AuthorizationOf(context), request, response] {             \
-                        return Handle##Name(auth, *request, response);                         \
-                      });                                                                      \
-  }
-
-CALLEVAL_METRICS_RPC(ListMetrics, v1::ListMetricsRequest, v1::ListMetricsResponse)
-CALLEVAL_METRICS_RPC(CreateMetric, v1::CreateMetricRequest, v1::Metric)
-CALLEVAL_METRICS_RPC(GetMetric, v1::GetMetricRequest, v1::Metric)
-CALLEVAL_METRICS_RPC(UpdateMetric, v1::UpdateMetricRequest, v1::Metric)
-CALLEVAL_METRICS_RPC(DeleteMetric, v1::DeleteMetricRequest, google::protobuf::Empty)
-#define CALLEVAL_METRICS_SLOW_RPC(Name, Request, Response, bounded_pool)                       \
-  grpc::ServerUnaryReactor* MetricsService::Name(grpc::CallbackServerContext* context,         \
-                                                 const Request* request, Response* response) { \
-    auto work = [this, auth = AuthorizationOf(context), request, response] {                   \
-      return Handle##Name(auth, *request, response);                                           \
-    };                                                                                         \
-    if (bounded_pool == nullptr) {                                                             \
-      return RunUnaryAs(context, ExecutionOf(kMetricsMethods, #Name), deps_.pool,              \
-                        std::move(work));                                                      \
-    }                                                                                          \
-    return RunUnaryOrShed(context, bounded_pool, #Name, std::move(work));                      \
-  }
-
-CALLEVAL_METRICS_SLOW_RPC(GenerateMetrics, v1::GenerateMetricsRequest, v1::GenerateMetricsResponse,
-                          deps_.llm_pool)
-CALLEVAL_METRICS_RPC(BulkCreateMetrics, v1::BulkCreateMetricsRequest, v1::BulkCreateMetricsResponse)
-CALLEVAL_METRICS_SLOW_RPC(ValidateCode, v1::ValidateCodeRequest, v1::ValidateCodeResponse,
-                          deps_.sandbox_pool)
-CALLEVAL_METRICS_SLOW_RPC(TestCode, v1::TestCodeRequest, v1::TestCodeResponse, deps_.sandbox_pool)
-CALLEVAL_METRICS_RPC(SetAgentStandardMetrics, v1::SetAgentStandardMetricsRequest,
-                     v1::AgentStandardMetrics)
-CALLEVAL_METRICS_RPC(SetAgentLlmMetrics, v1::SetAgentLlmMetricsRequest, v1::AgentLlmMetrics)
-CALLEVAL_METRICS_RPC(ListUsableMetrics, v1::ListUsableMetricsRequest, v1::ListUsableMetricsResponse)
-
-#undef CALLEVAL_METRICS_RPC
-#undef CALLEVAL_METRICS_SLOW_RPC
 
 }  // namespace calleval::metrics

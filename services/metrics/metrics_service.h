@@ -1,16 +1,21 @@
 #pragma once
 
-// gRPC adapter of the Metrics service: authenticates, resolves the workspace, calls the store
-// (definitions, listings, toggles) or the sandbox (validate_code, test_code).
+// The Metrics service: definitions, listings and toggles (the store), validate_code and
+// test_code (the sandbox), generate (the LLM). Its handlers, one per RPC, are listed in its
+// method table (metrics_methods.h), which serves them on gRPC and at the edge
+// (common/method_table.h).
 
 #include <functional>
 #include <string>
 
+#include "absl/types/span.h"
 #include "calleval/v1/calls.pb.h"
 #include "calleval/v1/metrics.grpc.pb.h"
 #include "common/llm_client.h"
+#include "common/method_table.h"
 #include "common/thread_pool.h"
 #include "services/accounts/authenticator.h"
+#include "services/accounts/request_guard.h"
 #include "services/judges/sandbox.h"
 #include "services/metrics/metric_generator.h"
 #include "services/metrics/metrics_store.h"
@@ -26,8 +31,11 @@ using JobAgentLookup =
 using AgentBriefLookup =
     std::function<absl::StatusOr<AgentBrief>(int64_t workspace_id, int64_t agent_id)>;
 
-class MetricsService final : public v1::Metrics::CallbackService {
+class MetricsService {
  public:
+  using Api = v1::Metrics;
+  static absl::Span<const MethodEntry<MetricsService>> Methods();
+
   struct Dependencies {
     MetricsStore* store = nullptr;
     accounts::Authenticator* authenticator = nullptr;
@@ -44,81 +52,49 @@ class MetricsService final : public v1::Metrics::CallbackService {
     LlmClient* llm = nullptr;
     AgentBriefLookup agent_briefs;
   };
-  explicit MetricsService(Dependencies deps) : deps_(std::move(deps)) {}
+  explicit MetricsService(Dependencies deps)
+      : deps_(std::move(deps)), guard_(deps_.authenticator, /*internal_credential=*/"") {}
 
-  grpc::ServerUnaryReactor* ListMetrics(grpc::CallbackServerContext* context,
-                                        const v1::ListMetricsRequest* request,
-                                        v1::ListMetricsResponse* response) override;
-  grpc::ServerUnaryReactor* CreateMetric(grpc::CallbackServerContext* context,
-                                         const v1::CreateMetricRequest* request,
-                                         v1::Metric* response) override;
-  grpc::ServerUnaryReactor* GetMetric(grpc::CallbackServerContext* context,
-                                      const v1::GetMetricRequest* request,
-                                      v1::Metric* response) override;
-  grpc::ServerUnaryReactor* UpdateMetric(grpc::CallbackServerContext* context,
-                                         const v1::UpdateMetricRequest* request,
-                                         v1::Metric* response) override;
-  grpc::ServerUnaryReactor* DeleteMetric(grpc::CallbackServerContext* context,
-                                         const v1::DeleteMetricRequest* request,
-                                         google::protobuf::Empty* response) override;
-  grpc::ServerUnaryReactor* GenerateMetrics(grpc::CallbackServerContext* context,
-                                            const v1::GenerateMetricsRequest* request,
-                                            v1::GenerateMetricsResponse* response) override;
-  grpc::ServerUnaryReactor* BulkCreateMetrics(grpc::CallbackServerContext* context,
-                                              const v1::BulkCreateMetricsRequest* request,
-                                              v1::BulkCreateMetricsResponse* response) override;
-  grpc::ServerUnaryReactor* ValidateCode(grpc::CallbackServerContext* context,
-                                         const v1::ValidateCodeRequest* request,
-                                         v1::ValidateCodeResponse* response) override;
-  grpc::ServerUnaryReactor* TestCode(grpc::CallbackServerContext* context,
-                                     const v1::TestCodeRequest* request,
-                                     v1::TestCodeResponse* response) override;
-  grpc::ServerUnaryReactor* SetAgentStandardMetrics(
-      grpc::CallbackServerContext* context, const v1::SetAgentStandardMetricsRequest* request,
-      v1::AgentStandardMetrics* response) override;
-  grpc::ServerUnaryReactor* SetAgentLlmMetrics(grpc::CallbackServerContext* context,
-                                               const v1::SetAgentLlmMetricsRequest* request,
-                                               v1::AgentLlmMetrics* response) override;
-  grpc::ServerUnaryReactor* ListUsableMetrics(grpc::CallbackServerContext* context,
-                                              const v1::ListUsableMetricsRequest* request,
-                                              v1::ListUsableMetricsResponse* response) override;
+  ThreadPool* pool() const { return deps_.pool; }
+  // The bounded pools of the slow methods (null: pool()).
+  ThreadPool* sandbox_pool() const { return deps_.sandbox_pool; }
+  ThreadPool* llm_pool() const { return deps_.llm_pool; }
+  const RequestGuard& guard() const { return guard_; }
 
-  // The handlers, independent of the transport (see calls_service.h).
-  absl::Status HandleListMetrics(const std::string& authorization,
-                                 const v1::ListMetricsRequest& request,
-                                 v1::ListMetricsResponse* response);
-  absl::Status HandleCreateMetric(const std::string& authorization,
-                                  const v1::CreateMetricRequest& request, v1::Metric* response);
-  absl::Status HandleGetMetric(const std::string& authorization,
-                               const v1::GetMetricRequest& request, v1::Metric* response);
-  absl::Status HandleUpdateMetric(const std::string& authorization,
-                                  const v1::UpdateMetricRequest& request, v1::Metric* response);
-  absl::Status HandleDeleteMetric(const std::string& authorization,
-                                  const v1::DeleteMetricRequest& request,
-                                  google::protobuf::Empty* response);
-  absl::Status HandleGenerateMetrics(const std::string& authorization,
-                                     const v1::GenerateMetricsRequest& request,
-                                     v1::GenerateMetricsResponse* response);
-  absl::Status HandleBulkCreateMetrics(const std::string& authorization,
-                                       const v1::BulkCreateMetricsRequest& request,
-                                       v1::BulkCreateMetricsResponse* response);
-  absl::Status HandleValidateCode(const std::string& authorization,
-                                  const v1::ValidateCodeRequest& request,
-                                  v1::ValidateCodeResponse* response);
-  absl::Status HandleTestCode(const std::string& authorization, const v1::TestCodeRequest& request,
-                              v1::TestCodeResponse* response);
-  absl::Status HandleSetAgentStandardMetrics(const std::string& authorization,
-                                             const v1::SetAgentStandardMetricsRequest& request,
-                                             v1::AgentStandardMetrics* response);
-  absl::Status HandleSetAgentLlmMetrics(const std::string& authorization,
-                                        const v1::SetAgentLlmMetricsRequest& request,
-                                        v1::AgentLlmMetrics* response);
-  absl::Status HandleListUsableMetrics(const std::string& authorization,
-                                       const v1::ListUsableMetricsRequest& request,
-                                       v1::ListUsableMetricsResponse* response);
+  // The handlers: the caller's workspace is context.workspace_id.
+  absl::Status ListMetrics(const RequestContext& context, const v1::ListMetricsRequest& request,
+                           v1::ListMetricsResponse* response);
+  absl::Status CreateMetric(const RequestContext& context, const v1::CreateMetricRequest& request,
+                            v1::Metric* response);
+  absl::Status GetMetric(const RequestContext& context, const v1::GetMetricRequest& request,
+                         v1::Metric* response);
+  absl::Status UpdateMetric(const RequestContext& context, const v1::UpdateMetricRequest& request,
+                            v1::Metric* response);
+  absl::Status DeleteMetric(const RequestContext& context, const v1::DeleteMetricRequest& request,
+                            google::protobuf::Empty* response);
+  absl::Status GenerateMetrics(const RequestContext& context,
+                               const v1::GenerateMetricsRequest& request,
+                               v1::GenerateMetricsResponse* response);
+  absl::Status BulkCreateMetrics(const RequestContext& context,
+                                 const v1::BulkCreateMetricsRequest& request,
+                                 v1::BulkCreateMetricsResponse* response);
+  absl::Status ValidateCode(const RequestContext& context, const v1::ValidateCodeRequest& request,
+                            v1::ValidateCodeResponse* response);
+  absl::Status TestCode(const RequestContext& context, const v1::TestCodeRequest& request,
+                        v1::TestCodeResponse* response);
+  absl::Status SetAgentStandardMetrics(const RequestContext& context,
+                                       const v1::SetAgentStandardMetricsRequest& request,
+                                       v1::AgentStandardMetrics* response);
+  absl::Status SetAgentLlmMetrics(const RequestContext& context,
+                                  const v1::SetAgentLlmMetricsRequest& request,
+                                  v1::AgentLlmMetrics* response);
+  absl::Status ListUsableMetrics(const RequestContext& context,
+                                 const v1::ListUsableMetricsRequest& request,
+                                 v1::ListUsableMetricsResponse* response);
 
  private:
   Dependencies deps_;
+  const accounts::ApiKeyGuard guard_;
 };
 
 }  // namespace calleval::metrics

@@ -737,7 +737,14 @@ TEST_F(RecordingTest, DownloadedStoredAndServedThroughSignedLink) {
   ExpectError(anonymous.Get(absl::StrCat(server_->http_base_url(), "/recordings/", id,
                                          "?expires=", expired, "&signature=", signature)),
               403);
-  // Deleting the call deletes the recording.
+  // Deleting the call deletes the recording. Once the call has settled: a delete that meets
+  // the settlement's refunds on their way answers 503 "try again" (CallsStore::Delete), and the
+  // fake recording fails its analysis while the links above are checked.
+  call = PollCall("rec-1", [](const json& c) {
+    return c["analysis_status"] == "completed" || c["analysis_status"] == "failed";
+  });
+  ASSERT_TRUE(call["analysis_status"] == "completed" || call["analysis_status"] == "failed")
+      << call.dump();
   EXPECT_EQ(client_->Delete("/api/public/v1/calls/rec-1").status, 204);
   EXPECT_FALSE(std::filesystem::exists(*dir_ + "/recordings/" + std::to_string(id)));
 }

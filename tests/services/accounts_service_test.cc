@@ -31,7 +31,7 @@ class AccountsServiceTest : public testing::ServiceTest {
     if (HasFatalFailure()) return;
     service_ = std::make_unique<AccountsService>(accounts_store_.get(), authenticator_.get(),
                                                  &pool_, kTestInternalCredential);
-    server_ = testing::TestGrpcServer::Start({service_.get()});
+    server_ = testing::TestGrpcServer::Serve(service_.get());
     ASSERT_NE(server_, nullptr);
     stub_ = v1::Accounts::NewStub(server_->channel());
   }
@@ -205,7 +205,7 @@ TEST_P(AccountsServiceTest, RemoteCreditsReserveAndRefundOnce) {
   EXPECT_EQ(credits->Reserve(987654, 7004, {{1, 1}}).status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_P(AccountsServiceTest, HandleGetCurrentWorkspaceAnswersLikeTheRpc) {
+TEST_P(AccountsServiceTest, GetCurrentWorkspaceInProcessAnswersLikeTheRpc) {
   struct Case {
     std::string authorization;
     std::optional<int64_t> client_id;
@@ -219,7 +219,7 @@ TEST_P(AccountsServiceTest, HandleGetCurrentWorkspaceAnswersLikeTheRpc) {
     if (c.client_id) request.set_client_id(*c.client_id);
     v1::Workspace direct, remote;
     const absl::Status direct_status =
-        service_->HandleGetCurrentWorkspace(c.authorization, request, &direct);
+        testing::CallInProcess(*service_, "GetCurrentWorkspace", c.authorization, request, &direct);
     Metadata metadata;
     if (!c.authorization.empty()) metadata.push_back({"authorization", c.authorization});
     const grpc::Status remote_status =

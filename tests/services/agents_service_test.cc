@@ -94,7 +94,7 @@ class AgentsServiceTest : public testing::ServiceTest {
         std::make_unique<AgentsService>(agents_.get(), authenticator_.get(), &pool_,
                                         scenarios_.get(), runs_.get(), [this] { ++runs_queued_; });
     service_->set_deletion_listener(&deletions_);
-    server_ = testing::TestGrpcServer::Start({service_.get()});
+    server_ = testing::TestGrpcServer::Serve(service_.get());
     ASSERT_NE(server_, nullptr);
     stub_ = v1::Agents::NewStub(server_->channel());
   }
@@ -398,7 +398,7 @@ TEST_P(AgentsServiceTest, RunsAreQueuedAndWakeTheRunsRole) {
 // 503, so the edge can tell the client to retry elsewhere.
 TEST_P(AgentsServiceTest, ScenariosAndRunsNotServedHereAreUnavailable) {
   AgentsService agents_only(agents_.get(), authenticator_.get(), &pool_);
-  auto server = testing::TestGrpcServer::Start({&agents_only});
+  auto server = testing::TestGrpcServer::Serve(&agents_only);
   ASSERT_NE(server, nullptr);
   const auto* service = testing::ServiceNamed(v1::Agents::service_full_name());
   int unavailable = 0;
@@ -419,7 +419,8 @@ TEST_P(AgentsServiceTest, ScenariosAndRunsNotServedHereAreUnavailable) {
   ASSERT_GRPC_OK(v1::Agents::NewStub(server->channel())->ListAgents(Keyed().get(), {}, &listed));
 }
 
-// The edge calls the Handle* entry points directly: they answer exactly what the RPCs answer.
+// The edge calls the table's handlers in process (CallInProcess, as DirectInvoker::RegisterTable
+// does): they answer exactly what the RPCs answer.
 TEST_P(AgentsServiceTest, HandlersAnswerLikeTheRpcs) {
   const v1::Agent agent = CreateAgent(AgentNamed("Booking"));
   const v1::Scenario scenario = CreateScenario(ScenarioFor(agent.id(), "First"));
@@ -432,7 +433,8 @@ TEST_P(AgentsServiceTest, HandlersAnswerLikeTheRpcs) {
       v1::GetAgentRequest request;
       request.set_id(id);
       v1::Agent direct, remote;
-      const absl::Status direct_status = service_->HandleGetAgent(authorization, request, &direct);
+      const absl::Status direct_status =
+          testing::CallInProcess(*service_, "GetAgent", authorization, request, &direct);
       const grpc::Status remote_status =
           stub_->GetAgent(ContextWith(metadata).get(), request, &remote);
       if (direct_status.ok()) {
@@ -446,7 +448,7 @@ TEST_P(AgentsServiceTest, HandlersAnswerLikeTheRpcs) {
       v1::ListScenariosRequest request;
       v1::ListScenariosResponse direct, remote;
       const absl::Status direct_status =
-          service_->HandleListScenarios(authorization, request, &direct);
+          testing::CallInProcess(*service_, "ListScenarios", authorization, request, &direct);
       const grpc::Status remote_status =
           stub_->ListScenarios(ContextWith(metadata).get(), request, &remote);
       if (direct_status.ok()) {
@@ -459,8 +461,9 @@ TEST_P(AgentsServiceTest, HandlersAnswerLikeTheRpcs) {
     {
       v1::AgentFields invalid = AgentNamed("");
       v1::Agent direct, remote;
-      testing::ExpectSameOutcome(service_->HandleCreateAgent(authorization, invalid, &direct),
-                                 stub_->CreateAgent(ContextWith(metadata).get(), invalid, &remote));
+      testing::ExpectSameOutcome(
+          testing::CallInProcess(*service_, "CreateAgent", authorization, invalid, &direct),
+          stub_->CreateAgent(ContextWith(metadata).get(), invalid, &remote));
     }
   }
   // A run queued through the entry point wakes the runs role too.
@@ -468,7 +471,7 @@ TEST_P(AgentsServiceTest, HandlersAnswerLikeTheRpcs) {
   run.set_id(scenario.id());
   run.set_channel("text");
   v1::Run queued;
-  ASSERT_TRUE(service_->HandleRunScenario(key_header(), run, &queued).ok());
+  ASSERT_TRUE(testing::CallInProcess(*service_, "RunScenario", key_header(), run, &queued).ok());
   EXPECT_EQ(queued.scenario_id(), scenario.id());
   EXPECT_EQ(runs_queued_.load(), 1);
 }

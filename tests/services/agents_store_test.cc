@@ -858,8 +858,9 @@ class AgentsServiceTest : public AgentsStoreTest {
     authenticator_ = accounts::NewStoreAuthenticator(accounts_.get());
     pool_ = std::make_unique<ThreadPool>(2);
     service_ = std::make_unique<AgentsService>(store_.get(), authenticator_.get(), pool_.get());
+    grpc_service_ = std::make_unique<GrpcTableService<AgentsService>>(service_.get());
     grpc::ServerBuilder builder;
-    builder.RegisterService(service_.get());
+    builder.RegisterService(grpc_service_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     stub_ = v1::Agents::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
@@ -884,6 +885,7 @@ class AgentsServiceTest : public AgentsStoreTest {
   std::unique_ptr<accounts::Authenticator> authenticator_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<AgentsService> service_;
+  std::unique_ptr<GrpcTableService<AgentsService>> grpc_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::Agents::Stub> stub_;
 };

@@ -88,7 +88,7 @@ class CallsServiceTest : public testing::ServiceTest {
           ingested_.push_back(call);
         },
         kTestInternalCredential);
-    server_ = testing::TestGrpcServer::Start({service_.get()});
+    server_ = testing::TestGrpcServer::Serve(service_.get());
     ASSERT_NE(server_, nullptr);
     stub_ = v1::Calls::NewStub(server_->channel());
     agent_id_ = CreateAgent(tenants_.own, "Booking");
@@ -585,7 +585,8 @@ TEST_P(CallsServiceTest, AudioStageThenTranscriptStage) {
   EXPECT_EQ(second->audio_results(0).score(), 0.25);
 }
 
-// The edge calls the Handle* entry points directly: they answer exactly what the RPCs answer.
+// The edge calls the table's handlers in process (CallInProcess, as DirectInvoker::RegisterTable
+// does): they answer exactly what the RPCs answer.
 TEST_P(CallsServiceTest, HandlersAnswerLikeTheRpcs) {
   const v1::Call call = Ingest(TextCall("known", agent_id_));
   for (const std::string& authorization : {key_header(), testing::Bearer(tenants_.foreign_key),
@@ -598,7 +599,8 @@ TEST_P(CallsServiceTest, HandlersAnswerLikeTheRpcs) {
       v1::GetCallRequest request;
       request.set_call_identifier_or_id(key);
       v1::Call direct, remote;
-      const absl::Status direct_status = service_->HandleGetCall(authorization, request, &direct);
+      const absl::Status direct_status =
+          testing::CallInProcess(*service_, "GetCall", authorization, request, &direct);
       const grpc::Status remote_status =
           stub_->GetCall(ContextWith(metadata).get(), request, &remote);
       if (direct_status.ok()) {
@@ -612,21 +614,23 @@ TEST_P(CallsServiceTest, HandlersAnswerLikeTheRpcs) {
       v1::Call direct, remote;
       const v1::IngestCallRequest duplicate = TextCall("known", agent_id_);
       testing::ExpectSameOutcome(
-          service_->HandleIngestCall(authorization, duplicate, &direct),
+          testing::CallInProcess(*service_, "IngestCall", authorization, duplicate, &direct),
           stub_->IngestCall(ContextWith(metadata).get(), duplicate, &remote));
     }
     {
       v1::ListCallsRequest request;
       request.set_observation_type("video");
       v1::ListCallsResponse direct, remote;
-      testing::ExpectSameOutcome(service_->HandleListCalls(authorization, request, &direct),
-                                 stub_->ListCalls(ContextWith(metadata).get(), request, &remote));
+      testing::ExpectSameOutcome(
+          testing::CallInProcess(*service_, "ListCalls", authorization, request, &direct),
+          stub_->ListCalls(ContextWith(metadata).get(), request, &remote));
     }
   }
   // An ingest through the entry point runs the hook too.
   v1::Call direct;
-  ASSERT_TRUE(
-      service_->HandleIngestCall(key_header(), TextCall("direct", agent_id_), &direct).ok());
+  ASSERT_TRUE(testing::CallInProcess(*service_, "IngestCall", key_header(),
+                                     TextCall("direct", agent_id_), &direct)
+                  .ok());
   ASSERT_THAT(ingested(), SizeIs(2));
   EXPECT_EQ(ingested()[1].id(), direct.id());
 }

@@ -107,7 +107,7 @@ class MetricsServiceTest : public testing::ServiceTest {
     llm_ = NewOpenAiCompatibleClient(std::move(llm));
     service_ = std::make_unique<MetricsService>(MakeDependencies(/*with_sandbox=*/true,
                                                                  /*with_llm=*/true));
-    server_ = testing::TestGrpcServer::Start({service_.get()});
+    server_ = testing::TestGrpcServer::Serve(service_.get());
     ASSERT_NE(server_, nullptr);
     stub_ = v1::Metrics::NewStub(server_->channel());
 
@@ -436,7 +436,7 @@ TEST_P(MetricsServiceTest, GenerateProposesThroughTheProvider) {
 // An installation without a sandbox or a provider answers 503 with a code saying which.
 TEST_P(MetricsServiceTest, WithoutSandboxOrProviderTheMethodsAreUnavailable) {
   MetricsService bare(MakeDependencies(/*with_sandbox=*/false, /*with_llm=*/false));
-  auto server = testing::TestGrpcServer::Start({&bare});
+  auto server = testing::TestGrpcServer::Serve(&bare);
   ASSERT_NE(server, nullptr);
   auto stub = v1::Metrics::NewStub(server->channel());
   v1::ValidateCodeRequest validate;
@@ -487,7 +487,8 @@ TEST_P(MetricsServiceTest, FullBoundedPoolsShedTheirMethods) {
   EXPECT_EQ(provider_.chat_calls(), 0);
 }
 
-// The edge calls the Handle* entry points directly: they answer exactly what the RPCs answer.
+// The edge calls the table's handlers in process (CallInProcess, as DirectInvoker::RegisterTable
+// does): they answer exactly what the RPCs answer.
 TEST_P(MetricsServiceTest, HandlersAnswerLikeTheRpcs) {
   const v1::Metric metric = CreateMetric(LlmMetric("Greets the caller"));
   for (const std::string& authorization : {key_header(), testing::Bearer(tenants_.foreign_key),
@@ -499,7 +500,8 @@ TEST_P(MetricsServiceTest, HandlersAnswerLikeTheRpcs) {
       v1::GetMetricRequest request;
       request.set_id(id);
       v1::Metric direct, remote;
-      const absl::Status direct_status = service_->HandleGetMetric(authorization, request, &direct);
+      const absl::Status direct_status =
+          testing::CallInProcess(*service_, "GetMetric", authorization, request, &direct);
       const grpc::Status remote_status =
           stub_->GetMetric(ContextWith(metadata).get(), request, &remote);
       if (direct_status.ok()) {
@@ -513,7 +515,7 @@ TEST_P(MetricsServiceTest, HandlersAnswerLikeTheRpcs) {
       v1::ListMetricsRequest request;
       v1::ListMetricsResponse direct, remote;
       const absl::Status direct_status =
-          service_->HandleListMetrics(authorization, request, &direct);
+          testing::CallInProcess(*service_, "ListMetrics", authorization, request, &direct);
       const grpc::Status remote_status =
           stub_->ListMetrics(ContextWith(metadata).get(), request, &remote);
       if (direct_status.ok()) {
@@ -527,7 +529,7 @@ TEST_P(MetricsServiceTest, HandlersAnswerLikeTheRpcs) {
       v1::ValidateCodeRequest request;
       v1::ValidateCodeResponse direct, remote;
       testing::ExpectSameOutcome(
-          service_->HandleValidateCode(authorization, request, &direct),
+          testing::CallInProcess(*service_, "ValidateCode", authorization, request, &direct),
           stub_->ValidateCode(ContextWith(metadata).get(), request, &remote));
     }
   }

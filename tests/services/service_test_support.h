@@ -25,6 +25,7 @@
 #include "common/errors.h"
 #include "common/grpc_status.h"
 #include "common/internal_credential.h"
+#include "common/method_table.h"
 #include "common/schema.h"
 #include "common/status_macros.h"
 #include "google/api/annotations.pb.h"
@@ -110,15 +111,19 @@ inline std::vector<Metadata> UnauthenticatedMetadata(const Tenants& t) {
 class TestGrpcServer {
  public:
   static std::unique_ptr<TestGrpcServer> Start(const std::vector<grpc::Service*>& services) {
-    auto server = std::unique_ptr<TestGrpcServer>(new TestGrpcServer());
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &server->port_);
-    for (grpc::Service* service : services) builder.RegisterService(service);
-    server->server_ = builder.BuildAndStart();
-    if (server->server_ == nullptr || server->port_ == 0) return nullptr;
-    server->channel_ = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
-    return server;
+    return StartOwning(services, {});
   }
+
+  // Serves each of `services` from its method table (common/method_table.h), as Server does.
+  template <typename... Services>
+  static std::unique_ptr<TestGrpcServer> Serve(Services*... services) {
+    std::vector<std::unique_ptr<grpc::Service>> adapters;
+    (adapters.push_back(std::make_unique<GrpcTableService<Services>>(services)), ...);
+    std::vector<grpc::Service*> registered;
+    for (const auto& adapter : adapters) registered.push_back(adapter.get());
+    return StartOwning(registered, std::move(adapters));
+  }
+
   ~TestGrpcServer() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   }
@@ -128,10 +133,39 @@ class TestGrpcServer {
 
  private:
   TestGrpcServer() = default;
+  static std::unique_ptr<TestGrpcServer> StartOwning(
+      const std::vector<grpc::Service*>& services,
+      std::vector<std::unique_ptr<grpc::Service>> owned) {
+    auto server = std::unique_ptr<TestGrpcServer>(new TestGrpcServer());
+    server->owned_ = std::move(owned);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &server->port_);
+    for (grpc::Service* service : services) builder.RegisterService(service);
+    server->server_ = builder.BuildAndStart();
+    if (server->server_ == nullptr || server->port_ == 0) return nullptr;
+    server->channel_ = grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials());
+    return server;
+  }
+
   int port_ = 0;
+  std::vector<std::unique_ptr<grpc::Service>> owned_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
 };
+
+// Calls method `name` of `service` in process, the way the edge does
+// (DirectInvoker::RegisterTable): admitted by AdmitAndRun with the Authorization header alone.
+template <typename Service>
+absl::Status CallInProcess(Service& service, absl::string_view name,
+                           const std::string& authorization,
+                           const google::protobuf::Message& request,
+                           google::protobuf::Message* response) {
+  for (const MethodEntry<Service>& entry : Service::Methods()) {
+    if (name != entry.name) continue;
+    return AdmitAndRun(service, entry, Caller{authorization, std::nullopt}, request, response);
+  }
+  return absl::NotFoundError(absl::StrCat("no method ", name, " in the table"));
+}
 
 // A client context with a deadline and `metadata`.
 inline std::unique_ptr<grpc::ClientContext> ContextWith(const Metadata& metadata) {
@@ -224,7 +258,8 @@ inline v1::ErrorInfo WireErrorInfo(const grpc::Status& status) {
         << assert_status_.error_code() << ": " << assert_status_.error_message(); \
   } while (0)
 
-// The same failure, as an absl::Status from a Handle* entry point and as a gRPC status.
+// The same failure, as an absl::Status from an in-process call (CallInProcess) and as a gRPC
+// status.
 inline void ExpectSameOutcome(const absl::Status& direct, const grpc::Status& remote) {
   const absl::Status received = Received(remote);
   EXPECT_EQ(direct.code(), received.code()) << direct << " vs " << received;

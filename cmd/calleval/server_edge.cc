@@ -1,0 +1,218 @@
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "calleval/v1/accounts.grpc.pb.h"
+#include "calleval/v1/agents.grpc.pb.h"
+#include "calleval/v1/calls.grpc.pb.h"
+#include "calleval/v1/metrics.grpc.pb.h"
+#include "cmd/calleval/server_state.h"
+#include "common/crypto.h"
+#include "common/errors.h"
+#include "common/internal_credential.h"
+#include "common/method_table.h"
+#include "common/schema.h"
+#include "common/server_reflection_v1.h"
+#include "common/status_macros.h"
+#include "edge/json_codec.h"
+#include "edge/openapi.h"
+#include "grpc/health/v1/health.pb.h"
+
+namespace calleval {
+namespace {
+
+absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& addr) {
+  size_t colon = addr.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(addr.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("bad address (want host:port): ", addr));
+  }
+  std::string host = addr.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return std::make_pair(host, port);
+}
+
+// The services whose HTTP annotations make up the public API.
+std::vector<const google::protobuf::ServiceDescriptor*> PublicServices() {
+  // Reached through a message of each file, which also makes sure the file is linked in.
+  return {v1::Workspace::descriptor()->file()->FindServiceByName("Accounts"),
+          v1::Agent::descriptor()->file()->FindServiceByName("Agents"),
+          v1::Call::descriptor()->file()->FindServiceByName("Calls"),
+          v1::Metric::descriptor()->file()->FindServiceByName("Metrics")};
+}
+
+edge::LocalResponse JsonResponse(int status, std::string body) {
+  edge::LocalResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+edge::LocalResponse ErrorResponse(const absl::Status& status) {
+  return JsonResponse(HttpStatusFor(status), edge::PrintJson(ToErrorResponse(status)));
+}
+
+// The connection cap, lowered so that the connections plus the descriptors the rest of the
+// process needs (SQLite, gRPC, sandbox pipes, recordings) fit RLIMIT_NOFILE: a cap the kernel
+// would enforce first only turns into failed accepts and failed file opens.
+int MaxConnectionsWithinFileLimit(int requested) {
+  constexpr int kReservedFiles = 256;
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return requested;
+  const int64_t usable = static_cast<int64_t>(limit.rlim_cur) - kReservedFiles;
+  if (usable >= requested) return requested;
+  const int lowered = static_cast<int>(std::max<int64_t>(usable, 16));
+  std::cerr << "calleval: --max-connections " << requested << " lowered to " << lowered
+            << " to fit the open-file limit (" << limit.rlim_cur << ")\n";
+  return lowered;
+}
+
+// The method tables of the services run here, for the edge to call directly.
+absl::Status RegisterDirectHandlers(ServerState& s) {
+  edge::DirectInvoker& direct = *s.direct_invoker;
+  auto serve = [&direct](auto* service) -> absl::Status {
+    if (service == nullptr) return absl::OkStatus();
+    using Service = std::remove_pointer_t<decltype(service)>;
+    RETURN_IF_ERROR(CheckMethodTable<Service>());
+    direct.RegisterTable(service);
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(serve(s.accounts_service.get()));
+  RETURN_IF_ERROR(serve(s.agents_service.get()));
+  RETURN_IF_ERROR(serve(s.calls_service.get()));
+  RETURN_IF_ERROR(serve(s.metrics_service.get()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status BindEdge(ServerState* s) {
+  const ServerConfig& config = s->config;
+  ASSIGN_OR_RETURN(auto http_host_port, SplitHostPort(config.http_addr));
+  // The edge binds first: presigned links name its port, which is only known once bound when
+  // --http-addr asks for port 0. Until the invoker is in place it answers 503.
+  if (HasRole(config, "edge")) {
+    ASSIGN_OR_RETURN(auto table, edge::RouteTable::Build(PublicServices()));
+    s->routes = std::make_unique<edge::RouteTable>(std::move(table));
+    s->openapi = edge::BuildOpenApi(*s->routes, "calleval", "1.0.0", config.public_base_url);
+    edge::HttpServerOptions options;
+    options.host = http_host_port.first;
+    options.port = http_host_port.second;
+    options.threads = config.http_threads;
+    options.max_body_bytes = static_cast<size_t>(config.max_body_bytes);
+    options.max_connections = MaxConnectionsWithinFileLimit(config.max_connections);
+    options.header_timeout = config.header_timeout;
+    options.idle_timeout = config.idle_timeout;
+    options.access_log = config.access_log;
+    options.rate_limit_per_second = config.rate_limit_per_second;
+    options.rate_limit_burst = config.rate_limit_burst;
+    // Limited per authenticated key: a guessed key must not get a bucket of its own.
+    accounts::Authenticator* authenticator = s->authenticator.get();
+    options.rate_limit_identity =
+        [authenticator](std::string_view authorization) -> std::optional<std::string> {
+      absl::StatusOr<accounts::Principal> principal = authenticator->Authenticate(
+          absl::string_view(authorization.data(), authorization.size()));
+      if (!principal.ok()) return std::nullopt;
+      return absl::StrCat(principal->key_id);
+    };
+    s->http_server = std::make_unique<edge::HttpServer>(s->routes.get(), &s->invoker_slot, options);
+    AddLocalRoutes(s);
+    RETURN_IF_ERROR(s->http_server->Start());
+  }
+  s->base_url = config.public_base_url;
+  if (s->base_url.empty()) {
+    std::string host = http_host_port.first;
+    if (host == "0.0.0.0" || host == "::" || host.empty()) host = "127.0.0.1";
+    if (host.find(':') != std::string::npos) host = absl::StrCat("[", host, "]");
+    const int port = s->http_server ? s->http_server->port() : http_host_port.second;
+    s->base_url = absl::StrCat("http://", host, ":", port);
+  }
+  return absl::OkStatus();
+}
+
+void AddLocalRoutes(ServerState* state) {
+  edge::HttpServer& http = *state->http_server;
+  http.AddLocalRoute("GET", "/healthz", [](const edge::LocalRequest&) {
+    return JsonResponse(200, R"({"status":"ok"})");
+  });
+  http.AddLocalRoute("GET", "/readyz", [state](const edge::LocalRequest&) {
+    if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
+    absl::Status ok = state->database->Read([](db::Connection& c) { return c.Exec("SELECT 1"); });
+    if (!ok.ok()) return ErrorResponse(absl::UnavailableError("database not ready"));
+    return JsonResponse(200, R"({"status":"ready"})");
+  });
+  http.AddLocalRoute("GET", "/openapi.json", [state](const edge::LocalRequest&) {
+    return JsonResponse(200, state->openapi);
+  });
+  http.AddLocalRoute("GET", "/recordings/", [state](const edge::LocalRequest& r) {
+    if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
+    int64_t call_id = 0;
+    absl::string_view id = absl::string_view(r.path).substr(std::string("/recordings/").size());
+    auto expires = r.query.find("expires");
+    auto signature = r.query.find("signature");
+    if (!absl::SimpleAtoi(id, &call_id) || expires == r.query.end() || signature == r.query.end() ||
+        !state->signer->Verify(call_id, expires->second, signature->second, absl::Now())) {
+      return ErrorResponse(
+          ForbiddenError("invalid_signature",
+                         "the recording link is invalid or has expired; fetch the call again "
+                         "for a fresh presigned_recording_url"));
+    }
+    auto file = state->calls_store->GetRecordingFile(call_id);
+    if (!file.ok()) return ErrorResponse(file.status());
+    edge::LocalResponse response;
+    response.content_type = file->content_type;
+    response.file_path = file->path;
+    response.accept_ranges = true;  // a browser's player seeks by Range
+    return response;
+  });
+}
+
+absl::Status ConnectEdge(ServerState* s) {
+  const ServerConfig& config = s->config;
+  const std::string& internal_credential = s->internal_credential;
+  if (!HasRole(config, "edge")) return absl::OkStatus();
+  {
+    // Roles elsewhere are reached over gRPC; roles here are called directly.
+    auto remote = [&](const std::string& addr) {
+      return CreateInternalChannel(addr.empty() ? config.grpc_addr : addr, internal_credential);
+    };
+    std::map<std::string, std::shared_ptr<grpc::Channel>> channels;
+    if (!s->accounts_service) {
+      channels[v1::Accounts::service_full_name()] = remote(config.accounts_addr);
+    }
+    if (!s->agents_service) channels[v1::Agents::service_full_name()] = remote(config.agents_addr);
+    if (!s->calls_service) channels[v1::Calls::service_full_name()] = remote(config.calls_addr);
+    if (!s->metrics_service) {
+      channels[v1::Metrics::service_full_name()] = remote(config.metrics_addr);
+    }
+    s->grpc_invoker = std::make_unique<edge::GrpcInvoker>(std::move(channels), absl::Seconds(30));
+    s->direct_invoker = std::make_unique<edge::DirectInvoker>(s->pool.get(), s->grpc_invoker.get());
+    RETURN_IF_ERROR(RegisterDirectHandlers(*s));
+    s->invoker_slot.target.store(s->direct_invoker.get());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace calleval

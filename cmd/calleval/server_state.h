@@ -1,0 +1,165 @@
+#pragma once
+
+// What `calleval serve` holds while it runs, and the functions that wire it, one per seam:
+// the stores (server_stores.cc), the edge (server_edge.cc) and each role's service and workers
+// (server_roles.cc). Server::Start (server.cc) calls them in order; each reads what the earlier
+// ones set in the ServerState.
+
+#include <grpcpp/server.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cmd/calleval/server_config.h"
+#include "common/database.h"
+#include "common/llm_client.h"
+#include "common/thread_pool.h"
+#include "edge/direct_invoker.h"
+#include "edge/grpc_invoker.h"
+#include "edge/http_server.h"
+#include "edge/method_invoker.h"
+#include "edge/route_table.h"
+#include "services/accounts/accounts_service.h"
+#include "services/accounts/accounts_store.h"
+#include "services/accounts/authenticator.h"
+#include "services/agents/agents_service.h"
+#include "services/agents/agents_store.h"
+#include "services/agents/in_process_agent_directory.h"
+#include "services/calls/calls_service.h"
+#include "services/calls/calls_store.h"
+#include "services/calls/credits.h"
+#include "services/calls/recording_downloader.h"
+#include "services/calls/recording_signer.h"
+#include "services/calls/stats_store.h"
+#include "services/judges/sandbox.h"
+#include "services/metrics/metrics_service.h"
+#include "services/metrics/metrics_store.h"
+#include "services/runs/run_worker.h"
+#include "services/runs/runs_store.h"
+#include "services/scoring/scoring_worker.h"
+#include "services/scoring/transcription_worker.h"
+
+namespace calleval {
+
+inline bool HasRole(const ServerConfig& config, const std::string& role) {
+  return config.roles.count(role) > 0;
+}
+
+// Whether any role besides the edge runs here (then the process serves gRPC).
+inline bool RunsGrpcRoles(const ServerConfig& config) {
+  for (const std::string& role : config.roles) {
+    if (role != "edge") return true;
+  }
+  return false;
+}
+
+// The edge binds its port before the services exist (presigned links name that port), so it
+// starts with this forwarder, which answers 503 until the invoker is in place.
+struct InvokerSlot : edge::MethodInvoker {
+  std::atomic<edge::MethodInvoker*> target{nullptr};
+  void Invoke(const google::protobuf::MethodDescriptor* method,
+              std::unique_ptr<google::protobuf::Message> request, const edge::CallContext& context,
+              Done done) override {
+    edge::MethodInvoker* invoker = target.load();
+    if (invoker == nullptr) {
+      done(absl::UnavailableError("the service is starting"), nullptr);
+      return;
+    }
+    invoker->Invoke(method, std::move(request), context, std::move(done));
+  }
+};
+
+struct ServerState {
+  ServerConfig config;
+  // Read or made by OpenStores, for the roles wired after it.
+  std::string internal_credential;  // opens internal methods (common/internal_credential.h)
+  std::string signing_key;          // signs presigned recording links
+  std::string holder;               // this process's lease holder id (LeaseHolderOf)
+  std::string recordings_dir;
+  std::unique_ptr<db::Database> database;
+  std::unique_ptr<ThreadPool> pool;
+  // Bounded pools of the slow work reached through the edge (ServerConfig::sandbox_pool_*).
+  std::unique_ptr<ThreadPool> sandbox_pool;
+  std::unique_ptr<ThreadPool> llm_pool;
+  std::unique_ptr<accounts::AccountsStore> accounts_store;
+  std::unique_ptr<accounts::Authenticator> authenticator;
+  std::unique_ptr<agents::AgentsStore> agents_store;
+  std::unique_ptr<agents::ScenariosStore> scenarios_store;
+  // What the metrics store asks the agents service, answered by the two stores above.
+  std::unique_ptr<agents::InProcessAgentDirectory> agent_directory;
+  std::unique_ptr<runs::RunsStore> runs_store;
+  std::unique_ptr<runs::RunWorkers> run_workers;
+  std::unique_ptr<calls::RecordingSigner> signer;
+  // The credit ledger as the calls store reaches it (services/calls/credits.h).
+  std::unique_ptr<calls::Credits> credits;
+  std::unique_ptr<calls::CallsStore> calls_store;
+  std::unique_ptr<calls::StatsStore> stats_store;
+  std::unique_ptr<calls::RecordingDownloader> downloader;
+  std::unique_ptr<scoring::AnalysisQueue> analysis_queue;
+  std::unique_ptr<scoring::ScoringWorkers> scoring_workers;
+  std::unique_ptr<scoring::TranscriptionQueue> transcription_queue;
+  std::unique_ptr<scoring::TranscriptionWorkers> transcription_workers;
+  std::unique_ptr<accounts::AccountsService> accounts_service;
+  std::unique_ptr<agents::AgentsService> agents_service;
+  std::unique_ptr<calls::CallsService> calls_service;
+  std::unique_ptr<metrics::MetricsStore> metrics_store;
+  std::unique_ptr<judges::PythonSandbox> sandbox;
+  std::unique_ptr<LlmClient> llm;  // null without a provider
+  std::unique_ptr<metrics::MetricsService> metrics_service;
+  // The gRPC adapters of the services above; they outlive the server.
+  std::vector<std::unique_ptr<grpc::Service>> grpc_services;
+  std::unique_ptr<grpc::Server> grpc_server;
+  int grpc_port = 0;
+  // The names grpc.health.v1.Health answers for: each service served here and "".
+  std::vector<std::string> health_names;
+  std::unique_ptr<edge::RouteTable> routes;
+  std::string openapi;
+  std::unique_ptr<edge::GrpcInvoker> grpc_invoker;
+  std::unique_ptr<edge::DirectInvoker> direct_invoker;
+  InvokerSlot invoker_slot;
+  std::unique_ptr<edge::HttpServer> http_server;
+  std::optional<accounts::Bootstrap> bootstrap;
+  std::string base_url;
+  bool shut_down = false;
+  // Set when every role is up; until then /readyz and presigned links answer 503.
+  std::atomic<bool> ready{false};
+};
+
+// server_stores.cc
+// The data dir, its secrets, the database, the pools, and the stores every role reads: accounts
+// (with the bootstrap key of an empty installation), the authenticator, agents and scenarios.
+absl::Status OpenStores(ServerState* s);
+// The stores that need the public URL (presigned links name the edge's port) or the optional
+// providers: metrics, the LLM client, the sandbox, the credit ledger, calls.
+absl::Status OpenCallsAndMetricsStores(ServerState* s);
+// Call ingest's view of agents (also the stats' view).
+calls::AgentLookup AgentLookupFor(agents::AgentsStore* agents);
+
+// server_edge.cc
+// Binds the edge's HTTP port when the edge runs here (answering 503 until ConnectEdge), and
+// sets the public base URL either way.
+absl::Status BindEdge(ServerState* s);
+// The routes the edge answers itself: probes, the OpenAPI document, presigned recordings.
+void AddLocalRoutes(ServerState* s);
+// Points the edge at the services: the method tables of the roles run here, called directly
+// (DirectInvoker::RegisterTable), the rest over gRPC.
+absl::Status ConnectEdge(ServerState* s);
+
+// server_roles.cc: each role's service (listed in its method table) and background workers.
+absl::Status WireAccounts(ServerState* s);
+absl::Status WireRuns(ServerState* s);
+absl::Status WireAgents(ServerState* s);
+absl::Status WireScoring(ServerState* s);
+absl::Status WireCalls(ServerState* s);
+absl::Status WireMetrics(ServerState* s);
+// The gRPC server of the services wired above, each from its method table; NOT_SERVING until
+// Server::Start marks it ready.
+absl::Status ServeGrpc(ServerState* s);
+// The runs role's workers, once the run leases of this holder's previous life are given back.
+absl::Status StartRunWorkers(ServerState* s);
+
+}  // namespace calleval

@@ -1,0 +1,250 @@
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cmd/calleval/server_state.h"
+#include "common/crypto.h"
+#include "common/errors.h"
+#include "common/internal_credential.h"
+#include "common/method_table.h"
+#include "common/schema.h"
+#include "common/server_reflection_v1.h"
+#include "common/status_macros.h"
+#include "grpc/health/v1/health.pb.h"
+
+namespace calleval {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Threads for store work. Ingests block on the group commit's fsync, so more threads than
+// cores means more writes share each commit.
+constexpr int kStoreThreads = 32;
+
+// This process's lease holder id: --lease-holder, else <hostname>/<roles> (stable across a
+// restart of the process, in a container too; distinct for the pods of a deployment).
+std::string LeaseHolderOf(const ServerConfig& config) {
+  if (!config.lease_holder.empty()) return config.lease_holder;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+    std::snprintf(host, sizeof(host), "localhost");
+  }
+  std::string holder = absl::StrCat(host, "/", absl::StrJoin(config.roles, ","));
+  for (char& c : holder) {
+    if (c == ':' || absl::ascii_isspace(static_cast<unsigned char>(c)) ||
+        absl::ascii_iscntrl(static_cast<unsigned char>(c))) {
+      c = '_';
+    }
+  }
+  return holder;
+}
+
+// Reads a secret file, creating it with `bytes` random bytes (mode 0600) when missing.
+absl::StatusOr<std::string> LoadOrCreateSecret(const std::string& path, size_t bytes) {
+  if (std::ifstream in(path, std::ios::binary); in) {
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (data.size() >= 16) return data;
+  }
+  std::string secret = RandomBytes(bytes);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(secret.data(), static_cast<std::streamsize>(secret.size()));
+    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+  }
+  ::chmod(tmp.c_str(), 0600);
+  // Two processes starting together: the first rename wins and both read it back.
+  std::error_code ec;
+  if (!fs::exists(path)) fs::rename(tmp, path, ec);
+  fs::remove(tmp, ec);
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+absl::Status WriteBootstrapKey(const std::string& path, const std::string& key) {
+  std::ofstream out(path, std::ios::trunc);
+  out << key << "\n";
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path));
+  out.close();
+  ::chmod(path.c_str(), 0600);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Call ingest's view of agents: the agent must be in the workspace (else 422 agent_not_found);
+// its disabled metrics decide which metric_ids are ignored.
+calls::AgentLookup AgentLookupFor(agents::AgentsStore* agents) {
+  return [agents](int64_t workspace_id, int64_t agent_id) -> absl::StatusOr<calls::AgentInfo> {
+    auto agent = agents->Get(workspace_id, agent_id);
+    if (!agent.ok()) {
+      if (agent.status().code() != absl::StatusCode::kNotFound) return agent.status();
+      return ValidationError(
+          "agent_not_found", absl::StrCat("agent ", agent_id, " not found"),
+          {{"agent_id", absl::StrCat("no agent ", agent_id, " in workspace ", workspace_id)}});
+    }
+    calls::AgentInfo info;
+    info.disabled_metric_ids.assign(agent->disabled_metric_ids().begin(),
+                                    agent->disabled_metric_ids().end());
+    if (agent->has_silence_threshold_ms())
+      info.silence_threshold_ms = agent->silence_threshold_ms();
+    info.name = agent->name();
+    info.agent_source = agent->agent_source();
+    return info;
+  };
+}
+
+absl::Status OpenStores(ServerState* s) {
+  const ServerConfig& config = s->config;
+  const fs::path data_dir(config.data_dir);
+  s->recordings_dir = (data_dir / "recordings").string();
+  // Carried by the lease tokens this process takes (analysis, transcription, runs).
+  s->holder = LeaseHolderOf(config);
+  std::error_code ec;
+  fs::create_directories(data_dir / "recordings", ec);
+  if (ec) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create data dir ", config.data_dir, ": ", ec.message()));
+  }
+  ASSIGN_OR_RETURN(s->signing_key, LoadOrCreateSecret((data_dir / "signing-key").string(), 32));
+  // Internal methods answer only the processes of this installation, which all hold this.
+  ASSIGN_OR_RETURN(s->internal_credential,
+                   config.internal_credential_file.empty()
+                       ? LoadOrCreateInternalCredential((data_dir / "internal-credential").string())
+                       : ReadInternalCredential(config.internal_credential_file));
+
+  // Stores. With SQLite every role of an installation shares the data dir, the edge included
+  // (it serves presigned recordings from it).
+  const std::string database_url =
+      config.database_url.empty() ? (data_dir / "calleval.db").string() : config.database_url;
+  ASSIGN_OR_RETURN(s->database, db::Database::Open(database_url, SchemaMigrations()));
+  // Short reads stay on the calling thread where the database is in this process; set before
+  // any method table is registered (common/method_execution.h).
+  SetPointReadsInline(s->database->backend() == db::Backend::kSqlite);
+  s->pool = std::make_unique<ThreadPool>(kStoreThreads);
+  s->sandbox_pool = std::make_unique<ThreadPool>(std::max(1, config.sandbox_pool_threads),
+                                                 std::max(1, config.sandbox_pool_queue));
+  s->llm_pool = std::make_unique<ThreadPool>(std::max(1, config.llm_pool_threads),
+                                             std::max(1, config.llm_pool_queue));
+  s->accounts_store = std::make_unique<accounts::AccountsStore>(s->database.get());
+  if (HasRole(config, "accounts")) {
+    ASSIGN_OR_RETURN(s->bootstrap, s->accounts_store->BootstrapIfEmpty());
+    if (s->bootstrap) {
+      RETURN_IF_ERROR(
+          WriteBootstrapKey((data_dir / "bootstrap-key").string(), s->bootstrap->key.api_key));
+    }
+  }
+  // Keys are checked against the shared store unless accounts is explicitly remote.
+  if (!HasRole(config, "accounts") && !config.accounts_addr.empty()) {
+    s->authenticator = accounts::NewGrpcAuthenticator(
+        CreateInternalChannel(config.accounts_addr, s->internal_credential));
+  } else {
+    s->authenticator = accounts::NewStoreAuthenticator(s->accounts_store.get());
+  }
+  // Web channel credentials are sealed with a key kept outside the database, so a copy of
+  // calleval.db alone does not give them away.
+  const std::string credentials_key_path = config.credentials_key_file.empty()
+                                               ? (data_dir / "credentials-key").string()
+                                               : config.credentials_key_file;
+  ASSIGN_OR_RETURN(std::string credentials_key, LoadOrCreateSecret(credentials_key_path, 32));
+  if (credentials_key.size() != 32) {
+    return absl::InvalidArgumentError(absl::StrCat(credentials_key_path,
+                                                   " must hold exactly 32 bytes (it holds ",
+                                                   credentials_key.size(), ")"));
+  }
+  agents::AgentsStore::Options agents_options;
+  agents_options.url_guard.allowed_hosts = config.allow_private_hosts;
+  agents_options.credentials_key = std::move(credentials_key);
+  s->agents_store =
+      std::make_unique<agents::AgentsStore>(s->database.get(), std::move(agents_options));
+  s->scenarios_store = std::make_unique<agents::ScenariosStore>(s->database.get());
+  s->agent_directory = std::make_unique<agents::InProcessAgentDirectory>(s->agents_store.get(),
+                                                                         s->scenarios_store.get());
+  return absl::OkStatus();
+}
+
+absl::Status OpenCallsAndMetricsStores(ServerState* s) {
+  const ServerConfig& config = s->config;
+  s->signer = std::make_unique<calls::RecordingSigner>(s->signing_key, s->base_url,
+                                                       config.presign_validity);
+  calls::CallsStore::Options calls_options;
+  calls_options.recordings_dir = s->recordings_dir;
+  calls_options.url_guard.allowed_hosts = config.allow_private_hosts;
+  calls_options.signer = s->signer.get();
+  s->metrics_store =
+      std::make_unique<metrics::MetricsStore>(s->database.get(), s->agent_directory.get());
+  metrics::MetricsStore* metrics_store = s->metrics_store.get();
+  calls_options.catalog =
+      [metrics_store](int64_t workspace_id,
+                      int64_t agent_id) -> absl::StatusOr<std::vector<calls::CustomMetricInfo>> {
+    ASSIGN_OR_RETURN(auto entries, metrics_store->Catalog(workspace_id, agent_id));
+    std::vector<calls::CustomMetricInfo> out;
+    out.reserve(entries.size());
+    for (const auto& e : entries) {
+      out.push_back({e.id, e.credit_cost, e.requires_audio, e.applies_to_agent});
+    }
+    return out;
+  };
+  calls_options.definitions = [metrics_store](int64_t workspace_id,
+                                              const std::vector<int64_t>& ids) {
+    return metrics_store->Definitions(workspace_id, ids);
+  };
+  if (!config.llm_base_url.empty() &&
+      (HasRole(config, "scoring") || HasRole(config, "metrics") || HasRole(config, "runs"))) {
+    LlmConfig llm;
+    llm.base_url = config.llm_base_url;
+    llm.api_key = config.llm_api_key;
+    llm.model = config.llm_model;
+    llm.max_in_flight = config.llm_max_in_flight;
+    s->llm = NewOpenAiCompatibleClient(std::move(llm));
+  }
+  if (HasRole(config, "scoring") || HasRole(config, "metrics")) {
+    // Code never runs unsandboxed: when the sandbox cannot start, code metrics fail closed
+    // and validate_code / test_code answer 503. Say so once, at start-up.
+    judges::PythonSandbox::Options sandbox;
+    sandbox.bwrap = config.sandbox_bwrap;
+    sandbox.python = config.sandbox_python;
+    s->sandbox = std::make_unique<judges::PythonSandbox>(sandbox);
+    absl::StatusOr<judges::CodeRun> probe =
+        s->sandbox->Run("metric['result'] = True", nlohmann::json::object());
+    if (!probe.ok()) {
+      std::cerr << "calleval: " << probe.status().message()
+                << "; code metrics will fail until it is fixed\n";
+    } else if (probe->error) {
+      std::cerr << "calleval: the code sandbox does not run code: " << probe->error->type << ": "
+                << probe->error->message << "\n";
+    }
+  }
+  // The ledger is accounts': like keys, through its store unless accounts is explicitly remote.
+  if (!HasRole(config, "accounts") && !config.accounts_addr.empty()) {
+    s->credits =
+        calls::NewGrpcCredits(CreateInternalChannel(config.accounts_addr, s->internal_credential));
+  } else {
+    s->credits = calls::NewStoreCredits(s->accounts_store.get());
+  }
+  calls_options.credits = s->credits.get();
+  s->calls_store = std::make_unique<calls::CallsStore>(
+      s->database.get(), AgentLookupFor(s->agents_store.get()), calls_options);
+  return absl::OkStatus();
+}
+
+}  // namespace calleval
