@@ -47,7 +47,9 @@
 #include "services/agents/agents_methods.h"
 #include "services/agents/agents_service.h"
 #include "services/agents/agents_store.h"
+#include "services/agents/grpc_agents_clients.h"
 #include "services/agents/in_process_agent_directory.h"
+#include "services/agents/in_process_scenario_directory.h"
 #include "services/calls/calls_methods.h"
 #include "services/calls/calls_service.h"
 #include "services/calls/calls_store.h"
@@ -55,6 +57,8 @@
 #include "services/calls/recording_signer.h"
 #include "services/calls/stats_store.h"
 #include "services/judges/sandbox.h"
+#include "services/metrics/grpc_metrics_clients.h"
+#include "services/metrics/in_process_metric_directory.h"
 #include "services/metrics/metrics_methods.h"
 #include "services/metrics/metrics_service.h"
 #include "services/metrics/metrics_store.h"
@@ -272,8 +276,12 @@ struct Server::State {
   std::unique_ptr<accounts::Authenticator> authenticator;
   std::unique_ptr<agents::AgentsStore> agents_store;
   std::unique_ptr<agents::ScenariosStore> scenarios_store;
-  // What the metrics store asks the agents service, answered by the two stores above.
-  std::unique_ptr<agents::InProcessAgentDirectory> agent_directory;
+  // What each service asks of the tables another owns: in-process or gRPC clients
+  // (docs/architecture.md, "Who owns which table").
+  std::unique_ptr<metrics::AgentDirectory> agent_directory;
+  std::unique_ptr<agents::MetricDirectory> metric_directory;
+  std::unique_ptr<runs::ScenarioDirectory> scenario_directory;
+  std::unique_ptr<agents::DeletionListener> remote_metrics_listener;  // metrics elsewhere
   std::unique_ptr<runs::RunsStore> runs_store;
   std::unique_ptr<runs::RunWorkers> run_workers;
   std::unique_ptr<calls::RecordingSigner> signer;
@@ -521,9 +529,30 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   agents_options.credentials_key = std::move(credentials_key);
   s->agents_store =
       std::make_unique<agents::AgentsStore>(s->database.get(), std::move(agents_options));
-  s->scenarios_store = std::make_unique<agents::ScenariosStore>(s->database.get());
-  s->agent_directory = std::make_unique<agents::InProcessAgentDirectory>(s->agents_store.get(),
-                                                                         s->scenarios_store.get());
+  // A service asks the owner of a table: in this process when the owning role runs here or no
+  // address is given (with SQLite every role shares the data dir), else over the owner's
+  // internal methods, as with accounts above.
+  const bool agents_remote = !HasRole(config, "agents") && !config.agents_addr.empty();
+  const bool metrics_remote = !HasRole(config, "metrics") && !config.metrics_addr.empty();
+  if (metrics_remote) {
+    auto channel = CreateInternalChannel(config.metrics_addr, internal_credential);
+    s->metric_directory = metrics::NewGrpcMetricDirectory(channel);
+    s->remote_metrics_listener = metrics::NewGrpcDeletionListener(channel);
+  } else {
+    s->metric_directory = std::make_unique<metrics::InProcessMetricDirectory>(s->database.get());
+  }
+  s->scenarios_store =
+      std::make_unique<agents::ScenariosStore>(s->database.get(), s->metric_directory.get());
+  if (agents_remote) {
+    auto channel = CreateInternalChannel(config.agents_addr, internal_credential);
+    s->agent_directory = agents::NewGrpcAgentDirectory(channel);
+    s->scenario_directory = agents::NewGrpcScenarioDirectory(channel);
+  } else {
+    s->agent_directory = std::make_unique<agents::InProcessAgentDirectory>(
+        s->agents_store.get(), s->scenarios_store.get());
+    s->scenario_directory = std::make_unique<agents::InProcessScenarioDirectory>(
+        s->agents_store.get(), s->scenarios_store.get());
+  }
 
   // The edge binds first: presigned links name its port, which is only known once bound when
   // --http-addr asks for port 0. Until the invoker is in place it answers 503.
@@ -632,7 +661,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     s->accounts_service = std::make_unique<accounts::AccountsService>(
         s->accounts_store.get(), s->authenticator.get(), s->pool.get(), internal_credential);
   }
-  s->runs_store = std::make_unique<runs::RunsStore>(s->database.get());
+  s->runs_store =
+      std::make_unique<runs::RunsStore>(s->database.get(), s->scenario_directory.get());
   State* const state_for_hooks = s.get();
   if (HasRole(config, "runs")) {
     // Runs talk to the other roles through their stores: with SQLite every role of an
@@ -707,7 +737,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
           if (state_for_hooks->run_workers) state_for_hooks->run_workers->Notify();
         });
     // Metric links to a deleted agent or scenario go once the delete has committed.
-    s->agents_service->set_deletion_listener(s->metrics_store.get());
+    s->agents_service->set_deletion_listener(metrics_remote ? s->remote_metrics_listener.get()
+                                                            : s->metrics_store.get());
+    s->agents_service->set_internal_credential(internal_credential);
   }
   if (HasRole(config, "scoring")) {
     // Leases are short and renewed by each worker pool's heartbeat while the work runs, so a
@@ -852,6 +884,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
       return out;
     };
     deps.llm = s->llm.get();
+    deps.internal_credential = internal_credential;
     deps.agent_briefs = [agents_store](int64_t workspace_id,
                                        int64_t agent_id) -> absl::StatusOr<metrics::AgentBrief> {
       ASSIGN_OR_RETURN(v1::Agent agent, agents_store->Get(workspace_id, agent_id));

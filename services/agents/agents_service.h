@@ -31,6 +31,12 @@ class AgentsService final : public v1::Agents::CallbackService {
   // Told after each agent or scenario this service deletes (the metrics store, which keeps
   // links to them). Set before the service is registered; may stay unset.
   void set_deletion_listener(DeletionListener* listener) { deletion_listener_ = listener; }
+  // Opens the internal methods below to calls carrying this credential
+  // (common/internal_credential.h); while unset they refuse every call. Set before the service
+  // is registered.
+  void set_internal_credential(std::string credential) {
+    internal_credential_ = std::move(credential);
+  }
 
   grpc::ServerUnaryReactor* CreateAgent(grpc::CallbackServerContext* context,
                                         const v1::AgentFields* request,
@@ -71,6 +77,29 @@ class AgentsService final : public v1::Agents::CallbackService {
                                    const v1::CreateBatchRunRequest* request, v1::BatchRun* response) override;
   grpc::ServerUnaryReactor* GetBatchRun(grpc::CallbackServerContext* context,
                                    const v1::GetBatchRunRequest* request, v1::BatchRun* response) override;
+
+  // Internal: what the metrics service and the runs store ask of the agents and scenarios
+  // tables when the agents role runs in another process (services/agents/grpc_agents_clients.h).
+  // Answered by the in-process directories over this service's stores
+  // (agents_service_internal.cc).
+  grpc::ServerUnaryReactor* ExistingAgents(grpc::CallbackServerContext* context,
+                                           const v1::ExistingIdsRequest* request,
+                                           v1::ExistingIds* response) override;
+  grpc::ServerUnaryReactor* ExistingScenarios(grpc::CallbackServerContext* context,
+                                              const v1::ExistingIdsRequest* request,
+                                              v1::ExistingIds* response) override;
+  grpc::ServerUnaryReactor* GetDisabledMetrics(grpc::CallbackServerContext* context,
+                                               const v1::GetDisabledMetricsRequest* request,
+                                               v1::DisabledMetrics* response) override;
+  grpc::ServerUnaryReactor* ReplaceDisabledMetrics(
+      grpc::CallbackServerContext* context, const v1::ReplaceDisabledMetricsRequest* request,
+      v1::DisabledMetrics* response) override;
+  grpc::ServerUnaryReactor* GetScenarioAgents(grpc::CallbackServerContext* context,
+                                              const v1::ExistingIdsRequest* request,
+                                              v1::ScenarioAgents* response) override;
+  grpc::ServerUnaryReactor* GetAgentPhone(grpc::CallbackServerContext* context,
+                                          const v1::GetAgentPhoneRequest* request,
+                                          v1::AgentPhone* response) override;
 
   // The handlers, independent of the transport: `authorization` is the caller's
   // Authorization header. The gRPC methods above run them on the pool; the edge calls them
@@ -123,6 +152,7 @@ class AgentsService final : public v1::Agents::CallbackService {
   accounts::Authenticator* authenticator_;
   ThreadPool* pool_;
   DeletionListener* deletion_listener_ = nullptr;
+  std::string internal_credential_;
 };
 
 }  // namespace calleval::agents

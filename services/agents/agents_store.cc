@@ -804,6 +804,17 @@ absl::StatusOr<absl::flat_hash_set<int64_t>> AgentsStore::Existing(int64_t works
   return found;
 }
 
+absl::StatusOr<bool> AgentsStore::HasPhoneNumber(int64_t workspace_id, int64_t agent_id) {
+  return db::ReadResult<bool>(*db_, [&](db::Connection& c) -> absl::StatusOr<bool> {
+    ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT phone_number IS NOT NULL FROM agents WHERE "
+                                          "id = ? AND workspace_id = ?"));
+    stmt.Bind(1, agent_id).Bind(2, workspace_id);
+    ASSIGN_OR_RETURN(bool found, stmt.Step());
+    if (!found) return NotFoundError(absl::StrCat("agent ", agent_id));
+    return stmt.Int64(0) != 0;
+  });
+}
+
 absl::StatusOr<std::vector<int64_t>> AgentsStore::ReplaceDisabledMetrics(
     int64_t workspace_id, int64_t agent_id, const std::function<bool(int64_t)>& replaced,
     const std::vector<int64_t>& ids, const std::function<absl::Status(db::Connection&)>& check) {

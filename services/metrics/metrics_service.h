@@ -43,6 +43,9 @@ class MetricsService final : public v1::Metrics::CallbackService {
     // Null without an LLM provider: generate answers 503 llm_unavailable.
     LlmClient* llm = nullptr;
     AgentBriefLookup agent_briefs;
+    // Opens the internal methods (ExistingMetrics, AgentDeleted, ScenarioDeleted) to calls
+    // carrying it (common/internal_credential.h); empty, they refuse every call.
+    std::string internal_credential;
   };
   explicit MetricsService(Dependencies deps) : deps_(std::move(deps)) {}
 
@@ -82,6 +85,18 @@ class MetricsService final : public v1::Metrics::CallbackService {
   grpc::ServerUnaryReactor* ListUsableMetrics(grpc::CallbackServerContext* context,
                                               const v1::ListUsableMetricsRequest* request,
                                               v1::ListUsableMetricsResponse* response) override;
+
+  // Internal: for the agents service in another process (services/metrics/grpc_metrics_clients.h);
+  // answered by the store (metrics_service_internal.cc).
+  grpc::ServerUnaryReactor* ExistingMetrics(grpc::CallbackServerContext* context,
+                                            const v1::ExistingIdsRequest* request,
+                                            v1::ExistingIds* response) override;
+  grpc::ServerUnaryReactor* AgentDeleted(grpc::CallbackServerContext* context,
+                                         const v1::AgentDeletedRequest* request,
+                                         google::protobuf::Empty* response) override;
+  grpc::ServerUnaryReactor* ScenarioDeleted(grpc::CallbackServerContext* context,
+                                            const v1::ScenarioDeletedRequest* request,
+                                            google::protobuf::Empty* response) override;
 
   // The handlers, independent of the transport (see calls_service.h).
   absl::Status HandleListMetrics(const std::string& authorization,

@@ -719,7 +719,38 @@ absl::Status MetricsStore::DropDeletedLinks(int64_t workspace_id, Metrics& metri
   return absl::OkStatus();
 }
 
+absl::StatusOr<absl::flat_hash_set<int64_t>> MetricsStore::ExistingCustom(
+    int64_t workspace_id, absl::Span<const int64_t> ids) {
+  return ExistingCustomMetrics(*db_, workspace_id, ids);
+}
+
+absl::StatusOr<absl::flat_hash_set<int64_t>> ExistingCustomMetrics(db::Database& db,
+                                                                   int64_t workspace_id,
+                                                                   absl::Span<const int64_t> ids) {
+  absl::flat_hash_set<int64_t> found;
+  if (ids.empty()) return found;
+  RETURN_IF_ERROR(db.Read([&](db::Connection& c) -> absl::Status {
+    for (int64_t id : ids) {
+      if (found.contains(id)) continue;
+      ASSIGN_OR_RETURN(auto stmt,
+                       c.Prepare("SELECT 1 FROM metrics WHERE id = ? AND workspace_id = ?"));
+      stmt.Bind(1, id).Bind(2, workspace_id);
+      ASSIGN_OR_RETURN(bool exists, stmt.Step());
+      if (exists) found.insert(id);
+    }
+    return absl::OkStatus();
+  }));
+  return found;
+}
+
+// A notice is acted on only once the agents service confirms the id names nothing: on SQLite
+// the newest agent's (or scenario's) id is handed out again after it is deleted, so a notice
+// that arrives late (over gRPC, after a new agent took the id and was linked) must not take
+// the new agent's links. Those it leaves are the stale links every reader already ignores
+// while their agent is gone; nothing a client stored is ever deleted for an agent that exists.
 absl::Status MetricsStore::AgentDeleted(int64_t workspace_id, int64_t agent_id) {
+  ASSIGN_OR_RETURN(auto existing, agents_->ExistingAgents(workspace_id, {agent_id}));
+  if (existing.contains(agent_id)) return absl::OkStatus();
   return db_->Write([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto del, c.Prepare("DELETE FROM metric_agents WHERE agent_id = ? AND "
                                          "metric_id IN (SELECT id FROM metrics WHERE "
@@ -730,6 +761,8 @@ absl::Status MetricsStore::AgentDeleted(int64_t workspace_id, int64_t agent_id) 
 }
 
 absl::Status MetricsStore::ScenarioDeleted(int64_t workspace_id, int64_t scenario_id) {
+  ASSIGN_OR_RETURN(auto existing, agents_->ExistingScenarios(workspace_id, {scenario_id}));
+  if (existing.contains(scenario_id)) return absl::OkStatus();  // as in AgentDeleted
   return db_->Write([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(auto del, c.Prepare("DELETE FROM metric_scenarios WHERE scenario_id = ? AND "
                                          "metric_id IN (SELECT id FROM metrics WHERE "
