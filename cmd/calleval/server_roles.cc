@@ -97,7 +97,8 @@ absl::Status WireRuns(ServerState* s) {
   const std::string& holder = s->holder;
   ServerState* const state_for_hooks = s;
   metrics::MetricsStore* metrics_store = s->metrics_store.get();
-  s->runs_store = std::make_unique<runs::RunsStore>(s->database.get());
+  s->runs_store =
+      std::make_unique<runs::RunsStore>(s->database.get(), s->scenario_directory.get());
   if (HasRole(config, "runs")) {
     // Runs talk to the other roles through their stores: with SQLite every role of an
     // installation shares the data dir.
@@ -177,7 +178,10 @@ absl::Status WireAgents(ServerState* s) {
           if (state_for_hooks->run_workers) state_for_hooks->run_workers->Notify();
         });
     // Metric links to a deleted agent or scenario go once the delete has committed.
-    s->agents_service->set_deletion_listener(s->metrics_store.get());
+    const bool metrics_remote = !HasRole(config, "metrics") && !config.metrics_addr.empty();
+    s->agents_service->set_deletion_listener(metrics_remote ? s->remote_metrics_listener.get()
+                                                            : s->metrics_store.get());
+    s->agents_service->set_internal_credential(s->internal_credential);
   }
   return absl::OkStatus();
 }
@@ -341,6 +345,7 @@ absl::Status WireMetrics(ServerState* s) {
       return out;
     };
     deps.llm = s->llm.get();
+    deps.internal_credential = s->internal_credential;
     deps.agent_briefs = [agents_store](int64_t workspace_id,
                                        int64_t agent_id) -> absl::StatusOr<metrics::AgentBrief> {
       ASSIGN_OR_RETURN(v1::Agent agent, agents_store->Get(workspace_id, agent_id));

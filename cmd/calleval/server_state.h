@@ -28,7 +28,11 @@
 #include "services/accounts/authenticator.h"
 #include "services/agents/agents_service.h"
 #include "services/agents/agents_store.h"
+#include "services/agents/grpc_agents_clients.h"
 #include "services/agents/in_process_agent_directory.h"
+#include "services/agents/in_process_scenario_directory.h"
+#include "services/metrics/grpc_metrics_clients.h"
+#include "services/metrics/in_process_metric_directory.h"
 #include "services/calls/calls_service.h"
 #include "services/calls/calls_store.h"
 #include "services/calls/credits.h"
@@ -90,7 +94,12 @@ struct ServerState {
   std::unique_ptr<agents::AgentsStore> agents_store;
   std::unique_ptr<agents::ScenariosStore> scenarios_store;
   // What the metrics store asks the agents service, answered by the two stores above.
-  std::unique_ptr<agents::InProcessAgentDirectory> agent_directory;
+  // What each service asks of the tables another owns: in-process or gRPC clients
+  // (docs/architecture.md, "Who owns which table").
+  std::unique_ptr<metrics::AgentDirectory> agent_directory;
+  std::unique_ptr<agents::MetricDirectory> metric_directory;
+  std::unique_ptr<runs::ScenarioDirectory> scenario_directory;
+  std::unique_ptr<agents::DeletionListener> remote_metrics_listener;  // metrics elsewhere
   std::unique_ptr<runs::RunsStore> runs_store;
   std::unique_ptr<runs::RunWorkers> run_workers;
   std::unique_ptr<calls::RecordingSigner> signer;

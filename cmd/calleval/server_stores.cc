@@ -176,9 +176,30 @@ absl::Status OpenStores(ServerState* s) {
   agents_options.credentials_key = std::move(credentials_key);
   s->agents_store =
       std::make_unique<agents::AgentsStore>(s->database.get(), std::move(agents_options));
-  s->scenarios_store = std::make_unique<agents::ScenariosStore>(s->database.get());
-  s->agent_directory = std::make_unique<agents::InProcessAgentDirectory>(s->agents_store.get(),
-                                                                         s->scenarios_store.get());
+  // A service asks the owner of a table: in this process when the owning role runs here or no
+  // address is given (with SQLite every role shares the data dir), else over the owner's
+  // internal methods, as with accounts above.
+  const bool agents_remote = !HasRole(config, "agents") && !config.agents_addr.empty();
+  const bool metrics_remote = !HasRole(config, "metrics") && !config.metrics_addr.empty();
+  if (metrics_remote) {
+    auto channel = CreateInternalChannel(config.metrics_addr, s->internal_credential);
+    s->metric_directory = metrics::NewGrpcMetricDirectory(channel);
+    s->remote_metrics_listener = metrics::NewGrpcDeletionListener(channel);
+  } else {
+    s->metric_directory = std::make_unique<metrics::InProcessMetricDirectory>(s->database.get());
+  }
+  s->scenarios_store =
+      std::make_unique<agents::ScenariosStore>(s->database.get(), s->metric_directory.get());
+  if (agents_remote) {
+    auto channel = CreateInternalChannel(config.agents_addr, s->internal_credential);
+    s->agent_directory = agents::NewGrpcAgentDirectory(channel);
+    s->scenario_directory = agents::NewGrpcScenarioDirectory(channel);
+  } else {
+    s->agent_directory = std::make_unique<agents::InProcessAgentDirectory>(
+        s->agents_store.get(), s->scenarios_store.get());
+    s->scenario_directory = std::make_unique<agents::InProcessScenarioDirectory>(
+        s->agents_store.get(), s->scenarios_store.get());
+  }
   return absl::OkStatus();
 }
 

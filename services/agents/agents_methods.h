@@ -45,6 +45,17 @@ inline constexpr MethodEntry<AgentsService> kAgentsMethods[] = {
     Unary<&AgentsService::CreateBatchRun>("CreateBatchRun", Execution::kPool, Access::kWorkspace),
     // Counts the batch's runs.
     Unary<&AgentsService::GetBatchRun>("GetBatchRun", Execution::kPool, Access::kWorkspace),
+    // Internal: the agents and scenarios tables, asked by metrics and runs in other processes.
+    Unary<&AgentsService::ExistingAgents>("ExistingAgents", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::ExistingScenarios>("ExistingScenarios", Execution::kPool,
+                                             Access::kInternal),
+    Unary<&AgentsService::GetDisabledMetrics>("GetDisabledMetrics", Execution::kPool,
+                                              Access::kInternal),
+    Unary<&AgentsService::ReplaceDisabledMetrics>("ReplaceDisabledMetrics", Execution::kPool,
+                                                  Access::kInternal),
+    Unary<&AgentsService::GetScenarioAgents>("GetScenarioAgents", Execution::kPool,
+                                             Access::kInternal),
+    Unary<&AgentsService::GetAgentPhone>("GetAgentPhone", Execution::kPool, Access::kInternal),
 };
 
 }  // namespace calleval::agents

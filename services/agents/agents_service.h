@@ -4,6 +4,8 @@
 // table (agents_methods.h), which serves them on gRPC and at the edge (common/method_table.h).
 
 #include <functional>
+#include <memory>
+#include <string>
 
 #include "absl/types/span.h"
 #include "calleval/v1/agents.grpc.pb.h"
@@ -33,14 +35,21 @@ class AgentsService {
         runs_(runs),
         on_run_queued_(std::move(on_run_queued)),
         pool_(pool),
-        guard_(authenticator, /*internal_credential=*/"") {}
+        authenticator_(authenticator),
+        guard_(std::make_unique<accounts::ApiKeyGuard>(authenticator, /*internal_credential=*/"")) {}
 
   ThreadPool* pool() const { return pool_; }
-  const RequestGuard& guard() const { return guard_; }
+  const RequestGuard& guard() const { return *guard_; }
 
   // Told after each agent or scenario this service deletes (the metrics store, which keeps
   // links to them). Set before the service is registered; may stay unset.
   void set_deletion_listener(DeletionListener* listener) { deletion_listener_ = listener; }
+  // Admits the internal methods below for calls carrying this credential
+  // (common/internal_credential.h); while unset they refuse every call. Set before the service
+  // is registered.
+  void set_internal_credential(std::string credential) {
+    guard_ = std::make_unique<accounts::ApiKeyGuard>(authenticator_, std::move(credential));
+  }
 
   // The handlers: the caller's workspace is context.workspace_id.
   absl::Status CreateAgent(const RequestContext& context, const v1::AgentFields& request,
@@ -77,6 +86,25 @@ class AgentsService {
   absl::Status GetBatchRun(const RequestContext& context, const v1::GetBatchRunRequest& request,
                            v1::BatchRun* response);
 
+  // Internal: what the other services ask of the agents and scenarios tables when this role runs
+  // in another process (agents_service_internal.cc). Each answers through the same in-process
+  // directory a process with both roles uses.
+  absl::Status ExistingAgents(const RequestContext& context, const v1::ExistingIdsRequest& request,
+                              v1::ExistingIds* response);
+  absl::Status ExistingScenarios(const RequestContext& context,
+                                 const v1::ExistingIdsRequest& request, v1::ExistingIds* response);
+  absl::Status GetDisabledMetrics(const RequestContext& context,
+                                  const v1::GetDisabledMetricsRequest& request,
+                                  v1::DisabledMetrics* response);
+  absl::Status ReplaceDisabledMetrics(const RequestContext& context,
+                                      const v1::ReplaceDisabledMetricsRequest& request,
+                                      v1::DisabledMetrics* response);
+  absl::Status GetScenarioAgents(const RequestContext& context,
+                                 const v1::ExistingIdsRequest& request,
+                                 v1::ScenarioAgents* response);
+  absl::Status GetAgentPhone(const RequestContext& context, const v1::GetAgentPhoneRequest& request,
+                             v1::AgentPhone* response);
+
  private:
   absl::StatusOr<ScenariosStore*> Scenarios();
   absl::StatusOr<runs::RunsStore*> Runs();
@@ -86,7 +114,8 @@ class AgentsService {
   runs::RunsStore* runs_;
   std::function<void()> on_run_queued_;
   ThreadPool* pool_;
-  const accounts::ApiKeyGuard guard_;
+  accounts::Authenticator* authenticator_;
+  std::unique_ptr<accounts::ApiKeyGuard> guard_;
   DeletionListener* deletion_listener_ = nullptr;
 };
 

@@ -75,6 +75,9 @@ class AgentsStore {
   absl::StatusOr<absl::flat_hash_set<int64_t>> Existing(int64_t workspace_id,
                                                         absl::Span<const int64_t> ids);
 
+  // Whether the agent has a phone number; 404 when it is not an agent of the workspace.
+  absl::StatusOr<bool> HasPhoneNumber(int64_t workspace_id, int64_t agent_id);
+
   // For the metric toggles: in one write transaction, drops the entries of the agent's
   // disabled_metric_ids for which `replaced(id)` is true, adds `ids`, and stores the list
   // deduplicated and sorted (updated_at changes). `check`, when given, runs inside the same

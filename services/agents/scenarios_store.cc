@@ -110,9 +110,42 @@ void Merge(const v1::ScenarioFields& f, v1::Scenario& s) {
   if (s.has_expected_outcome() && IsBlank(s.expected_outcome())) s.clear_expected_outcome();
 }
 
+// The ids of `s` the metrics service is asked about: positive ids that are not standard
+// metrics (the others are decided here).
+std::vector<int64_t> CustomMetricIds(const v1::Scenario& s) {
+  std::vector<int64_t> ids;
+  for (int64_t id : s.metric_ids()) {
+    if (id > 0 && FindStandardMetric(id) == nullptr) ids.push_back(id);
+  }
+  return ids;
+}
+
+// What the metrics service answered about a scenario's custom metric ids, before the writing
+// transaction: which of the `asked` ids name a metric of the workspace.
+struct MetricAnswer {
+  absl::flat_hash_set<int64_t> asked;
+  absl::flat_hash_set<int64_t> existing;
+
+  bool Covers(const v1::Scenario& s) const {
+    return absl::c_all_of(CustomMetricIds(s), [&](int64_t id) { return asked.contains(id); });
+  }
+};
+
+absl::StatusOr<MetricAnswer> AskAboutMetrics(MetricDirectory& metrics, int64_t workspace_id,
+                                             const v1::Scenario& s) {
+  MetricAnswer answer;
+  const std::vector<int64_t> ids = CustomMetricIds(s);
+  answer.asked.insert(ids.begin(), ids.end());
+  if (ids.empty()) return answer;  // a scenario of standard metrics needs no other service
+  ASSIGN_OR_RETURN(answer.existing, metrics.ExistingMetrics(workspace_id, ids));
+  return answer;
+}
+
 // Every rule of the merged scenario, all problems at once. The agent is checked first and
-// alone: a scenario for an agent that is not there is 422 agent_not_found.
-absl::Status Validate(db::Connection& c, int64_t workspace_id, v1::Scenario& s) {
+// alone: a scenario for an agent that is not there is 422 agent_not_found. Custom metric ids
+// are judged by `metrics`, which must cover them.
+absl::Status Validate(db::Connection& c, int64_t workspace_id, const MetricAnswer& metrics,
+                      v1::Scenario& s) {
   if (s.agent_id() <= 0) {
     return ValidationError("validation_failed", "agent_id is required",
                            {{"agent_id", "is required"}});
@@ -177,11 +210,7 @@ absl::Status Validate(db::Connection& c, int64_t workspace_id, v1::Scenario& s) 
   bool unknown_metric = false;
   for (int i = 0; i < s.metric_ids_size(); ++i) {
     const int64_t id = s.metric_ids(i);
-    bool known = FindStandardMetric(id) != nullptr;
-    if (!known && id > 0) {
-      ASSIGN_OR_RETURN(known, Exists(c, "SELECT 1 FROM metrics WHERE id = ? AND workspace_id = ?",
-                                     id, workspace_id));
-    }
+    const bool known = FindStandardMetric(id) != nullptr || metrics.existing.contains(id);
     if (!known) {
       issues.push_back({absl::StrCat("metric_ids[", i, "]"),
                         absl::StrCat("no metric ", id, " in this workspace")});
@@ -237,12 +266,14 @@ void Bind(db::Statement& stmt, const v1::Scenario& s) {
 
 absl::StatusOr<v1::Scenario> ScenariosStore::Create(int64_t workspace_id,
                                                     const v1::ScenarioFields& fields) {
+  v1::Scenario merged;
+  merged.set_client_id(workspace_id);
+  merged.set_max_turns(kDefaultMaxTurns);
+  Merge(fields, merged);
+  ASSIGN_OR_RETURN(const MetricAnswer metrics, AskAboutMetrics(*metrics_, workspace_id, merged));
   return db::WriteResult<v1::Scenario>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Scenario> {
-    v1::Scenario s;
-    s.set_client_id(workspace_id);
-    s.set_max_turns(kDefaultMaxTurns);
-    Merge(fields, s);
-    RETURN_IF_ERROR(Validate(c, workspace_id, s));
+    v1::Scenario s = merged;
+    RETURN_IF_ERROR(Validate(c, workspace_id, metrics, s));
     s.set_created_at(NowTimestamp());
     s.set_updated_at(s.created_at());
     ASSIGN_OR_RETURN(auto insert,
@@ -267,21 +298,39 @@ absl::StatusOr<v1::Scenario> ScenariosStore::Get(int64_t workspace_id, int64_t i
 
 absl::StatusOr<v1::Scenario> ScenariosStore::Update(int64_t workspace_id, int64_t id,
                                                     const v1::ScenarioFields& patch) {
-  return db::WriteResult<v1::Scenario>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::Scenario> {
-    ASSIGN_OR_RETURN(v1::Scenario s, Read(c, workspace_id, id));
-    Merge(patch, s);
-    RETURN_IF_ERROR(Validate(c, workspace_id, s));
-    s.set_updated_at(NowTimestamp());
-    ASSIGN_OR_RETURN(auto update,
-                     c.Prepare("UPDATE scenarios SET agent_id = ?, name = ?, persona = ?, "
-                               "goal = ?, expected_outcome = ?, caller_script = ?, max_turns = ?, "
-                               "max_duration_seconds = ?, language_id = ?, metric_ids = ?, "
-                               "updated_at = ? WHERE id = ? AND workspace_id = ?"));
-    Bind(update, s);
-    update.Bind(12, id).Bind(13, workspace_id);
-    RETURN_IF_ERROR(update.Run());
-    return s;
-  });
+  // The metric ids are asked about before the transaction, from the scenario as read just
+  // before it. Should a concurrent update have changed the stored ids in between (the patch
+  // keeps them), the transaction finds ids it has no answer for and the update starts over.
+  constexpr int kAttempts = 3;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    ASSIGN_OR_RETURN(v1::Scenario expected, Get(workspace_id, id));
+    Merge(patch, expected);
+    ASSIGN_OR_RETURN(const MetricAnswer metrics,
+                     AskAboutMetrics(*metrics_, workspace_id, expected));
+    bool answered = true;
+    absl::StatusOr<v1::Scenario> updated = db::WriteResult<v1::Scenario>(
+        *db_, [&](db::Connection& c) -> absl::StatusOr<v1::Scenario> {
+          ASSIGN_OR_RETURN(v1::Scenario s, Read(c, workspace_id, id));
+          Merge(patch, s);
+          answered = metrics.Covers(s);
+          if (!answered) return absl::AbortedError("the scenario's metric ids changed");
+          RETURN_IF_ERROR(Validate(c, workspace_id, metrics, s));
+          s.set_updated_at(NowTimestamp());
+          ASSIGN_OR_RETURN(
+              auto update,
+              c.Prepare("UPDATE scenarios SET agent_id = ?, name = ?, persona = ?, "
+                        "goal = ?, expected_outcome = ?, caller_script = ?, max_turns = ?, "
+                        "max_duration_seconds = ?, language_id = ?, metric_ids = ?, "
+                        "updated_at = ? WHERE id = ? AND workspace_id = ?"));
+          Bind(update, s);
+          update.Bind(12, id).Bind(13, workspace_id);
+          RETURN_IF_ERROR(update.Run());
+          return s;
+        });
+    if (answered) return updated;
+  }
+  return absl::UnavailableError(
+      absl::StrCat("scenario ", id, " kept changing while it was updated; try again"));
 }
 
 absl::Status ScenariosStore::Delete(int64_t workspace_id, int64_t id) {
@@ -306,6 +355,26 @@ absl::StatusOr<absl::flat_hash_set<int64_t>> ScenariosStore::Existing(
           bool exists,
           Exists(c, "SELECT 1 FROM scenarios WHERE id = ? AND workspace_id = ?", id, workspace_id));
       if (exists) found.insert(id);
+    }
+    return absl::OkStatus();
+  }));
+  return found;
+}
+
+absl::StatusOr<absl::flat_hash_map<int64_t, ScenarioCallee>> ScenariosStore::Callees(
+    int64_t workspace_id, absl::Span<const int64_t> ids) {
+  absl::flat_hash_map<int64_t, ScenarioCallee> found;
+  if (ids.empty()) return found;
+  RETURN_IF_ERROR(db_->Read([&](db::Connection& c) -> absl::Status {
+    for (int64_t id : ids) {
+      if (found.contains(id)) continue;
+      ASSIGN_OR_RETURN(auto stmt,
+                       c.Prepare("SELECT s.agent_id, a.phone_number IS NOT NULL FROM scenarios s "
+                                 "JOIN agents a ON a.id = s.agent_id WHERE s.id = ? AND "
+                                 "s.workspace_id = ?"));
+      stmt.Bind(1, id).Bind(2, workspace_id);
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (row) found[id] = ScenarioCallee{stmt.Int64(0), stmt.Int64(1) != 0};
     }
     return absl::OkStatus();
   }));

@@ -6,11 +6,13 @@
 
 #include <cstdint>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "calleval/v1/agents.pb.h"
 #include "common/database.h"
+#include "services/agents/metric_directory.h"
 
 namespace calleval::agents {
 
@@ -21,9 +23,17 @@ inline constexpr int kMaxScenarioTextLength = 10000;  // persona, goal, expected
 inline constexpr int kMaxCallerScriptLines = 200;
 inline constexpr int kMaxCallerLineLength = 2000;
 
+// Who a scenario calls: its agent, and whether that agent has a phone number.
+struct ScenarioCallee {
+  int64_t agent_id = 0;
+  bool agent_has_phone = false;
+};
+
 class ScenariosStore {
  public:
-  explicit ScenariosStore(db::Database* db) : db_(db) {}
+  // Metrics are the metrics service's: the store asks `metrics` whether the custom metric ids
+  // a scenario names exist, before its own transaction.
+  ScenariosStore(db::Database* db, MetricDirectory* metrics) : db_(db), metrics_(metrics) {}
 
   // Validates and stores a scenario: agent_id names an agent of the workspace (else 422
   // agent_not_found), name is required, a caller needs a script or a goal, every metric id is
@@ -40,12 +50,17 @@ class ScenariosStore {
   // Of `ids`, those that name a scenario of the workspace (for services that link to them).
   absl::StatusOr<absl::flat_hash_set<int64_t>> Existing(int64_t workspace_id,
                                                         absl::Span<const int64_t> ids);
+  // Of `ids`, those that name a scenario of the workspace, each with its callee (for the runs
+  // store, which queues runs of them; services/runs/scenario_directory.h).
+  absl::StatusOr<absl::flat_hash_map<int64_t, ScenarioCallee>> Callees(
+      int64_t workspace_id, absl::Span<const int64_t> ids);
   // Newest first, optionally of one agent; page is 1-based, per_page 1..100 (else 422).
   absl::StatusOr<v1::ListScenariosResponse> List(int64_t workspace_id,
                                                  const v1::ListScenariosRequest& request);
 
  private:
   db::Database* db_;
+  MetricDirectory* metrics_;
 };
 
 }  // namespace calleval::agents

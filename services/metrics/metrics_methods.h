@@ -31,6 +31,12 @@ inline constexpr MethodEntry<MetricsService> kMetricsMethods[] = {
     // Every custom metric of the workspace.
     Unary<&MetricsService::ListUsableMetrics>("ListUsableMetrics", Execution::kPool,
                                               Access::kWorkspace),
+    // Internal: asked and told by the agents service in another process.
+    Unary<&MetricsService::ExistingMetrics>("ExistingMetrics", Execution::kPool,
+                                            Access::kInternal),
+    Unary<&MetricsService::AgentDeleted>("AgentDeleted", Execution::kPool, Access::kInternal),
+    Unary<&MetricsService::ScenarioDeleted>("ScenarioDeleted", Execution::kPool,
+                                            Access::kInternal),
 };
 
 }  // namespace calleval::metrics

@@ -51,9 +51,12 @@ class MetricsService {
     // Null without an LLM provider: generate answers 503 llm_unavailable.
     LlmClient* llm = nullptr;
     AgentBriefLookup agent_briefs;
+    // Admits the internal methods (ExistingMetrics, AgentDeleted, ScenarioDeleted) for calls
+    // carrying it (common/internal_credential.h); empty, they refuse every call.
+    std::string internal_credential;
   };
   explicit MetricsService(Dependencies deps)
-      : deps_(std::move(deps)), guard_(deps_.authenticator, /*internal_credential=*/"") {}
+      : deps_(std::move(deps)), guard_(deps_.authenticator, deps_.internal_credential) {}
 
   ThreadPool* pool() const { return deps_.pool; }
   // The bounded pools of the slow methods (null: pool()).
@@ -91,6 +94,16 @@ class MetricsService {
   absl::Status ListUsableMetrics(const RequestContext& context,
                                  const v1::ListUsableMetricsRequest& request,
                                  v1::ListUsableMetricsResponse* response);
+
+  // Internal: what the agents service asks and tells the metrics store when it runs in another
+  // process (services/metrics/grpc_metrics_clients.h; metrics_service_internal.cc).
+  absl::Status ExistingMetrics(const RequestContext& context,
+                               const v1::ExistingIdsRequest& request, v1::ExistingIds* response);
+  absl::Status AgentDeleted(const RequestContext& context, const v1::AgentDeletedRequest& request,
+                            google::protobuf::Empty* response);
+  absl::Status ScenarioDeleted(const RequestContext& context,
+                               const v1::ScenarioDeletedRequest& request,
+                               google::protobuf::Empty* response);
 
  private:
   Dependencies deps_;

@@ -36,6 +36,13 @@ struct CatalogEntry {
   bool applies_to_agent = false;
 };
 
+// Of `ids`, those that name a custom metric of the workspace in `db` (MetricsStore::ExistingCustom;
+// free, so the in-process MetricDirectory the scenarios store is built with needs no MetricsStore,
+// which is itself built with the agents side's directory).
+absl::StatusOr<absl::flat_hash_set<int64_t>> ExistingCustomMetrics(db::Database& db,
+                                                                   int64_t workspace_id,
+                                                                   absl::Span<const int64_t> ids);
+
 // Agents and scenarios belong to the agents service: the store asks `agents` whether those a
 // metric names exist, and is told (as a DeletionListener) when they are deleted.
 class MetricsStore final : public agents::DeletionListener {
@@ -78,6 +85,11 @@ class MetricsStore final : public agents::DeletionListener {
   absl::StatusOr<std::vector<v1::Metric>> Definitions(int64_t workspace_id,
                                                       const std::vector<int64_t>& ids);
 
+  // Of `ids`, those that name a custom metric of the workspace (for the agents service, which
+  // keeps metric ids in scenarios; services/agents/metric_directory.h).
+  absl::StatusOr<absl::flat_hash_set<int64_t>> ExistingCustom(int64_t workspace_id,
+                                                              absl::Span<const int64_t> ids);
+
   // PUT /agents/{id}/standard_metrics: the standard part of the agent's disabled_metric_ids
   // becomes exactly `disabled_keys` (unknown key: 422); custom entries are kept.
   absl::StatusOr<v1::AgentStandardMetrics> SetStandardToggles(
@@ -88,7 +100,7 @@ class MetricsStore final : public agents::DeletionListener {
                                                        const std::vector<int64_t>& disabled_ids);
 
   // The agent or scenario is deleted: metrics no longer name it. Idempotent, and a no-op for
-  // ids of another workspace.
+  // ids of another workspace and for an id the agents service says exists (again).
   absl::Status AgentDeleted(int64_t workspace_id, int64_t agent_id) override;
   absl::Status ScenarioDeleted(int64_t workspace_id, int64_t scenario_id) override;
 

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "calleval/v1/agents.pb.h"
 #include "common/database.h"
+#include "services/runs/scenario_directory.h"
 
 namespace calleval::runs {
 
@@ -64,7 +65,8 @@ struct RunCountQuery {
 
 class RunsStore {
  public:
-  explicit RunsStore(db::Database* db) : db_(db) {}
+  // Scenarios and agents are the agents service's: the store asks `scenarios` about them.
+  RunsStore(db::Database* db, ScenarioDirectory* scenarios) : db_(db), scenarios_(scenarios) {}
 
   // Runs counted per bucket by SQL (bucket index -> counts; empty buckets absent).
   absl::StatusOr<std::map<int64_t, RunCounts>> CountRuns(const RunCountQuery& query);
@@ -102,6 +104,7 @@ class RunsStore {
 
  private:
   db::Database* db_;
+  ScenarioDirectory* scenarios_;
 };
 
 }  // namespace calleval::runs

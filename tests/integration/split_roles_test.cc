@@ -15,6 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "cmd/calleval/server.h"
+#include "common/database.h"
+#include "common/schema.h"
+#include "common/status_macros.h"
 #include "tests/integration/http_client.h"
 #include "tests/integration/test_server.h"
 #include "tests/support/test_http_server.h"
@@ -274,6 +277,111 @@ TEST(SplitRolesTest, CallsReserveAndRefundThroughARemoteAccountsRole) {
   accounts->reset();
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(secrets);
+}
+
+// Agents and metrics in separate processes, each reaching the other over the internal methods
+// (docs/architecture.md, "Who owns which table"): the metrics store asks the agents process
+// whether linked agents exist and for an agent's disabled metrics, the scenarios store asks the
+// metrics process whether a scenario's metrics exist, and an agent's delete tells the metrics
+// process, which removes the links. The edge sits with metrics and reaches agents over gRPC.
+TEST(SplitRolesTest, AgentsAndMetricsAskEachOtherAcrossProcesses) {
+  const std::string dir = testing::MakeTempDir("split_owners");
+  const int agents_port = FreePort();
+  const int metrics_port = FreePort();
+  const std::string agents_addr = absl::StrCat("127.0.0.1:", agents_port);
+  const std::string metrics_addr = absl::StrCat("127.0.0.1:", metrics_port);
+
+  // Both processes share the data dir, and with it the internal credential.
+  ServerConfig agents_config;
+  agents_config.data_dir = dir;
+  agents_config.grpc_addr = agents_addr;
+  agents_config.roles = {"agents"};
+  agents_config.metrics_addr = metrics_addr;
+  auto agents = Server::Start(agents_config);
+  ASSERT_TRUE(agents.ok()) << agents.status();
+
+  ServerConfig metrics_config;
+  metrics_config.data_dir = dir;
+  metrics_config.grpc_addr = metrics_addr;
+  metrics_config.http_addr = "127.0.0.1:0";
+  metrics_config.roles = {"edge", "accounts", "calls", "metrics"};
+  metrics_config.agents_addr = agents_addr;
+  metrics_config.access_log = false;
+  auto metrics = Server::Start(metrics_config);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+
+  testing::HttpClient client((*metrics)->http_base_url());
+  client.set_api_key((*metrics)->bootstrap()->key.api_key);
+  auto agent = client.Post("/api/v1/agents", json{{"name", "split owners"},
+                                                  {"phone_number", "+14155550123"},
+                                                  {"language_id", 1},
+                                                  {"instructions", "x"}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+  const int64_t agent_id = agent.json()["id"];
+
+  // Metrics ask the agents process (ExistingAgents).
+  auto metric = client.Post("/api/v1/metrics", json{{"name", "Always"},
+                                                    {"metrics_type", "code_as_judge"},
+                                                    {"code_snippet", "metric['result'] = True"},
+                                                    {"agent_ids", {agent_id}}});
+  ASSERT_EQ(metric.status, 201) << metric.body;
+  const int64_t metric_id = metric.json()["id"];
+  EXPECT_EQ(metric.json()["agent_ids"], json::array({agent_id}));
+  auto unknown_agent = client.Post("/api/v1/metrics", json{{"name", "Nobody's"},
+                                                           {"metrics_type", "code_as_judge"},
+                                                           {"code_snippet", "metric['result'] = 1"},
+                                                           {"agent_ids", {agent_id + 1000}}});
+  EXPECT_EQ(unknown_agent.status, 422) << unknown_agent.body;
+  EXPECT_EQ(unknown_agent.json()["error"]["code"], "agent_not_found") << unknown_agent.body;
+  // The toggles read and replace the agent's list in the agents process.
+  auto toggled = client.Put(absl::StrCat("/api/v1/agents/", agent_id, "/llm_metrics"),
+                            json{{"disabled_llm_metric_ids", {metric_id}}}.dump());
+  ASSERT_EQ(toggled.status, 200) << toggled.body;
+  EXPECT_EQ(client.Get(absl::StrCat("/api/v1/agents/", agent_id)).json()["disabled_metric_ids"],
+            json::array({metric_id}));
+
+  // Scenarios ask the metrics process (ExistingMetrics).
+  auto scenario = client.Post("/api/v1/scenarios", json{{"agent_id", agent_id},
+                                                        {"name", "Books"},
+                                                        {"goal", "Book a table"},
+                                                        {"metric_ids", {metric_id, 1}}});
+  ASSERT_EQ(scenario.status, 201) << scenario.body;
+  EXPECT_EQ(scenario.json()["metric_ids"], json::array({metric_id, 1}));
+  auto unknown_metric = client.Post("/api/v1/scenarios", json{{"agent_id", agent_id},
+                                                              {"name", "Unknown"},
+                                                              {"goal", "Book a table"},
+                                                              {"metric_ids", {metric_id + 1000}}});
+  EXPECT_EQ(unknown_metric.status, 422) << unknown_metric.body;
+  EXPECT_EQ(unknown_metric.json()["error"]["code"], "metric_not_found") << unknown_metric.body;
+  auto run = client.Post(absl::StrCat("/api/v1/scenarios/", scenario.json()["id"].get<int64_t>(),
+                                      "/run"),
+                         json{{"channel", "text"}});
+  ASSERT_EQ(run.status, 202) << run.body;
+  EXPECT_EQ(run.json()["agent_id"], agent_id);
+
+  // The delete tells the metrics process, which removes the link rows before the answer.
+  ASSERT_EQ(client.Delete(absl::StrCat("/api/v1/agents/", agent_id)).status, 204);
+  auto database = db::Database::Open(dir + "/calleval.db", SchemaMigrations());
+  ASSERT_TRUE(database.ok()) << database.status();
+  int64_t links = -1;
+  ASSERT_TRUE((*database)
+                  ->Read([&](db::Connection& c) -> absl::Status {
+                    ASSIGN_OR_RETURN(auto count, c.Prepare("SELECT COUNT(*) FROM metric_agents "
+                                                           "WHERE agent_id = ?"));
+                    count.Bind(1, agent_id);
+                    ASSIGN_OR_RETURN(bool row, count.Step());
+                    if (row) links = count.Int64(0);
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(links, 0);
+  EXPECT_EQ(client.Get(absl::StrCat("/api/v1/metrics/", metric_id)).json()["agent_ids"],
+            json::array());
+
+  database->reset();
+  metrics->reset();
+  agents->reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

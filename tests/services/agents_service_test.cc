@@ -5,7 +5,11 @@
 
 #include "services/agents/agents_service.h"
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,10 +20,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "calleval/v1/agents.grpc.pb.h"
+#include "common/internal_credential.h"
 #include "common/thread_pool.h"
 #include "services/agents/agents_store.h"
 #include "services/agents/deletion_listener.h"
+#include "services/agents/grpc_agents_clients.h"
+#include "services/agents/in_process_agent_directory.h"
+#include "services/agents/in_process_scenario_directory.h"
 #include "services/agents/scenarios_store.h"
+#include "services/metrics/in_process_metric_directory.h"
 #include "services/runs/runs_store.h"
 #include "tests/services/service_test_support.h"
 
@@ -88,12 +97,16 @@ class AgentsServiceTest : public testing::ServiceTest {
     ServiceTest::SetUp();
     if (HasFatalFailure()) return;
     agents_ = std::make_unique<AgentsStore>(db());
-    scenarios_ = std::make_unique<ScenariosStore>(db());
-    runs_ = std::make_unique<runs::RunsStore>(db());
+    metric_directory_ = std::make_unique<metrics::InProcessMetricDirectory>(db());
+    scenarios_ = std::make_unique<ScenariosStore>(db(), metric_directory_.get());
+    scenario_directory_ =
+        std::make_unique<InProcessScenarioDirectory>(agents_.get(), scenarios_.get());
+    runs_ = std::make_unique<runs::RunsStore>(db(), scenario_directory_.get());
     service_ =
         std::make_unique<AgentsService>(agents_.get(), authenticator_.get(), &pool_,
                                         scenarios_.get(), runs_.get(), [this] { ++runs_queued_; });
     service_->set_deletion_listener(&deletions_);
+    service_->set_internal_credential(testing::kTestInternalCredential);
     server_ = testing::TestGrpcServer::Serve(service_.get());
     ASSERT_NE(server_, nullptr);
     stub_ = v1::Agents::NewStub(server_->channel());
@@ -117,7 +130,9 @@ class AgentsServiceTest : public testing::ServiceTest {
 
   ThreadPool pool_{4};
   std::unique_ptr<AgentsStore> agents_;
+  std::unique_ptr<metrics::InProcessMetricDirectory> metric_directory_;
   std::unique_ptr<ScenariosStore> scenarios_;
+  std::unique_ptr<InProcessScenarioDirectory> scenario_directory_;
   std::unique_ptr<runs::RunsStore> runs_;
   std::atomic<int> runs_queued_{0};
   RecordingDeletionListener deletions_;
@@ -474,6 +489,148 @@ TEST_P(AgentsServiceTest, HandlersAnswerLikeTheRpcs) {
   ASSERT_TRUE(testing::CallInProcess(*service_, "RunScenario", key_header(), run, &queued).ok());
   EXPECT_EQ(queued.scenario_id(), scenario.id());
   EXPECT_EQ(runs_queued_.load(), 1);
+}
+
+// What the other services ask of the agents and scenarios tables, the same over both
+// implementations: the in-process directories over the stores (roles in one process) and the
+// gRPC clients of the internal methods (roles apart).
+TEST_P(AgentsServiceTest, DirectoriesAnswerTheSameInProcessAndOverGrpc) {
+  v1::AgentFields phoneless = AgentNamed("Web only");
+  phoneless.clear_phone_number();
+  auto& web = *phoneless.mutable_web_channel()->mutable_fields();
+  web["transport"].set_string_value("websocket");
+  web["websocket_url"].set_string_value("wss://agent.example.com/media");
+  const v1::Agent with_phone = CreateAgent(AgentNamed("Booking"));
+  const v1::Agent without_phone = CreateAgent(phoneless);
+  const v1::Scenario first = CreateScenario(ScenarioFor(with_phone.id(), "First"));
+  const v1::Scenario second = CreateScenario(ScenarioFor(without_phone.id(), "Second"));
+  // An agent and a scenario of another workspace are not there for this one.
+  v1::AgentFields foreign_fields = AgentNamed("Foreign");
+  foreign_fields.set_client_id(tenants_.granted);
+  const v1::Agent foreign = CreateAgent(foreign_fields);
+  const int64_t missing = second.id() + 1000;
+
+  auto channel = CreateInternalChannel(server_->address(), testing::kTestInternalCredential);
+  InProcessAgentDirectory local_agents(agents_.get(), scenarios_.get());
+  std::unique_ptr<metrics::AgentDirectory> remote_agents = NewGrpcAgentDirectory(channel);
+  std::unique_ptr<runs::ScenarioDirectory> remote_scenarios = NewGrpcScenarioDirectory(channel);
+  const int64_t ws = tenants_.own;
+  for (auto [agent_directory, scenario_directory] :
+       {std::pair<metrics::AgentDirectory*, runs::ScenarioDirectory*>{&local_agents,
+                                                                      scenario_directory_.get()},
+        {remote_agents.get(), remote_scenarios.get()}}) {
+    SCOPED_TRACE(agent_directory == &local_agents ? "in process" : "over gRPC");
+    auto agents = agent_directory->ExistingAgents(
+        ws, {with_phone.id(), foreign.id(), missing, without_phone.id(), with_phone.id()});
+    ASSERT_TRUE(agents.ok()) << agents.status();
+    EXPECT_THAT(*agents, UnorderedElementsAre(with_phone.id(), without_phone.id()));
+    auto scenarios = agent_directory->ExistingScenarios(ws, {second.id(), missing, first.id()});
+    ASSERT_TRUE(scenarios.ok()) << scenarios.status();
+    EXPECT_THAT(*scenarios, UnorderedElementsAre(first.id(), second.id()));
+    auto none = agent_directory->ExistingAgents(ws, {});
+    ASSERT_TRUE(none.ok()) << none.status();
+    EXPECT_TRUE(none->empty());
+
+    // The toggles' list: each kind replaces its own part and keeps the other.
+    auto standard = agent_directory->ReplaceDisabledMetrics(
+        ws, with_phone.id(), metrics::AgentDirectory::MetricKind::kStandard, {3, 1});
+    ASSERT_TRUE(standard.ok()) << standard.status();
+    EXPECT_THAT(*standard, ElementsAre(1, 3));
+    auto custom = agent_directory->ReplaceDisabledMetrics(
+        ws, with_phone.id(), metrics::AgentDirectory::MetricKind::kCustom, {5000});
+    ASSERT_TRUE(custom.ok()) << custom.status();
+    EXPECT_THAT(*custom, ElementsAre(1, 3, 5000));
+    auto disabled = agent_directory->DisabledMetrics(ws, with_phone.id());
+    ASSERT_TRUE(disabled.ok()) << disabled.status();
+    EXPECT_THAT(*disabled, ElementsAre(1, 3, 5000));
+    ASSERT_TRUE(agent_directory
+                    ->ReplaceDisabledMetrics(ws, with_phone.id(),
+                                             metrics::AgentDirectory::MetricKind::kCustom, {})
+                    .ok());
+    EXPECT_EQ(agent_directory->DisabledMetrics(ws, foreign.id()).status().code(),
+              absl::StatusCode::kNotFound);
+    EXPECT_EQ(agent_directory
+                  ->ReplaceDisabledMetrics(ws, missing,
+                                           metrics::AgentDirectory::MetricKind::kStandard, {1})
+                  .status()
+                  .code(),
+              absl::StatusCode::kNotFound);
+
+    // What the runs store asks when it queues runs.
+    auto callees = scenario_directory->ScenarioAgents(ws, {first.id(), second.id(), missing});
+    ASSERT_TRUE(callees.ok()) << callees.status();
+    ASSERT_EQ(callees->size(), 2u);
+    EXPECT_EQ(callees->at(first.id()).agent_id, with_phone.id());
+    EXPECT_TRUE(callees->at(first.id()).agent_has_phone);
+    EXPECT_EQ(callees->at(second.id()).agent_id, without_phone.id());
+    EXPECT_FALSE(callees->at(second.id()).agent_has_phone);
+    auto foreign_callees = scenario_directory->ScenarioAgents(tenants_.granted, {first.id()});
+    ASSERT_TRUE(foreign_callees.ok()) << foreign_callees.status();
+    EXPECT_TRUE(foreign_callees->empty());
+    absl::StatusOr<bool> has_phone = scenario_directory->AgentHasPhone(ws, with_phone.id());
+    ASSERT_TRUE(has_phone.ok()) << has_phone.status();
+    EXPECT_TRUE(*has_phone);
+    has_phone = scenario_directory->AgentHasPhone(ws, without_phone.id());
+    ASSERT_TRUE(has_phone.ok()) << has_phone.status();
+    EXPECT_FALSE(*has_phone);
+    EXPECT_EQ(scenario_directory->AgentHasPhone(ws, foreign.id()).status().code(),
+              absl::StatusCode::kNotFound);
+  }
+  EXPECT_THAT(agents_->Get(ws, with_phone.id())->disabled_metric_ids(), ElementsAre(1, 3));
+}
+
+// The internal methods answer only the installation's credential: a wrong one, an API key, or
+// a service never given a credential (which must not match an empty header) are refused.
+TEST_P(AgentsServiceTest, InternalMethodsAnswerOnlyTheInternalCredential) {
+  const v1::Agent agent = CreateAgent(AgentNamed("Booking"));
+  auto wrong = NewGrpcAgentDirectory(
+      CreateInternalChannel(server_->address(), "not-this-installations-credential"));
+  EXPECT_EQ(wrong->ExistingAgents(tenants_.own, {agent.id()}).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  auto keyed = NewGrpcScenarioDirectory(grpc::CreateCustomChannel(
+      server_->address(), grpc::InsecureChannelCredentials(), grpc::ChannelArguments()));
+  EXPECT_EQ(keyed->AgentHasPhone(tenants_.own, agent.id()).status().code(),
+            absl::StatusCode::kUnauthenticated);
+
+  AgentsService closed(agents_.get(), authenticator_.get(), &pool_, scenarios_.get(),
+                       runs_.get());
+  auto server = testing::TestGrpcServer::Serve(&closed);
+  ASSERT_NE(server, nullptr);
+  for (const std::string& credential :
+       {std::string(testing::kTestInternalCredential), std::string()}) {
+    auto channel = CreateInternalChannel(server->address(), credential);
+    EXPECT_EQ(NewGrpcAgentDirectory(channel)->ExistingAgents(tenants_.own, {agent.id()})
+                  .status()
+                  .code(),
+              absl::StatusCode::kUnauthenticated)
+        << credential;
+  }
+}
+
+// A deadline is set on every call: a peer that accepts the connection and never answers (a
+// socket listening, nothing reading it) fails the question in time instead of hanging the
+// metrics or runs request that asked.
+TEST_P(AgentsServiceTest, DirectoryCallsHaveADeadline) {
+  const int silent = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(silent, 8), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string target = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
+  auto channel = CreateInternalChannel(target, testing::kTestInternalCredential);
+  auto agents = NewGrpcAgentDirectory(channel, absl::Milliseconds(300));
+  auto scenarios = NewGrpcScenarioDirectory(channel, absl::Milliseconds(300));
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(agents->ExistingAgents(tenants_.own, {1}).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(scenarios->AgentHasPhone(tenants_.own, 1).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  close(silent);
 }
 
 CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(AgentsServiceTest);

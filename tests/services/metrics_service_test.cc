@@ -13,6 +13,8 @@
 
 #include "absl/synchronization/notification.h"
 #include "calleval/v1/metrics.grpc.pb.h"
+#include "common/errors.h"
+#include "common/internal_credential.h"
 #include "common/llm_client.h"
 #include "common/thread_pool.h"
 #include "nlohmann/json.hpp"
@@ -21,6 +23,8 @@
 #include "services/agents/scenarios_store.h"
 #include "services/calls/calls_store.h"
 #include "services/judges/sandbox.h"
+#include "services/metrics/grpc_metrics_clients.h"
+#include "services/metrics/in_process_metric_directory.h"
 #include "services/metrics/metrics_store.h"
 #include "tests/services/service_test_support.h"
 #include "tests/support/fake_openai_server.h"
@@ -86,7 +90,8 @@ class MetricsServiceTest : public testing::ServiceTest {
     if (HasFatalFailure()) return;
     recordings_dir_ = testing::MakeTempDir("metrics_service");
     agents_ = std::make_unique<agents::AgentsStore>(db());
-    scenarios_ = std::make_unique<agents::ScenariosStore>(db());
+    metric_directory_ = std::make_unique<InProcessMetricDirectory>(db());
+    scenarios_ = std::make_unique<agents::ScenariosStore>(db(), metric_directory_.get());
     directory_ = std::make_unique<agents::InProcessAgentDirectory>(agents_.get(), scenarios_.get());
     store_ = std::make_unique<MetricsStore>(db(), directory_.get());
     calls::CallsStore::Options calls_options;
@@ -135,6 +140,7 @@ class MetricsServiceTest : public testing::ServiceTest {
     deps.llm_pool = &llm_pool_;
     deps.sandbox = with_sandbox ? &sandbox_ : nullptr;
     deps.llm = with_llm ? llm_.get() : nullptr;
+    deps.internal_credential = testing::kTestInternalCredential;
     calls::CallsStore* calls = calls_.get();
     agents::AgentsStore* agents = agents_.get();
     deps.calls = [calls](int64_t workspace_id, int64_t call_id) {
@@ -190,6 +196,7 @@ class MetricsServiceTest : public testing::ServiceTest {
   judges::PythonSandbox sandbox_;
   std::unique_ptr<LlmClient> llm_;
   std::unique_ptr<agents::AgentsStore> agents_;
+  std::unique_ptr<InProcessMetricDirectory> metric_directory_;
   std::unique_ptr<agents::ScenariosStore> scenarios_;
   std::unique_ptr<agents::InProcessAgentDirectory> directory_;
   std::unique_ptr<MetricsStore> store_;
@@ -533,6 +540,112 @@ TEST_P(MetricsServiceTest, HandlersAnswerLikeTheRpcs) {
           stub_->ValidateCode(ContextWith(metadata).get(), request, &remote));
     }
   }
+}
+
+// What the agents service asks of the metrics table, the same over both implementations: the
+// in-process directory (roles in one process) and the gRPC client of ExistingMetrics (apart).
+TEST_P(MetricsServiceTest, MetricDirectoryAnswersTheSameInProcessAndOverGrpc) {
+  const v1::Metric own = CreateMetric(LlmMetric("Greets the caller"));
+  v1::CreateMetricRequest granted_request;
+  granted_request.set_client_id(tenants_.granted);
+  *granted_request.mutable_metric() = LlmMetric("Greets in the other workspace");
+  v1::Metric granted;
+  ASSERT_GRPC_OK(stub_->CreateMetric(Keyed().get(), granted_request, &granted));
+  const int64_t missing = granted.id() + 1000;
+
+  std::unique_ptr<agents::MetricDirectory> remote = NewGrpcMetricDirectory(
+      CreateInternalChannel(server_->address(), testing::kTestInternalCredential));
+  for (agents::MetricDirectory* directory : {static_cast<agents::MetricDirectory*>(
+                                                 metric_directory_.get()),
+                                             remote.get()}) {
+    SCOPED_TRACE(directory == remote.get() ? "over gRPC" : "in process");
+    // A standard id is not a custom metric: the scenarios store decides those itself.
+    auto existing = directory->ExistingMetrics(tenants_.own,
+                                               {own.id(), granted.id(), missing, 3, own.id()});
+    ASSERT_TRUE(existing.ok()) << existing.status();
+    EXPECT_THAT(*existing, ::testing::UnorderedElementsAre(own.id()));
+    existing = directory->ExistingMetrics(tenants_.granted, {own.id(), granted.id()});
+    ASSERT_TRUE(existing.ok()) << existing.status();
+    EXPECT_THAT(*existing, ::testing::UnorderedElementsAre(granted.id()));
+
+    // The scenarios store built with either judges a scenario's metric ids by the answer.
+    agents::ScenariosStore scenarios(db(), directory);
+    v1::ScenarioFields fields;
+    fields.set_agent_id(agent_id_);
+    fields.set_name("Booking");
+    fields.set_goal("Book a table");
+    fields.add_metric_ids(own.id());
+    fields.add_metric_ids(1);
+    absl::StatusOr<v1::Scenario> created = scenarios.Create(tenants_.own, fields);
+    ASSERT_TRUE(created.ok()) << created.status();
+    EXPECT_THAT(created->metric_ids(), ElementsAre(own.id(), 1));
+    fields.add_metric_ids(granted.id());
+    absl::StatusOr<v1::Scenario> refused = scenarios.Create(tenants_.own, fields);
+    EXPECT_EQ(ErrorInfoOf(refused.status()).code(), "metric_not_found") << refused.status();
+    ASSERT_EQ(ErrorInfoOf(refused.status()).details_size(), 1) << refused.status();
+    EXPECT_EQ(ErrorInfoOf(refused.status()).details(0).field(), "metric_ids[2]");
+  }
+  auto wrong = NewGrpcMetricDirectory(
+      CreateInternalChannel(server_->address(), "not-this-installations-credential"));
+  EXPECT_EQ(wrong->ExistingMetrics(tenants_.own, {own.id()}).status().code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+// Deletion notices over gRPC remove the link rows (read here from the table itself: every
+// answer of the store already leaves out links to what is gone). A notice for an id that names
+// an agent or scenario (a late one, the id handed out again) leaves its links alone.
+TEST_P(MetricsServiceTest, DeletionNoticesOverGrpcRemoveTheLinksOfWhatIsGone) {
+  v1::ScenarioFields scenario_fields;
+  scenario_fields.set_agent_id(agent_id_);
+  scenario_fields.set_name("Booking");
+  scenario_fields.set_goal("Book a table");
+  absl::StatusOr<v1::Scenario> scenario = scenarios_->Create(tenants_.own, scenario_fields);
+  ASSERT_TRUE(scenario.ok()) << scenario.status();
+  v1::MetricFields fields = LlmMetric("Linked");
+  fields.add_agent_ids(agent_id_);
+  fields.add_scenario_ids(scenario->id());
+  const v1::Metric metric = CreateMetric(fields);
+  ASSERT_THAT(metric.agent_ids(), ElementsAre(agent_id_));
+  ASSERT_THAT(metric.scenario_ids(), ElementsAre(scenario->id()));
+  auto link_rows = [&](const char* table, const char* column, int64_t id) {
+    int64_t rows = -1;
+    EXPECT_TRUE(db()->Read([&](db::Connection& c) -> absl::Status {
+                      ASSIGN_OR_RETURN(auto stmt,
+                                       c.Prepare(absl::StrCat("SELECT COUNT(*) FROM ", table,
+                                                              " WHERE ", column, " = ?")));
+                      stmt.Bind(1, id);
+                      ASSIGN_OR_RETURN(bool row, stmt.Step());
+                      if (row) rows = stmt.Int64(0);
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    return rows;
+  };
+
+  std::unique_ptr<agents::DeletionListener> listener = NewGrpcDeletionListener(
+      CreateInternalChannel(server_->address(), testing::kTestInternalCredential));
+  // The agent still exists: a notice about it deletes nothing.
+  ASSERT_TRUE(listener->AgentDeleted(tenants_.own, agent_id_).ok());
+  ASSERT_TRUE(listener->ScenarioDeleted(tenants_.own, scenario->id()).ok());
+  EXPECT_EQ(link_rows("metric_agents", "agent_id", agent_id_), 1);
+  EXPECT_EQ(link_rows("metric_scenarios", "scenario_id", scenario->id()), 1);
+
+  ASSERT_TRUE(agents_->Delete(tenants_.own, agent_id_).ok());  // its scenario goes with it
+  // A notice names the workspace: another workspace's id is a no-op.
+  ASSERT_TRUE(listener->AgentDeleted(tenants_.granted, agent_id_).ok());
+  EXPECT_EQ(link_rows("metric_agents", "agent_id", agent_id_), 1);
+  ASSERT_TRUE(listener->AgentDeleted(tenants_.own, agent_id_).ok());
+  EXPECT_EQ(link_rows("metric_agents", "agent_id", agent_id_), 0);
+  EXPECT_EQ(link_rows("metric_scenarios", "scenario_id", scenario->id()), 1);
+  ASSERT_TRUE(listener->ScenarioDeleted(tenants_.own, scenario->id()).ok());
+  EXPECT_EQ(link_rows("metric_scenarios", "scenario_id", scenario->id()), 0);
+  // Idempotent: a repeated notice finds nothing left to do.
+  EXPECT_TRUE(listener->ScenarioDeleted(tenants_.own, scenario->id()).ok());
+
+  auto wrong = NewGrpcDeletionListener(
+      CreateInternalChannel(server_->address(), "not-this-installations-credential"));
+  EXPECT_EQ(wrong->AgentDeleted(tenants_.own, agent_id_).code(),
+            absl::StatusCode::kUnauthenticated);
 }
 
 CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(MetricsServiceTest);

@@ -22,6 +22,7 @@
 #include "services/agents/agents_store.h"
 #include "services/agents/in_process_agent_directory.h"
 #include "services/agents/scenarios_store.h"
+#include "services/metrics/in_process_metric_directory.h"
 #include "tests/support/test_database.h"
 
 namespace calleval::metrics {
@@ -190,7 +191,8 @@ class MetricsStoreTest : public ::testing::TestWithParam<db::Backend> {
     ASSERT_TRUE(other.ok()) << other.status();
     other_ws_ = other->id;
     agents_ = std::make_unique<agents::AgentsStore>(db_.get());
-    scenarios_ = std::make_unique<agents::ScenariosStore>(db_.get());
+    metric_directory_ = std::make_unique<InProcessMetricDirectory>(db_.get());
+    scenarios_ = std::make_unique<agents::ScenariosStore>(db_.get(), metric_directory_.get());
     directory_ = std::make_unique<agents::InProcessAgentDirectory>(agents_.get(), scenarios_.get());
     store_ = std::make_unique<MetricsStore>(db_.get(), directory_.get());
     agent_a_ = MakeAgent(ws_, "A");
@@ -287,6 +289,7 @@ class MetricsStoreTest : public ::testing::TestWithParam<db::Backend> {
   std::unique_ptr<calleval::testing::TestDatabase> database_;
   std::unique_ptr<db::Database> db_;
   std::unique_ptr<agents::AgentsStore> agents_;
+  std::unique_ptr<InProcessMetricDirectory> metric_directory_;
   std::unique_ptr<agents::ScenariosStore> scenarios_;
   std::unique_ptr<agents::InProcessAgentDirectory> directory_;
   std::unique_ptr<MetricsStore> store_;

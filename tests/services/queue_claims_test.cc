@@ -28,6 +28,7 @@
 #include "services/agents/scenarios_store.h"
 #include "services/calls/calls_store.h"
 #include "services/runs/runs_store.h"
+#include "tests/services/in_process_directories.h"
 #include "tests/support/test_database.h"
 
 namespace calleval {
@@ -100,11 +101,13 @@ class QueueClaimsTest : public ::testing::TestWithParam<db::Backend> {
           return agent;
         },
         options);
-    runs_ = std::make_unique<runs::RunsStore>(db_.get());
+    directories_ = std::make_unique<testing::InProcessDirectories>(db_.get());
+    runs_ = std::make_unique<runs::RunsStore>(db_.get(), &directories_->scenario_directory);
   }
   void TearDown() override {
     calls_.reset();
     runs_.reset();
+    directories_.reset();
     db_.reset();
     database_.reset();
     std::filesystem::remove_all(dir_);
@@ -141,6 +144,7 @@ class QueueClaimsTest : public ::testing::TestWithParam<db::Backend> {
   std::unique_ptr<testing::TestDatabase> database_;
   std::unique_ptr<db::Database> db_;
   std::unique_ptr<calls::CallsStore> calls_;
+  std::unique_ptr<testing::InProcessDirectories> directories_;
   std::unique_ptr<runs::RunsStore> runs_;
   int64_t workspace_ = 0;
 };
@@ -213,7 +217,7 @@ TEST_P(QueueClaimsTest, TranscriptionLeasesAreEachTakenOnce) {
 // Single runs are each claimed once; of a batch of concurrency 2, two runs start and no more,
 // however many workers ask at once.
 TEST_P(QueueClaimsTest, RunsAreEachClaimedOnceAndABatchKeepsItsConcurrency) {
-  agents::AgentsStore agents(db_.get());
+  agents::AgentsStore& agents = directories_->agents;
   v1::AgentFields agent;
   agent.set_name("a");
   agent.set_phone_number("+16502530000");
@@ -221,7 +225,7 @@ TEST_P(QueueClaimsTest, RunsAreEachClaimedOnceAndABatchKeepsItsConcurrency) {
   agent.set_instructions("i");
   auto created_agent = agents.Create(workspace_, agent);
   ASSERT_TRUE(created_agent.ok()) << created_agent.status();
-  agents::ScenariosStore scenarios(db_.get());
+  agents::ScenariosStore& scenarios = directories_->scenarios;
   std::vector<int64_t> scenario_ids;
   for (int i = 0; i < 6; ++i) {
     v1::ScenarioFields s;

@@ -9,7 +9,9 @@
 #include "common/schema.h"
 #include "services/accounts/accounts_store.h"
 #include "services/agents/agents_store.h"
+#include "services/agents/in_process_scenario_directory.h"
 #include "services/agents/scenarios_store.h"
+#include "services/metrics/in_process_metric_directory.h"
 #include "tests/support/test_database.h"
 
 namespace calleval::runs {
@@ -25,14 +27,18 @@ class RunsStoreTest : public ::testing::TestWithParam<db::Backend> {
     db_ = database_->Release();
     accounts::AccountsStore accounts(db_.get());
     ws_ = accounts.CreateWorkspace("w", 0)->id;
-    agents::AgentsStore agents(db_.get());
+    agents_ = std::make_unique<agents::AgentsStore>(db_.get());
+    agents::AgentsStore& agents = *agents_;
     v1::AgentFields agent;
     agent.set_name("a");
     agent.set_phone_number("+16502530000");
     agent.set_language_id(1);
     agent.set_instructions("i");
     agent_ = agents.Create(ws_, agent)->id();
-    agents::ScenariosStore scenarios(db_.get());
+    metric_directory_ = std::make_unique<metrics::InProcessMetricDirectory>(db_.get());
+    scenarios_store_ =
+        std::make_unique<agents::ScenariosStore>(db_.get(), metric_directory_.get());
+    agents::ScenariosStore& scenarios = *scenarios_store_;
     for (int i = 0; i < 3; ++i) {
       v1::ScenarioFields s;
       s.set_agent_id(agent_);
@@ -42,16 +48,26 @@ class RunsStoreTest : public ::testing::TestWithParam<db::Backend> {
       ASSERT_TRUE(created.ok()) << created.status();
       scenarios_.push_back(created->id());
     }
-    store_ = std::make_unique<RunsStore>(db_.get());
+    scenario_directory_ =
+        std::make_unique<agents::InProcessScenarioDirectory>(agents_.get(), scenarios_store_.get());
+    store_ = std::make_unique<RunsStore>(db_.get(), scenario_directory_.get());
   }
   void TearDown() override {
     store_.reset();
+    scenario_directory_.reset();
+    scenarios_store_.reset();
+    metric_directory_.reset();
+    agents_.reset();
     db_.reset();
     database_.reset();
   }
 
   std::unique_ptr<testing::TestDatabase> database_;
   std::unique_ptr<db::Database> db_;
+  std::unique_ptr<agents::AgentsStore> agents_;
+  std::unique_ptr<metrics::InProcessMetricDirectory> metric_directory_;
+  std::unique_ptr<agents::ScenariosStore> scenarios_store_;
+  std::unique_ptr<agents::InProcessScenarioDirectory> scenario_directory_;
   std::unique_ptr<RunsStore> store_;
   int64_t ws_ = 0, agent_ = 0;
   std::vector<int64_t> scenarios_;

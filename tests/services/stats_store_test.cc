@@ -22,6 +22,7 @@
 #include "services/calls/calls_store.h"
 #include "services/calls/query_rows.h"
 #include "services/runs/runs_store.h"
+#include "tests/services/in_process_directories.h"
 #include "tests/support/test_database.h"
 
 namespace calleval::calls {
@@ -165,13 +166,14 @@ class StatsStoreTest : public ::testing::TestWithParam<db::Backend> {
     agent.set_language_id(1);
     agent.set_instructions("i");
     agent_ = agents.Create(workspace_, agent)->id();
-    agents::ScenariosStore scenarios(db_.get());
+    directories_ = std::make_unique<testing::InProcessDirectories>(db_.get());
+    agents::ScenariosStore& scenarios = directories_->scenarios;
     v1::ScenarioFields scenario;
     scenario.set_agent_id(agent_);
     scenario.set_name("s");
     scenario.set_goal("g");
     scenario_ = scenarios.Create(workspace_, scenario)->id();
-    runs_ = std::make_unique<runs::RunsStore>(db_.get());
+    runs_ = std::make_unique<runs::RunsStore>(db_.get(), &directories_->scenario_directory);
 
     const int64_t agent_id = agent_;
     AgentLookup lookup = [agent_id](int64_t, int64_t agent) -> absl::StatusOr<AgentInfo> {
@@ -198,6 +200,7 @@ class StatsStoreTest : public ::testing::TestWithParam<db::Backend> {
     stats_.reset();
     calls_.reset();
     runs_.reset();
+    directories_.reset();
     db_.reset();
     database_.reset();
     std::filesystem::remove_all(dir_);
@@ -280,6 +283,7 @@ class StatsStoreTest : public ::testing::TestWithParam<db::Backend> {
   std::string dir_;
   std::unique_ptr<testing::TestDatabase> database_;
   std::unique_ptr<db::Database> db_;
+  std::unique_ptr<testing::InProcessDirectories> directories_;
   std::unique_ptr<CallsStore> calls_;
   std::unique_ptr<runs::RunsStore> runs_;
   std::unique_ptr<StatsStore> stats_;

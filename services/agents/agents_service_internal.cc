@@ -1,0 +1,86 @@
+// The Agents service's internal methods: what the other services ask of the agents and
+// scenarios tables when the agents role runs in another process. Each answers through the same
+// in-process directory a process with both roles uses, so the two paths cannot drift. The
+// method table admits only the installation's credential (Access::kInternal).
+
+#include "common/status_macros.h"
+#include "services/agents/agents_service.h"
+#include "services/agents/in_process_agent_directory.h"
+#include "services/agents/in_process_scenario_directory.h"
+
+namespace calleval::agents {
+namespace {
+
+void SetIds(const absl::flat_hash_set<int64_t>& ids, v1::ExistingIds* response) {
+  response->mutable_ids()->Add(ids.begin(), ids.end());
+}
+
+}  // namespace
+
+absl::Status AgentsService::ExistingAgents(const RequestContext& /*context*/,
+                                           const v1::ExistingIdsRequest& request,
+                                           v1::ExistingIds* response) {
+  ASSIGN_OR_RETURN(auto existing, store_->Existing(request.workspace_id(), request.ids()));
+  SetIds(existing, response);
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::ExistingScenarios(const RequestContext& /*context*/,
+                                              const v1::ExistingIdsRequest& request,
+                                              v1::ExistingIds* response) {
+  ASSIGN_OR_RETURN(ScenariosStore * scenarios, Scenarios());
+  ASSIGN_OR_RETURN(auto existing, scenarios->Existing(request.workspace_id(), request.ids()));
+  SetIds(existing, response);
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::GetDisabledMetrics(const RequestContext& /*context*/,
+                                               const v1::GetDisabledMetricsRequest& request,
+                                               v1::DisabledMetrics* response) {
+  InProcessAgentDirectory directory(store_, scenarios_);
+  ASSIGN_OR_RETURN(std::vector<int64_t> ids,
+                   directory.DisabledMetrics(request.workspace_id(), request.agent_id()));
+  response->mutable_metric_ids()->Add(ids.begin(), ids.end());
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::ReplaceDisabledMetrics(const RequestContext& /*context*/,
+                                                   const v1::ReplaceDisabledMetricsRequest& request,
+                                                   v1::DisabledMetrics* response) {
+  InProcessAgentDirectory directory(store_, scenarios_);
+  ASSIGN_OR_RETURN(
+      std::vector<int64_t> ids,
+      directory.ReplaceDisabledMetrics(
+          request.workspace_id(), request.agent_id(),
+          request.standard() ? metrics::AgentDirectory::MetricKind::kStandard
+                             : metrics::AgentDirectory::MetricKind::kCustom,
+          std::vector<int64_t>(request.metric_ids().begin(), request.metric_ids().end())));
+  response->mutable_metric_ids()->Add(ids.begin(), ids.end());
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::GetScenarioAgents(const RequestContext& /*context*/,
+                                              const v1::ExistingIdsRequest& request,
+                                              v1::ScenarioAgents* response) {
+  ASSIGN_OR_RETURN(ScenariosStore * scenarios, Scenarios());
+  InProcessScenarioDirectory directory(store_, scenarios);
+  ASSIGN_OR_RETURN(auto found, directory.ScenarioAgents(request.workspace_id(), request.ids()));
+  for (const auto& [scenario_id, of] : found) {
+    v1::ScenarioAgents::Entry* entry = response->add_scenarios();
+    entry->set_scenario_id(scenario_id);
+    entry->set_agent_id(of.agent_id);
+    entry->set_agent_has_phone(of.agent_has_phone);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::GetAgentPhone(const RequestContext& /*context*/,
+                                          const v1::GetAgentPhoneRequest& request,
+                                          v1::AgentPhone* response) {
+  ASSIGN_OR_RETURN(bool has_phone,
+                   store_->HasPhoneNumber(request.workspace_id(), request.agent_id()));
+  response->set_has_phone(has_phone);
+  return absl::OkStatus();
+}
+
+}  // namespace calleval::agents

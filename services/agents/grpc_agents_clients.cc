@@ -1,0 +1,121 @@
+#include "services/agents/grpc_agents_clients.h"
+
+#include "calleval/v1/agents.grpc.pb.h"
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+
+namespace calleval::agents {
+namespace {
+
+std::unique_ptr<grpc::ClientContext> ContextWithin(absl::Duration deadline) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  return context;
+}
+
+v1::ExistingIdsRequest ExistingIdsRequestOf(int64_t workspace_id, absl::Span<const int64_t> ids) {
+  v1::ExistingIdsRequest request;
+  request.set_workspace_id(workspace_id);
+  request.mutable_ids()->Add(ids.begin(), ids.end());
+  return request;
+}
+
+class GrpcAgentDirectory final : public metrics::AgentDirectory {
+ public:
+  GrpcAgentDirectory(std::shared_ptr<grpc::Channel> channel, absl::Duration deadline)
+      : stub_(v1::Agents::NewStub(std::move(channel))), deadline_(deadline) {}
+
+  absl::StatusOr<absl::flat_hash_set<int64_t>> ExistingAgents(
+      int64_t workspace_id, absl::Span<const int64_t> ids) override {
+    if (ids.empty()) return absl::flat_hash_set<int64_t>();
+    v1::ExistingIds reply;
+    RETURN_IF_ERROR(FromGrpcStatus(stub_->ExistingAgents(
+        ContextWithin(deadline_).get(), ExistingIdsRequestOf(workspace_id, ids), &reply)));
+    return absl::flat_hash_set<int64_t>(reply.ids().begin(), reply.ids().end());
+  }
+
+  absl::StatusOr<absl::flat_hash_set<int64_t>> ExistingScenarios(
+      int64_t workspace_id, absl::Span<const int64_t> ids) override {
+    if (ids.empty()) return absl::flat_hash_set<int64_t>();
+    v1::ExistingIds reply;
+    RETURN_IF_ERROR(FromGrpcStatus(stub_->ExistingScenarios(
+        ContextWithin(deadline_).get(), ExistingIdsRequestOf(workspace_id, ids), &reply)));
+    return absl::flat_hash_set<int64_t>(reply.ids().begin(), reply.ids().end());
+  }
+
+  absl::StatusOr<std::vector<int64_t>> DisabledMetrics(int64_t workspace_id,
+                                                       int64_t agent_id) override {
+    v1::GetDisabledMetricsRequest request;
+    request.set_workspace_id(workspace_id);
+    request.set_agent_id(agent_id);
+    v1::DisabledMetrics reply;
+    RETURN_IF_ERROR(
+        FromGrpcStatus(stub_->GetDisabledMetrics(ContextWithin(deadline_).get(), request, &reply)));
+    return std::vector<int64_t>(reply.metric_ids().begin(), reply.metric_ids().end());
+  }
+
+  absl::StatusOr<std::vector<int64_t>> ReplaceDisabledMetrics(
+      int64_t workspace_id, int64_t agent_id, MetricKind kind,
+      const std::vector<int64_t>& ids) override {
+    v1::ReplaceDisabledMetricsRequest request;
+    request.set_workspace_id(workspace_id);
+    request.set_agent_id(agent_id);
+    request.set_standard(kind == MetricKind::kStandard);
+    request.mutable_metric_ids()->Add(ids.begin(), ids.end());
+    v1::DisabledMetrics reply;
+    RETURN_IF_ERROR(FromGrpcStatus(
+        stub_->ReplaceDisabledMetrics(ContextWithin(deadline_).get(), request, &reply)));
+    return std::vector<int64_t>(reply.metric_ids().begin(), reply.metric_ids().end());
+  }
+
+ private:
+  std::unique_ptr<v1::Agents::Stub> stub_;
+  const absl::Duration deadline_;
+};
+
+class GrpcScenarioDirectory final : public runs::ScenarioDirectory {
+ public:
+  GrpcScenarioDirectory(std::shared_ptr<grpc::Channel> channel, absl::Duration deadline)
+      : stub_(v1::Agents::NewStub(std::move(channel))), deadline_(deadline) {}
+
+  absl::StatusOr<absl::flat_hash_map<int64_t, runs::ScenarioAgent>> ScenarioAgents(
+      int64_t workspace_id, absl::Span<const int64_t> scenario_ids) override {
+    absl::flat_hash_map<int64_t, runs::ScenarioAgent> out;
+    if (scenario_ids.empty()) return out;
+    v1::ScenarioAgents reply;
+    RETURN_IF_ERROR(FromGrpcStatus(stub_->GetScenarioAgents(
+        ContextWithin(deadline_).get(), ExistingIdsRequestOf(workspace_id, scenario_ids), &reply)));
+    for (const v1::ScenarioAgents::Entry& entry : reply.scenarios()) {
+      out[entry.scenario_id()] = runs::ScenarioAgent{entry.agent_id(), entry.agent_has_phone()};
+    }
+    return out;
+  }
+
+  absl::StatusOr<bool> AgentHasPhone(int64_t workspace_id, int64_t agent_id) override {
+    v1::GetAgentPhoneRequest request;
+    request.set_workspace_id(workspace_id);
+    request.set_agent_id(agent_id);
+    v1::AgentPhone reply;
+    RETURN_IF_ERROR(
+        FromGrpcStatus(stub_->GetAgentPhone(ContextWithin(deadline_).get(), request, &reply)));
+    return reply.has_phone();
+  }
+
+ private:
+  std::unique_ptr<v1::Agents::Stub> stub_;
+  const absl::Duration deadline_;
+};
+
+}  // namespace
+
+std::unique_ptr<metrics::AgentDirectory> NewGrpcAgentDirectory(
+    std::shared_ptr<grpc::Channel> agents, absl::Duration deadline) {
+  return std::make_unique<GrpcAgentDirectory>(std::move(agents), deadline);
+}
+
+std::unique_ptr<runs::ScenarioDirectory> NewGrpcScenarioDirectory(
+    std::shared_ptr<grpc::Channel> agents, absl::Duration deadline) {
+  return std::make_unique<GrpcScenarioDirectory>(std::move(agents), deadline);
+}
+
+}  // namespace calleval::agents
