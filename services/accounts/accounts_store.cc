@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
@@ -60,51 +61,54 @@ absl::StatusOr<CreatedKey> InsertKey(db::Connection& c, int64_t workspace_id,
   return key;
 }
 
-// Reservations and refunds lock the workspace's row and then read the ledger: under READ
-// COMMITTED on PostgreSQL, reservations of one workspace take turns on that lock (each sees the
-// balance and charges the last one committed) instead of conflicting under SERIALIZABLE and
-// running again, which eight workers leasing at once did often enough to exhaust the retries.
-// SQLite's single writer is serial anyway.
+// Reservations and refunds run READ COMMITTED: each writes its ledger rows first (unique per
+// call, metric and kind, so a second reservation of a call charges nothing again and waits for
+// the first on the index if they meet), then moves the balance by one relative UPDATE, whose
+// check that the balance covers the cost PostgreSQL makes again on the row it locked. The
+// workspace's row is locked from that UPDATE to the commit only: every reservation of a
+// workspace takes turns on it, so the less it holds it the more calls a second it reserves (when
+// it locked first and then read and wrote a ledger row per metric, analysis workers on
+// PostgreSQL spent most of their time waiting for it). SQLite's single writer is serial anyway.
 constexpr db::WriteOptions kLedgerWrite{db::Isolation::kReadCommitted};
 
-// The workspace's balance, its row locked until the transaction ends.
-absl::StatusOr<int64_t> LockBalance(db::Connection& c, int64_t workspace_id) {
-  ASSIGN_OR_RETURN(
-      auto stmt,
-      c.Prepare(absl::StrCat("SELECT credit_balance FROM workspaces WHERE id = ?", c.ForUpdate())));
+// The workspace's balance (kNotFound for a workspace that does not exist).
+absl::StatusOr<int64_t> ReadBalance(db::Connection& c, int64_t workspace_id) {
+  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT credit_balance FROM workspaces WHERE id = ?"));
   stmt.Bind(1, workspace_id);
   ASSIGN_OR_RETURN(bool row, stmt.Step());
   if (!row) return NotFoundError(absl::StrCat("workspace ", workspace_id));
   return stmt.Int64(0);
 }
 
-// The amount charged for `metric_id` of `call_id` (negative), if it was charged.
-absl::StatusOr<std::optional<int64_t>> ChargedAmount(db::Connection& c, int64_t call_id,
-                                                     int64_t metric_id) {
-  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT amount FROM credit_ledger WHERE call_id = ? AND "
-                                        "metric_id = ? AND kind = 'charge'"));
-  stmt.Bind(1, call_id).Bind(2, metric_id);
-  ASSIGN_OR_RETURN(bool row, stmt.Step());
-  if (!row) return std::nullopt;
-  return stmt.Int64(0);
-}
-
-// One ledger entry for a call's metric, moving the balance only when the entry is new.
-absl::StatusOr<bool> AddLedgerEntry(db::Connection& c, int64_t workspace_id, int64_t call_id,
-                                    int64_t metric_id, absl::string_view kind, int64_t amount) {
-  ASSIGN_OR_RETURN(auto insert,
-                   c.Prepare("INSERT INTO credit_ledger (workspace_id, call_id, metric_id, "
-                             "kind, amount, created_at) VALUES (?, ?, ?, ?, ?, ?) "
-                             "ON CONFLICT DO NOTHING"));
-  insert.Bind(1, workspace_id).Bind(2, call_id).Bind(3, metric_id).Bind(4, kind).Bind(5, amount);
-  insert.Bind(6, NowTimestamp());
-  RETURN_IF_ERROR(insert.Run());
-  if (c.Changes() == 0) return false;
-  ASSIGN_OR_RETURN(auto balance, c.Prepare("UPDATE workspaces SET credit_balance = "
-                                           "credit_balance + ? WHERE id = ?"));
-  balance.Bind(1, amount).Bind(2, workspace_id);
-  RETURN_IF_ERROR(balance.Run());
-  return true;
+// Ledger entries of `kind` for a call's metrics, in one statement: a charge costs `cost`
+// (entered negative), a refund gives back minus a charge's amount (`cost` holds that amount).
+// Entries already there are left as they are (unique per call, metric and kind). Answers the
+// credits the new entries move: a charge's cost, positive; a refund's, positive too.
+absl::StatusOr<int64_t> AddLedgerEntries(db::Connection& c, int64_t workspace_id, int64_t call_id,
+                                         absl::string_view kind,
+                                         const std::vector<CreditCharge>& entries) {
+  if (entries.empty()) return int64_t{0};
+  std::string sql = "INSERT INTO credit_ledger (workspace_id, call_id, metric_id, kind, amount, "
+                    "created_at) VALUES ";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    absl::StrAppend(&sql, i == 0 ? "" : ", ", "(?, ?, ?, ?, ?, ?)");
+  }
+  sql += " ON CONFLICT DO NOTHING RETURNING amount";
+  ASSIGN_OR_RETURN(auto insert, c.Prepare(sql));
+  const std::string now = NowTimestamp();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const int base = static_cast<int>(6 * i);
+    insert.Bind(base + 1, workspace_id).Bind(base + 2, call_id).Bind(base + 3, entries[i].metric_id);
+    insert.Bind(base + 4, kind).Bind(base + 5, -entries[i].cost).Bind(base + 6, now);
+  }
+  int64_t moved = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, insert.Step());
+    if (!row) break;
+    moved += insert.Int64(0);
+  }
+  // Charges enter negative: the cost is what they took.
+  return kind == "charge" ? -moved : moved;
 }
 
 }  // namespace
@@ -187,44 +191,70 @@ absl::StatusOr<Reservation> AccountsStore::Reserve(int64_t workspace_id, int64_t
   for (const CreditCharge& charge : charges) {
     if (charge.cost < 0) return FieldError("cost", "must not be negative");
   }
-  return db::WriteResult<Reservation>(
+  // A balance short of the cost: the transaction rolls back (its ledger rows with it) and the
+  // answer says so.
+  std::optional<Reservation> short_of;
+  absl::StatusOr<Reservation> reserved = db::WriteResult<Reservation>(
       *db_, kLedgerWrite, [&](db::Connection& c) -> absl::StatusOr<Reservation> {
         Reservation out;
-        ASSIGN_OR_RETURN(out.balance, LockBalance(c, workspace_id));
-        std::vector<const CreditCharge*> missing;
-        for (const CreditCharge& charge : charges) {
-          ASSIGN_OR_RETURN(std::optional<int64_t> charged,
-                           ChargedAmount(c, call_id, charge.metric_id));
-          if (charged) continue;
-          missing.push_back(&charge);
-          out.cost += charge.cost;
+        ASSIGN_OR_RETURN(out.balance, ReadBalance(c, workspace_id));
+        // The charges go on the ledger first: the unique (call, metric, kind) keeps what an
+        // earlier reservation of the call charged, and what comes back is what is new.
+        ASSIGN_OR_RETURN(out.cost, AddLedgerEntries(c, workspace_id, call_id, "charge", charges));
+        if (out.cost == 0) {
+          out.reserved = true;
+          return out;
         }
-        if (out.balance < out.cost) return out;
-        for (const CreditCharge* charge : missing) {
-          RETURN_IF_ERROR(
-              AddLedgerEntry(c, workspace_id, call_id, charge->metric_id, "charge", -charge->cost)
-                  .status());
+        // Then the balance, in one statement that checks and takes: the workspace's row is
+        // locked from here to the commit only, not while the ledger is read and written.
+        ASSIGN_OR_RETURN(auto take,
+                         c.Prepare("UPDATE workspaces SET credit_balance = credit_balance - ? "
+                                   "WHERE id = ? AND credit_balance >= ? RETURNING credit_balance"));
+        take.Bind(1, out.cost).Bind(2, workspace_id).Bind(3, out.cost);
+        ASSIGN_OR_RETURN(bool taken, take.Step());
+        if (!taken) {
+          short_of = out;
+          return absl::AbortedError("the balance is short of the reservation");
         }
-        out.balance -= out.cost;
+        out.balance = take.Int64(0);
         out.reserved = true;
+        RETURN_IF_ERROR(take.Run());
         return out;
       });
+  if (reserved.ok() || !short_of) return reserved;
+  // Nothing was charged; the balance as it is now.
+  ASSIGN_OR_RETURN(short_of->balance,
+                   db::ReadResult<int64_t>(*db_, db::kSingleStatementRead, [&](db::Connection& c) {
+                     return ReadBalance(c, workspace_id);
+                   }));
+  return *short_of;
 }
 
 absl::StatusOr<int64_t> AccountsStore::Refund(int64_t workspace_id, int64_t call_id,
                                               const std::vector<int64_t>& metric_ids) {
   return db::WriteResult<int64_t>(
       *db_, kLedgerWrite, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
-        RETURN_IF_ERROR(LockBalance(c, workspace_id).status());
-        int64_t refunded = 0;
-        for (int64_t metric_id : metric_ids) {
-          // Only what was charged is given back.
-          ASSIGN_OR_RETURN(std::optional<int64_t> charged, ChargedAmount(c, call_id, metric_id));
-          if (!charged) continue;
-          ASSIGN_OR_RETURN(
-              bool added, AddLedgerEntry(c, workspace_id, call_id, metric_id, "refund", -*charged));
-          if (added) refunded -= *charged;
+        // Only what was charged is given back, once: refund rows are unique like charges.
+        ASSIGN_OR_RETURN(auto charged, c.Prepare("SELECT metric_id, amount FROM credit_ledger "
+                                                 "WHERE call_id = ? AND kind = 'charge'"));
+        charged.Bind(1, call_id);
+        std::vector<CreditCharge> refunds;
+        while (true) {
+          ASSIGN_OR_RETURN(bool row, charged.Step());
+          if (!row) break;
+          const int64_t metric_id = charged.Int64(0);
+          if (absl::c_find(metric_ids, metric_id) == metric_ids.end()) continue;
+          refunds.push_back({metric_id, charged.Int64(1)});  // the charge's (negative) amount
         }
+        if (refunds.empty()) return int64_t{0};
+        ASSIGN_OR_RETURN(int64_t refunded,
+                         AddLedgerEntries(c, workspace_id, call_id, "refund", refunds));
+        if (refunded == 0) return int64_t{0};
+        ASSIGN_OR_RETURN(auto give, c.Prepare("UPDATE workspaces SET credit_balance = "
+                                              "credit_balance + ? WHERE id = ?"));
+        give.Bind(1, refunded).Bind(2, workspace_id);
+        RETURN_IF_ERROR(give.Run());
+        if (c.Changes() == 0) return NotFoundError(absl::StrCat("workspace ", workspace_id));
         return refunded;
       });
 }
