@@ -335,10 +335,12 @@ absl::StatusOr<v1::Call> CallsStore::Get(int64_t workspace_id, absl::string_view
   int64_t id = 0;
   const bool maybe_id =
       !key.empty() && absl::c_all_of(key, absl::ascii_isdigit) && absl::SimpleAtoi(key, &id);
-  static const std::string by_id_or_identifier =
-      absl::StrCat("SELECT ", kCallColumns,
-                   " FROM calls WHERE workspace_id = ?1 AND (id = ?2 OR call_identifier = ?3) "
-                   "ORDER BY id = ?2 DESC LIMIT 1");
+  // Two index lookups, the id's first (an OR of the two conditions scanned the workspace's
+  // calls on SQLite).
+  static const std::string by_id_or_identifier = absl::StrCat(
+      "SELECT ", kCallColumns,
+      " FROM calls WHERE id = COALESCE((SELECT id FROM calls WHERE id = ?2 AND workspace_id = "
+      "?1), (SELECT id FROM calls WHERE workspace_id = ?1 AND call_identifier = ?3))");
   static const std::string by_identifier = absl::StrCat(
       "SELECT ", kCallColumns, " FROM calls WHERE workspace_id = ?1 AND call_identifier = ?2");
   return db::ReadResult<v1::Call>(
