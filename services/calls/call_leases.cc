@@ -21,6 +21,7 @@
 #include "common/status_macros.h"
 #include "services/calls/call_rules.h"
 #include "services/calls/query_rows.h"
+#include "services/calls/queue_claims.h"
 
 #include "services/calls/call_rows.h"
 
@@ -101,6 +102,23 @@ absl::Status CheckTranscriptionLease(db::Connection& c, int64_t call_id,
 // reserved by accounts, outside the claim (AccountsStore::Reserve locks the workspace).
 constexpr db::WriteOptions kClaim{db::Isolation::kReadCommitted};
 
+// The next call of a queue (queue_claims.h): a lease that expired, else the oldest call ready.
+// The statement stands on the call's row, which PostgreSQL has locked; a call another worker is
+// claiming is passed over (SKIP LOCKED).
+absl::StatusOr<std::optional<db::Statement>> NextInQueue(db::Connection& c,
+                                                         absl::string_view columns,
+                                                         absl::string_view leased,
+                                                         absl::string_view ready, int64_t now) {
+  for (bool expired_lease : {true, false}) {
+    ASSIGN_OR_RETURN(auto next, c.Prepare(absl::StrCat(columns, expired_lease ? leased : ready,
+                                                       c.ForUpdateSkipLocked())));
+    if (expired_lease) next.Bind(1, now);
+    ASSIGN_OR_RETURN(bool found, next.Step());
+    if (found) return std::optional<db::Statement>(std::move(next));
+  }
+  return std::optional<db::Statement>();
+}
+
 }  // namespace
 
 // What LeaseNext found: a lease to hand out (`job`), or a first lease that must reserve its
@@ -123,22 +141,29 @@ absl::StatusOr<std::optional<RecordingJob>> CallsStore::ClaimRecordingJob(
   const std::string token = LeaseToken(holder);
   return db::WriteResult<std::optional<RecordingJob>>(
       *db_, kClaim, [&](db::Connection& c) -> absl::StatusOr<std::optional<RecordingJob>> {
-        ASSIGN_OR_RETURN(
-            auto claim,
-            c.Prepare(absl::StrCat(
-                "UPDATE calls SET recording_lease_until = ?, recording_token = ?, "
-                "recording_attempts = recording_attempts + 1 WHERE id = (SELECT id FROM calls "
-                "WHERE recording_state = 'pending' AND (recording_lease_until IS NULL OR "
-                "recording_lease_until <= ?) ORDER BY id LIMIT 1",
-                c.ForUpdateSkipLocked(), ") RETURNING id, recording_url, recording_attempts")));
-        claim.Bind(1, now + absl::ToInt64Seconds(lease)).Bind(2, token).Bind(3, now);
-        ASSIGN_OR_RETURN(bool row, claim.Step());
-        if (!row) return std::nullopt;
-        RecordingJob job{claim.Int64(0), claim.Text(1), static_cast<int>(claim.Int64(2)), token};
-        // Drain the statement so the UPDATE completes before the transaction commits.
-        ASSIGN_OR_RETURN(bool more, claim.Step());
-        (void)more;
-        return std::optional<RecordingJob>(job);
+        // An expired lease first, then the oldest recording no one holds.
+        for (bool expired_lease : {true, false}) {
+          ASSIGN_OR_RETURN(
+              auto claim,
+              c.Prepare(absl::StrCat("UPDATE calls SET recording_lease_until = ?, "
+                                     "recording_token = ?, recording_attempts = "
+                                     "recording_attempts + 1 WHERE id = (",
+                                     expired_lease ? queue_claims::kRecordingLeased
+                                                   : queue_claims::kRecordingReady,
+                                     c.ForUpdateSkipLocked(),
+                                     ") RETURNING id, recording_url, recording_attempts")));
+          claim.Bind(1, now + absl::ToInt64Seconds(lease)).Bind(2, token);
+          if (expired_lease) claim.Bind(3, now);
+          ASSIGN_OR_RETURN(bool row, claim.Step());
+          if (!row) continue;
+          RecordingJob job{claim.Int64(0), claim.Text(1), static_cast<int>(claim.Int64(2)),
+                           token};
+          // Drain the statement so the UPDATE completes before the transaction commits.
+          ASSIGN_OR_RETURN(bool more, claim.Step());
+          (void)more;
+          return std::optional<RecordingJob>(job);
+        }
+        return std::optional<RecordingJob>();
       });
 }
 
@@ -280,27 +305,17 @@ absl::StatusOr<CallsStore::Claim> CallsStore::LeaseNext(absl::Duration lease, in
     // Calls that cannot be handed out (out of attempts) are settled here and the next one is
     // tried.
     while (true) {
-      // A pending call under a lease is being reserved for; its claim expires like a lease.
-      ASSIGN_OR_RETURN(
-          auto next,
-          c.Prepare(absl::StrCat(
-              "SELECT id, workspace_id, analysis_status, analysis_attempts, query_rows FROM "
-              "calls WHERE (analysis_status = 'pending' AND "
-              "(recording_state IS NULL OR recording_state = 'stored') AND "
-              "(analysis_lease_until IS NULL OR analysis_lease_until <= ?)) OR "
-              "(analysis_status = 'processing' AND analysis_lease_until <= ?) "
-              "OR (analysis_status = 'computed' AND transcription_status IN "
-              "('completed', 'failed') AND (analysis_lease_until IS NULL OR "
-              "analysis_lease_until <= ?)) ORDER BY id LIMIT 1",
-              c.ForUpdateSkipLocked())));
-      next.Bind(1, now).Bind(2, now).Bind(3, now);
-      ASSIGN_OR_RETURN(bool found, next.Step());
-      if (!found) return claim;
-      const int64_t id = next.Int64(0);
-      const int64_t workspace_id = next.Int64(1);
-      const bool first_lease = next.Text(2) == "pending";
-      const int attempts = static_cast<int>(next.Int64(3));
-      if (next.Int64(4) == 0) {
+      // An expired lease first (a pending call under a lease is being reserved for; its claim
+      // expires like a lease), then the oldest call ready.
+      ASSIGN_OR_RETURN(auto next, NextInQueue(c, queue_claims::kAnalysisColumns,
+                                              queue_claims::kAnalysisLeased,
+                                              queue_claims::kAnalysisReady, now));
+      if (!next.has_value()) return claim;
+      const int64_t id = next->Int64(0);
+      const int64_t workspace_id = next->Int64(1);
+      const bool first_lease = next->Text(2) == "pending";
+      const int attempts = static_cast<int>(next->Int64(3));
+      if (next->Int64(4) == 0) {
         // Stored before the queryable rows and not filled in yet (the start-up backfill runs
         // beside the workers): its plan is read from those rows.
         RETURN_IF_ERROR(BackfillCalls(c, id, 1).status());
@@ -638,20 +653,12 @@ absl::StatusOr<std::optional<TranscriptionJob>> CallsStore::LeaseTranscription(
   return db::WriteResult<std::optional<TranscriptionJob>>(
       *db_, kClaim, [&](db::Connection& c) -> absl::StatusOr<std::optional<TranscriptionJob>> {
         while (true) {
-          ASSIGN_OR_RETURN(
-              auto next,
-              c.Prepare(absl::StrCat(
-                  "SELECT id, transcription_attempts, transcript_source IS NOT NULL, "
-                  "metadata FROM calls WHERE (transcription_status = 'pending' AND "
-                  "recording_state = 'stored' AND analysis_status IN ('processing', "
-                  "'computed', 'completed')) OR (transcription_status = 'processing' AND "
-                  "transcription_lease_until <= ?) ORDER BY id LIMIT 1",
-                  c.ForUpdateSkipLocked())));
-          next.Bind(1, now);
-          ASSIGN_OR_RETURN(bool found, next.Step());
-          if (!found) return std::nullopt;
-          const int64_t id = next.Int64(0);
-          const int attempts = static_cast<int>(next.Int64(1));
+          ASSIGN_OR_RETURN(auto next, NextInQueue(c, queue_claims::kTranscriptionColumns,
+                                                  queue_claims::kTranscriptionLeased,
+                                                  queue_claims::kTranscriptionReady, now));
+          if (!next.has_value()) return std::nullopt;
+          const int64_t id = next->Int64(0);
+          const int attempts = static_cast<int>(next->Int64(1));
           if (attempts >= max_attempts) {
             ASSIGN_OR_RETURN(auto end,
                              c.Prepare("UPDATE calls SET transcription_status = 'failed', "
@@ -669,8 +676,8 @@ absl::StatusOr<std::optional<TranscriptionJob>> CallsStore::LeaseTranscription(
           job.token = LeaseToken(holder);
           job.attempts = attempts + 1;
           job.recording_path = RecordingPath(id);
-          job.has_provided_transcript = next.Int64(2) != 0;
-          if (!next.IsNull(3)) job.metadata.ParseFromString(next.Text(3));
+          job.has_provided_transcript = next->Int64(2) != 0;
+          if (!next->IsNull(3)) job.metadata.ParseFromString(next->Text(3));
           ASSIGN_OR_RETURN(auto lease_stmt,
                            c.Prepare("UPDATE calls SET transcription_status = 'processing', "
                                      "transcription_token = ?, transcription_lease_until = ?, "
@@ -789,9 +796,9 @@ absl::StatusOr<int> CallsStore::ReleaseLeasesOf(absl::string_view holder) {
     // A prefix compared exactly (no LIKE: a holder id may contain '%' or '_').
     ASSIGN_OR_RETURN(auto analysis,
                      c.Prepare("UPDATE calls SET analysis_token = NULL, analysis_lease_until = 0 "
-                               "WHERE analysis_token IS NOT NULL AND substr(analysis_token, 1, "
-                               "length(?)) = ? AND analysis_status IN ('pending', "
-                               "'processing', 'computed')"));
+                               "WHERE analysis_lease_until IS NOT NULL AND analysis_status IN "
+                               "('pending', 'processing', 'computed') AND analysis_token IS NOT "
+                               "NULL AND substr(analysis_token, 1, length(?)) = ?"));
     analysis.Bind(1, prefix).Bind(2, prefix);
     RETURN_IF_ERROR(analysis.Run());
     int released = static_cast<int>(c.Changes());
@@ -805,9 +812,9 @@ absl::StatusOr<int> CallsStore::ReleaseLeasesOf(absl::string_view holder) {
     released += static_cast<int>(c.Changes());
     ASSIGN_OR_RETURN(auto recording,
                      c.Prepare("UPDATE calls SET recording_token = NULL, recording_lease_until = "
-                               "NULL WHERE recording_token IS NOT NULL AND "
-                               "substr(recording_token, 1, length(?)) = ? AND recording_state = "
-                               "'pending'"));
+                               "NULL WHERE recording_state = 'pending' AND recording_lease_until IS "
+                               "NOT NULL AND recording_token IS NOT NULL AND "
+                               "substr(recording_token, 1, length(?)) = ?"));
     recording.Bind(1, prefix).Bind(2, prefix);
     RETURN_IF_ERROR(recording.Run());
     released += static_cast<int>(c.Changes());

@@ -295,21 +295,34 @@ absl::StatusOr<std::optional<RunJob>> RunsStore::Lease(absl::Duration lease, int
       *db_, db::WriteOptions{db::Isolation::kReadCommitted},
       [&](db::Connection& c) -> absl::StatusOr<std::optional<RunJob>> {
         while (true) {
-          // A queued run of a batch waits while the batch has `concurrency` runs in progress.
-          ASSIGN_OR_RETURN(
-              auto next,
-              c.Prepare(absl::StrCat(
-                  "SELECT r.id, r.workspace_id, r.scenario_id, r.agent_id, r.channel, "
-                  "r.call_id, r.attempts, r.status = 'queued', r.batch_run_id FROM runs r "
-                  "WHERE (r.status = 'queued' AND (r.batch_run_id IS NULL OR (SELECT COUNT(*) "
-                  "FROM runs o WHERE o.batch_run_id = r.batch_run_id AND o.status = "
-                  "'in_progress') < (SELECT concurrency FROM batch_runs b WHERE b.id = "
-                  "r.batch_run_id))) OR (r.status = 'in_progress' AND r.lease_until <= ?) "
-                  "ORDER BY r.id LIMIT 1",
-                  c.ForUpdateSkipLocked())));
-          next.Bind(1, now);
-          ASSIGN_OR_RETURN(bool found, next.Step());
-          if (!found) return std::nullopt;
+          // A run whose lease expired first (a dead worker's run does not wait behind the
+          // queue), then the oldest queued run; a queued run of a batch waits while the batch
+          // has `concurrency` runs in progress. Each lookup reads its own index (schema 16) in
+          // the order it claims.
+          std::optional<db::Statement> found;
+          for (bool expired_lease : {true, false}) {
+            ASSIGN_OR_RETURN(
+                auto next,
+                c.Prepare(absl::StrCat(
+                    "SELECT r.id, r.workspace_id, r.scenario_id, r.agent_id, r.channel, "
+                    "r.call_id, r.attempts, r.status = 'queued', r.batch_run_id FROM runs r ",
+                    expired_lease
+                        ? "WHERE r.status = 'in_progress' AND r.lease_until <= ? "
+                          "ORDER BY r.lease_until, r.id LIMIT 1"
+                        : "WHERE r.status = 'queued' AND (r.batch_run_id IS NULL OR (SELECT "
+                          "COUNT(*) FROM runs o WHERE o.batch_run_id = r.batch_run_id AND "
+                          "o.status = 'in_progress') < (SELECT concurrency FROM batch_runs b "
+                          "WHERE b.id = r.batch_run_id)) ORDER BY r.id LIMIT 1",
+                    c.ForUpdateSkipLocked())));
+            if (expired_lease) next.Bind(1, now);
+            ASSIGN_OR_RETURN(bool row, next.Step());
+            if (row) {
+              found.emplace(std::move(next));
+              break;
+            }
+          }
+          if (!found.has_value()) return std::nullopt;
+          db::Statement& next = *found;
           // A batch's run is checked again with the batch locked. When the batch filled up
           // after this SELECT's snapshot, the next SELECT, a later snapshot, passes its runs by.
           if (next.Int64(7) != 0 && !next.IsNull(8)) {
