@@ -3,9 +3,12 @@
 # package `nginx-light`) serving a static file in the same run, so figures from a shared or busy
 # machine can be compared as ratios:
 #   1. durable transcript ingests  POST /api/public/v1/calls
-#   2. point reads                  GET  /api/public/v1/calls/{id}
-#   3. nginx                        GET  of a static file holding one GET answer of step 2
-# Each round starts `calleval serve` (all roles) on a fresh data dir and a fresh database; the
+#   2. point reads                  GET  /api/public/v1/calls/{id}, while the scoring workers
+#                                   drain the analyses step 1 queued (as a server under load does)
+#   3. point reads again, once that backlog has drained (at most DRAIN_WAIT seconds): the reads
+#                                   alone
+#   4. nginx                        GET  of a static file holding one GET answer of step 2
+# Each round starts `calleval serve` (ROLES, all by default) on a fresh data dir and a fresh database; the
 # last line gives the medians over the rounds and the ratios to nginx. Budgets:
 # docs/architecture.md, "Performance budgets".
 #
@@ -16,7 +19,10 @@
 #                        one fresh database per round
 #   --database-url URL   a PostgreSQL database that is there already (every round uses it; its
 #                        durability settings are printed, and should be on)
-# env: CONNECTIONS=64 THREADS=2 DURATION=15s ROUNDS=3 PORT=18480 NGINX_PORT=18481
+# env: CONNECTIONS=64 THREADS=2 DURATION=15s ROUNDS=3 PORT=18480 NGINX_PORT=18481 DRAIN_WAIT=600
+#      ROLES=all   the roles `calleval serve` runs; without scoring (the API roles of a deployment
+#                  whose scoring runs on other nodes, as PostgreSQL allows) nothing drains, and
+#                  step 3 is step 2 again
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,7 +35,7 @@ while [ $# -gt 0 ]; do
     --backend=*) BACKEND=${1#*=}; shift ;;
     --database-url) BACKEND=postgres; DATABASE_URL=$2; shift 2 ;;
     --database-url=*) BACKEND=postgres; DATABASE_URL=${1#*=}; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     -*) echo "edge_load: unknown option $1" >&2; exit 2 ;;
     *) BUILD_DIR=$1; shift ;;
   esac
@@ -41,6 +47,10 @@ DURATION=${DURATION:-15s}
 ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-18480}
 NGINX_PORT=${NGINX_PORT:-18481}
+DRAIN_WAIT=${DRAIN_WAIT:-600}
+ROLES=${ROLES:-all}
+SCORES=0
+case ",$ROLES," in *,all,*|*,scoring,*) SCORES=1 ;; esac
 CALLEVAL=$BUILD_DIR/cmd/calleval/calleval
 TEST_POSTGRES=$BUILD_DIR/tests/support/test_postgres
 command -v wrk >/dev/null || { echo "edge_load: install wrk (scripts/setup does)" >&2; exit 1; }
@@ -106,7 +116,7 @@ EOF
 
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 
-echo "backend: $BACKEND; $CONNECTIONS connections, $THREADS wrk threads, $DURATION per step, $ROUNDS rounds; $(nproc) cores"
+echo "backend: $BACKEND; roles $ROLES; $CONNECTIONS connections, $THREADS wrk threads, $DURATION per step, $ROUNDS rounds; $(nproc) cores"
 for round in $(seq 1 "$ROUNDS"); do
   URL=
   if [ "$BACKEND" = postgres ]; then
@@ -121,7 +131,7 @@ for round in $(seq 1 "$ROUNDS"); do
   mkdir -p "$DATA"
   BUSY=$(machine_busy)
   "$CALLEVAL" serve --data-dir "$DATA" ${URL:+--database-url "$URL"} \
-    --http-addr "127.0.0.1:$PORT" --grpc-addr 127.0.0.1:0 --access-log false \
+    --http-addr "127.0.0.1:$PORT" --grpc-addr 127.0.0.1:0 --access-log false --roles "$ROLES" \
     >"$DATA/serve.log" 2>&1 &
   SERVER=$!
   for _ in $(seq 1 100); do
@@ -148,6 +158,24 @@ for round in $(seq 1 "$ROUNDS"); do
   GET=$(CALLEVAL_KEY=$KEY CALLEVAL_IDS_FILE=$WORK/ids \
     wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" -s bench/get.lua "http://127.0.0.1:$PORT" |
     grep RESULT)
+  # Step 3: the calls of step 1 all scored (or DRAIN_WAIT passed), then the same reads.
+  UNSETTLED="SELECT COUNT(*) FROM calls WHERE analysis_status IN ('pending', 'processing', 'computed')"
+  DRAIN_START=$(date +%s)
+  while [ "$SCORES" = 1 ]; do
+    if [ "$BACKEND" = postgres ]; then LEFT=$(psql "$URL" -AtXc "$UNSETTLED")
+    else LEFT=$(sqlite3 "$DATA/calleval.db" "$UNSETTLED"); fi
+    [ "$LEFT" = 0 ] && break
+    [ $(($(date +%s) - DRAIN_START)) -ge "$DRAIN_WAIT" ] && break
+    sleep 1
+  done
+  DRAINED_S=$(($(date +%s) - DRAIN_START))
+  if [ "$SCORES" = 1 ]; then
+    GET_IDLE=$(CALLEVAL_KEY=$KEY CALLEVAL_IDS_FILE=$WORK/ids \
+      wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" -s bench/get.lua "http://127.0.0.1:$PORT" |
+      grep RESULT)
+  else
+    GET_IDLE=$GET LEFT="(no scoring role)"
+  fi
   kill "$SERVER"
   wait "$SERVER" 2>/dev/null || true
   SERVER=
@@ -167,24 +195,34 @@ for round in $(seq 1 "$ROUNDS"); do
 
   echo "round $round: machine busy ${BUSY}% before it (load average $(cut -d' ' -f1-3 /proc/loadavg) after)"
   echo "  ingest $INGEST"
-  echo "  get    $GET ($(wc -l <"$WORK/ids") calls)"
+  if [ "$SCORES" = 1 ]; then
+    echo "  get    $GET ($(wc -l <"$WORK/ids") calls, their analyses draining)"
+    echo "  get    $GET_IDLE (drained ${DRAINED_S} s after the step above, $LEFT left)"
+  else
+    echo "  get    $GET ($(wc -l <"$WORK/ids") calls; no scoring role, nothing drains)"
+  fi
   echo "  nginx  $STATIC ($(stat -c %s "$WORK/www/call.json") bytes)"
   echo "$BUSY $(echo "$INGEST" | field rps) $(echo "$INGEST" | field p99_ms) \
 $(echo "$GET" | field rps) $(echo "$GET" | field p99_ms) $(echo "$STATIC" | field rps) \
-$(echo "$INGEST" | field non2xx) $(echo "$GET" | field non2xx)" >>"$WORK/rounds"
+$(echo "$INGEST" | field non2xx) $(echo "$GET" | field non2xx) \
+$(echo "$GET_IDLE" | field rps) $(echo "$GET_IDLE" | field p99_ms) \
+$(echo "$GET_IDLE" | field non2xx)" >>"$WORK/rounds"
 done
 
 python3 - "$BACKEND" "$WORK/rounds" <<'EOF'
 import statistics, sys
 backend, path = sys.argv[1], sys.argv[2]
 rows = [list(map(float, line.split())) for line in open(path)]
-busy, ingest, ingest_p99, get, get_p99, nginx, ingest_bad, get_bad = map(list, zip(*rows))
+(busy, ingest, ingest_p99, get, get_p99, nginx, ingest_bad, get_bad, idle, idle_p99,
+ idle_bad) = map(list, zip(*rows))
 med = statistics.median
 print(f"median of {len(rows)} ({backend}): ingest {med(ingest):.0f}/s p99 {med(ingest_p99):.1f} ms, "
-      f"get {med(get):.0f}/s p99 {med(get_p99):.1f} ms, nginx {med(nginx):.0f}/s; "
+      f"get while draining {med(get):.0f}/s p99 {med(get_p99):.1f} ms, "
+      f"get drained {med(idle):.0f}/s p99 {med(idle_p99):.1f} ms, nginx {med(nginx):.0f}/s; "
       f"ingest/nginx {med(i / n for i, n in zip(ingest, nginx)):.3f}, "
-      f"get/nginx {med(g / n for g, n in zip(get, nginx)):.3f}; "
+      f"get/nginx {med(g / n for g, n in zip(get, nginx)):.3f} draining, "
+      f"{med(g / n for g, n in zip(idle, nginx)):.3f} drained; "
       f"machine busy before rounds {min(busy):.0f}-{max(busy):.0f}%")
-if sum(ingest_bad) or sum(get_bad):
-    print(f"non-2xx answers: {sum(ingest_bad):.0f} ingests, {sum(get_bad):.0f} gets")
+if sum(ingest_bad) or sum(get_bad) or sum(idle_bad):
+    print(f"non-2xx answers: {sum(ingest_bad):.0f} ingests, {sum(get_bad) + sum(idle_bad):.0f} gets")
 EOF
