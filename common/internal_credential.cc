@@ -11,9 +11,12 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/crypto.h"
 #include "common/errors.h"
 
@@ -21,6 +24,9 @@ namespace calleval {
 namespace {
 
 constexpr size_t kMinCredentialChars = 16;
+// The one sent and the ones still accepted while a rotation is under way: two is what a rotation
+// needs; a few more leave room for one that was interrupted.
+constexpr size_t kMaxSecrets = 4;
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -28,20 +34,40 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// The secrets of a credential, one per line (rotation: internal_credential.h).
+std::vector<absl::string_view> Secrets(absl::string_view credential) {
+  return absl::StrSplit(credential, '\n', absl::SkipEmpty());
+}
+
 absl::StatusOr<std::string> Validate(const std::string& path, absl::string_view content) {
-  absl::string_view credential = absl::StripAsciiWhitespace(content);
-  if (credential.size() < kMinCredentialChars) {
+  std::vector<std::string> secrets;
+  for (absl::string_view line : absl::StrSplit(content, '\n')) {
+    absl::string_view secret = absl::StripAsciiWhitespace(line);
+    if (secret.empty()) continue;
+    if (secret.size() < kMinCredentialChars) {
+      return absl::InvalidArgumentError(absl::StrCat("the internal credential in ", path,
+                                                     " must hold at least ", kMinCredentialChars,
+                                                     " characters"));
+    }
+    for (char c : secret) {
+      if (c < 0x20 || c > 0x7e) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the internal credential in ", path, " must be printable ASCII (e.g. hex)"));
+      }
+    }
+    secrets.emplace_back(secret);
+  }
+  if (secrets.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("the internal credential in ", path,
                                                    " must hold at least ", kMinCredentialChars,
                                                    " characters"));
   }
-  for (char c : credential) {
-    if (c < 0x20 || c > 0x7e) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the internal credential in ", path, " must be printable ASCII (e.g. hex)"));
-    }
+  if (secrets.size() > kMaxSecrets) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the internal credential in ", path, " holds ", secrets.size(),
+                     " lines; at most ", kMaxSecrets, " (the one sent, then the others accepted)"));
   }
-  return std::string(credential);
+  return absl::StrJoin(secrets, "\n");
 }
 
 // Adds the credential to the initial metadata of every call on a channel.
@@ -113,8 +139,13 @@ absl::Status CheckInternalCredential(const std::optional<std::string>& presented
         absl::StrCat("internal method: the ", kInternalCredentialMetadata, " metadata is missing"));
   }
   // Digests have one length, so neither the length of the secret nor where a guess goes wrong
-  // shows in the time taken.
-  if (!ConstantTimeEquals(Sha256(*presented), Sha256(credential))) {
+  // shows in the time taken; every secret is compared, so neither does which one matched.
+  const std::string presented_digest = Sha256(*presented);
+  bool accepted = false;
+  for (absl::string_view secret : Secrets(credential)) {
+    accepted |= ConstantTimeEquals(presented_digest, Sha256(secret));
+  }
+  if (!accepted) {
     return UnauthenticatedError(absl::StrCat("internal method: the ", kInternalCredentialMetadata,
                                              " metadata is not this installation's credential"));
   }
@@ -132,7 +163,10 @@ absl::Status CheckInternalCredential(const grpc::ServerContextBase& context,
 std::shared_ptr<grpc::Channel> CreateInternalChannel(const std::string& target,
                                                      const std::string& credential) {
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
-  factories.push_back(std::make_unique<CredentialInterceptorFactory>(credential));
+  // The first secret is the one this process sends (rotation: internal_credential.h).
+  const std::vector<absl::string_view> secrets = Secrets(credential);
+  factories.push_back(std::make_unique<CredentialInterceptorFactory>(
+      secrets.empty() ? std::string() : std::string(secrets.front())));
   return grpc::experimental::CreateCustomChannelWithInterceptors(
       target, grpc::InsecureChannelCredentials(), grpc::ChannelArguments(), std::move(factories));
 }

@@ -130,6 +130,37 @@ TEST_P(AccountsServiceTest, AuthenticateAnswersThePrincipalOfAKey) {
   }
 }
 
+// Rotating the credential (common/internal_credential.h): the processes move one by one through
+// old → old,new → new,old → new, restarting after each step, so at any moment two neighbouring
+// steps run side by side; a process of either reaches a process of the other.
+TEST_P(AccountsServiceTest, EveryStepOfACredentialRotationTalksToTheNext) {
+  const std::string old_secret = "old-installation-secret-0123456789";
+  const std::string new_secret = "new-installation-secret-9876543210";
+  const std::vector<std::string> steps = {old_secret, old_secret + "\n" + new_secret,
+                                          new_secret + "\n" + old_secret, new_secret};
+  std::vector<std::unique_ptr<AccountsService>> services;
+  std::vector<std::unique_ptr<testing::TestGrpcServer>> servers;
+  for (const std::string& credential : steps) {
+    services.push_back(std::make_unique<AccountsService>(
+        accounts_store_.get(), authenticator_.get(), &pool_, credential));
+    servers.push_back(testing::TestGrpcServer::Serve(services.back().get()));
+    ASSERT_NE(servers.back(), nullptr);
+  }
+  auto reaches = [&](size_t client, size_t server) {
+    auto remote = NewGrpcAuthenticator(
+        CreateInternalChannel(servers[server]->address(), steps[client]), absl::ZeroDuration());
+    return remote->Authenticate(testing::Bearer(tenants_.key)).ok();
+  };
+  for (size_t step = 0; step + 1 < steps.size(); ++step) {
+    for (size_t a : {step, step + 1}) {
+      for (size_t b : {step, step + 1}) EXPECT_TRUE(reaches(a, b)) << a << " → " << b;
+    }
+  }
+  // Two steps apart, the old secret is gone on one side: a rotation must not skip a step.
+  EXPECT_FALSE(reaches(3, 0));
+  EXPECT_FALSE(reaches(0, 3));
+}
+
 // The remote authenticator of split roles, against this adapter: it sends the credential and
 // resolves the same principal as the store; a revoked key stays refused.
 TEST_P(AccountsServiceTest, RemoteAuthenticatorResolvesThroughTheAdapter) {
