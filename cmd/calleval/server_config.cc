@@ -208,6 +208,10 @@ const std::vector<Flag>& Flags() {
                  "32 bytes sealing agents' web channel credentials; created on first start when "
                  "missing (mode 0600)",
                  "<data-dir>/credentials-key"),
+      StringFlag("signing-key-file", "FILE", &ServerConfig::signing_key_file,
+                 "the key signing presigned recording links, shared by every process with the "
+                 "calls or edge role; must exist when given (at least 16 bytes)",
+                 "<data-dir>/signing-key"),
       StringFlag("internal-credential-file", "FILE", &ServerConfig::internal_credential_file,
                  "the installation's internal credential, which opens the internal gRPC methods; "
                  "created on first start when missing (mode 0600)",

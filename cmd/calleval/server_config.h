@@ -51,6 +51,10 @@ struct ServerConfig {
   // (created on first start, mode 0600). Point it at a mounted secret to keep it off the disk
   // that holds the database.
   std::string credentials_key_file;
+  // The key that signs presigned recording links (the calls role) and checks them (the edge).
+  // Default <data-dir>/signing-key, created on first start; processes with their own working
+  // dirs must all be given the same file (a mounted Secret), which must then exist.
+  std::string signing_key_file;
   // The installation's internal credential (common/internal_credential.h): a file holding the
   // secret that opens internal gRPC methods, sent by this process to the roles it calls. Every
   // process of an installation must be given the same one (the same file, or a mounted

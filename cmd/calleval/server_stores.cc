@@ -80,6 +80,18 @@ absl::StatusOr<std::string> LoadOrCreateSecret(const std::string& path, size_t b
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// Reads a secret file that must be there (a mounted Secret shared by several processes: one
+// created here would differ from the others').
+absl::StatusOr<std::string> ReadSecret(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (data.size() < 16) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " must hold at least 16 bytes"));
+  }
+  return data;
+}
+
 absl::Status WriteBootstrapKey(const std::string& path, const std::string& key) {
   std::ofstream out(path, std::ios::trunc);
   out << key << "\n";
@@ -125,7 +137,10 @@ absl::Status OpenStores(ServerState* s) {
     return absl::UnavailableError(
         absl::StrCat("cannot create data dir ", config.data_dir, ": ", ec.message()));
   }
-  ASSIGN_OR_RETURN(s->signing_key, LoadOrCreateSecret((data_dir / "signing-key").string(), 32));
+  ASSIGN_OR_RETURN(s->signing_key,
+                   config.signing_key_file.empty()
+                       ? LoadOrCreateSecret((data_dir / "signing-key").string(), 32)
+                       : ReadSecret(config.signing_key_file));
   // Internal methods answer only the processes of this installation, which all hold this.
   ASSIGN_OR_RETURN(s->internal_credential,
                    config.internal_credential_file.empty()

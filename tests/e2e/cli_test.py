@@ -154,6 +154,20 @@ class CallevalErrorsTest(unittest.TestCase):
         self.assert_usage_error(run(CALLEVAL, "serve", env={"CALLEVAL_HTTP_THREADS": "two"}),
                                 "CALLEVAL_HTTP_THREADS")
 
+    def test_missing_key_files_stop_the_start(self):
+        # A key file given explicitly is one a whole installation shares (a mounted Secret): when
+        # it is not there, the process must not make a key of its own that no other one has.
+        with tempfile.TemporaryDirectory() as data:
+            missing = os.path.join(data, "no-such-key")
+            for flag in ("--signing-key-file", "--internal-credential-file"):
+                with self.subTest(flag=flag):
+                    result = run(CALLEVAL, "serve", "--data-dir", data, "--http-addr",
+                                 "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", flag, missing)
+                    self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+                    self.assertIn("cannot start", result.stderr)
+                    self.assertIn(missing, result.stderr)
+                    self.assertFalse(os.path.exists(missing))
+
     def test_unknown_command_and_positional(self):
         self.assert_usage_error(run(CALLEVAL, "frobnicate"), "frobnicate")
         self.assert_usage_error(run(CALLEVAL, "serve", "extra"), "extra")
