@@ -11,10 +11,11 @@ class ServeProcess:
 
     `base` is the edge's URL (None when the process has no edge role), `grpc_port` its gRPC port,
     `lines` what it printed before listening (the bootstrap key among them). The gRPC line is
-    the last one `serve` prints at start-up, so reading stops there.
+    the last one `serve` prints at start-up, so reading stops there; with grpc=False (a process
+    that serves no gRPC, the edge alone) at the HTTP line.
     """
 
-    def __init__(self, binary, data_dir, *flags, env=None):
+    def __init__(self, binary, data_dir, *flags, env=None, grpc=True):
         self.proc = subprocess.Popen(
             [binary, "serve", "--data-dir", data_dir, "--http-addr", "127.0.0.1:0",
              "--grpc-addr", "127.0.0.1:0", "--access-log", "false", *flags],
@@ -22,7 +23,8 @@ class ServeProcess:
         self.lines = []
         self.base = None
         self.grpc_port = None
-        while self.grpc_port is None:
+        # A process without a gRPC server (the edge role alone) prints the HTTP line last.
+        while self.grpc_port is None and (grpc or self.base is None):
             line = self.proc.stdout.readline()
             if not line:
                 break
@@ -33,7 +35,7 @@ class ServeProcess:
             match = re.search(r"gRPC on port (\d+)", line)
             if match:
                 self.grpc_port = int(match.group(1))
-        if self.grpc_port is None:
+        if self.grpc_port is None and (grpc or self.base is None):
             self.proc.kill()
             raise RuntimeError("calleval serve did not start: " + "".join(self.lines) +
                                self.proc.stderr.read())
