@@ -4,11 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -92,7 +92,8 @@ absl::StatusOr<std::unique_ptr<BlobStore>> OpenS3(absl::string_view url,
   }
   location.region = "us-east-1";
   for (absl::string_view pair : absl::StrSplit(query, '&', absl::SkipEmpty())) {
-    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(pair, absl::MaxSplits('=', 1));
     ASSIGN_OR_RETURN(std::string value, PercentDecode(kv.second));
     if (kv.first == "endpoint") {
       location.endpoint = std::move(value);
@@ -121,13 +122,14 @@ absl::StatusOr<std::unique_ptr<BlobStore>> OpenS3(absl::string_view url,
     credentials.session_token = Getenv("AWS_SESSION_TOKEN");
   }
   if (credentials.access_key_id.empty() || credentials.secret_access_key.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "blob store s3://", location.bucket, ": no credentials (set AWS_ACCESS_KEY_ID and "
-        "AWS_SECRET_ACCESS_KEY, e.g. from a Secret)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("blob store s3://", location.bucket,
+                     ": no credentials (set AWS_ACCESS_KEY_ID and "
+                     "AWS_SECRET_ACCESS_KEY, e.g. from a Secret)"));
   }
   if (options.part_size < S3BlobStore::kMinPartSize) {
-    return bad(absl::StrCat("part size ", FormatBytes(options.part_size), " is below S3's minimum of ",
-                            FormatBytes(S3BlobStore::kMinPartSize)));
+    return bad(absl::StrCat("part size ", FormatBytes(options.part_size),
+                            " is below S3's minimum of ", FormatBytes(S3BlobStore::kMinPartSize)));
   }
   if (options.multipart_threshold < 0) return bad("negative multipart threshold");
   return std::unique_ptr<BlobStore>(
@@ -150,9 +152,10 @@ absl::StatusOr<BlobSource> FileBlobSource(const std::string& path) {
   BlobSource source;
   source.size = st.st_size;
   source.read_at = [shared, path, size = source.size](int64_t offset, char* out,
-                                                        size_t max) -> absl::StatusOr<size_t> {
+                                                      size_t max) -> absl::StatusOr<size_t> {
     if (offset >= size) return size_t{0};
-    const size_t want = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(max), size - offset));
+    const size_t want =
+        static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(max), size - offset));
     for (;;) {
       const ssize_t n = pread(shared->fd, out, want, offset);
       if (n >= 0) {
@@ -211,37 +214,42 @@ absl::Status BlobStore::Download(absl::string_view key, const std::string& local
                                  int64_t max_bytes) {
   ASSIGN_OR_RETURN(BlobInfo info, Stat(key));
   if (info.size > max_bytes) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("blob store ", Describe(), ": ", key, " is ", FormatBytes(info.size),
-                     ", over the ", FormatBytes(max_bytes), " download limit"));
+    return absl::FailedPreconditionError(absl::StrCat("blob store ", Describe(), ": ", key, " is ",
+                                                      FormatBytes(info.size), ", over the ",
+                                                      FormatBytes(max_bytes), " download limit"));
   }
   const std::string part_path = local_path + ".part";
   std::FILE* file = std::fopen(part_path.c_str(), "wbe");
   if (file == nullptr) {
-    return absl::InternalError(absl::StrCat("cannot create ", part_path, ": ", std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("cannot create ", part_path, ": ", std::strerror(errno)));
   }
   int64_t written = 0;
   absl::Status status = Read(key, 0, kToEnd, [&](absl::string_view bytes) -> absl::Status {
     // The object may have been replaced by a larger one since Stat.
     if (written + static_cast<int64_t>(bytes.size()) > max_bytes) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("blob store ", Describe(), ": ", key, " grew over the ",
-                       FormatBytes(max_bytes), " download limit"));
+      return absl::FailedPreconditionError(absl::StrCat("blob store ", Describe(), ": ", key,
+                                                        " grew over the ", FormatBytes(max_bytes),
+                                                        " download limit"));
     }
     if (std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size()) {
-      return absl::InternalError(absl::StrCat("cannot write ", part_path, ": ", std::strerror(errno)));
+      return absl::InternalError(
+          absl::StrCat("cannot write ", part_path, ": ", std::strerror(errno)));
     }
     written += static_cast<int64_t>(bytes.size());
     return absl::OkStatus();
   });
   if (status.ok() && (std::fflush(file) != 0 || fsync(fileno(file)) != 0)) {
-    status = absl::InternalError(absl::StrCat("cannot write ", part_path, ": ", std::strerror(errno)));
+    status =
+        absl::InternalError(absl::StrCat("cannot write ", part_path, ": ", std::strerror(errno)));
   }
   if (std::fclose(file) != 0 && status.ok()) {
-    status = absl::InternalError(absl::StrCat("cannot write ", part_path, ": ", std::strerror(errno)));
+    status =
+        absl::InternalError(absl::StrCat("cannot write ", part_path, ": ", std::strerror(errno)));
   }
   if (status.ok() && std::rename(part_path.c_str(), local_path.c_str()) != 0) {
-    status = absl::InternalError(absl::StrCat("cannot rename ", part_path, ": ", std::strerror(errno)));
+    status =
+        absl::InternalError(absl::StrCat("cannot rename ", part_path, ": ", std::strerror(errno)));
   }
   if (!status.ok()) std::remove(part_path.c_str());
   return status;
@@ -253,8 +261,8 @@ absl::StatusOr<std::unique_ptr<BlobStore>> OpenBlobStore(absl::string_view url,
   absl::string_view path = url;
   if (absl::ConsumePrefix(&path, "file://")) {
     if (!absl::StartsWith(path, "/")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("blob store URL \"", url, "\": file:// takes an absolute path (file:///dir)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "blob store URL \"", url, "\": file:// takes an absolute path (file:///dir)"));
     }
   } else if (absl::StrContains(url, "://")) {
     return absl::InvalidArgumentError(

@@ -83,8 +83,8 @@ absl::StatusOr<std::unique_ptr<LocalDirBlobStore>> LocalDirBlobStore::Open(
   path = path.lexically_normal();
   std::filesystem::create_directories(path, ec);
   if (ec) {
-    return absl::InternalError(
-        absl::StrCat("blob store ", path.string(), ": cannot create the directory: ", ec.message()));
+    return absl::InternalError(absl::StrCat("blob store ", path.string(),
+                                            ": cannot create the directory: ", ec.message()));
   }
   std::string normalized = path.string();
   while (normalized.size() > 1 && normalized.back() == '/') normalized.pop_back();
@@ -95,7 +95,8 @@ std::string LocalDirBlobStore::Describe() const { return absl::StrCat("file://",
 
 absl::Status LocalDirBlobStore::Error(absl::StatusCode code, absl::string_view op,
                                       absl::string_view key, absl::string_view what) const {
-  return absl::Status(code, absl::StrCat("blob store ", Describe(), ": ", op, " ", key, ": ", what));
+  return absl::Status(code,
+                      absl::StrCat("blob store ", Describe(), ": ", op, " ", key, ": ", what));
 }
 
 absl::Status LocalDirBlobStore::Put(absl::string_view key, const BlobSource& source,
@@ -171,7 +172,8 @@ absl::StatusOr<BlobInfo> LocalDirBlobStore::Stat(absl::string_view key) {
     return Error(absl::StatusCode::kInternal, "HEAD", key, Errno());
   }
   // A directory is a prefix of other keys, not an object.
-  if (!S_ISREG(st.st_mode)) return Error(absl::StatusCode::kNotFound, "HEAD", key, "no such object");
+  if (!S_ISREG(st.st_mode))
+    return Error(absl::StatusCode::kNotFound, "HEAD", key, "no such object");
   BlobInfo info;
   info.size = st.st_size;
   info.content_type = std::string(kDefaultContentType);

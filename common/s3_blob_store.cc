@@ -145,7 +145,8 @@ size_t ReadBody(char* out, size_t size, size_t nitems, void* userdata) {
   auto* t = static_cast<Transfer*>(userdata);
   const int64_t left = t->body_size - t->body_sent;
   if (left <= 0) return 0;
-  const size_t max = static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(size * nitems)));
+  const size_t max =
+      static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(size * nitems)));
   absl::StatusOr<size_t> n = t->source->read_at(t->body_offset + t->body_sent, out, max);
   if (!n.ok()) {
     t->source_error = n.status();
@@ -328,11 +329,13 @@ absl::StatusOr<S3BlobStore::Response> S3BlobStore::Perform(const Request& reques
   curl_easy_setopt(c, CURLOPT_USERNAME, credentials_.access_key_id.c_str());
   curl_easy_setopt(c, CURLOPT_PASSWORD, credentials_.secret_access_key.c_str());
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.connect_timeout))));
+  curl_easy_setopt(
+      c, CURLOPT_CONNECTTIMEOUT_MS,
+      static_cast<long>(std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.connect_timeout))));
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, kStallBytesPerSecond);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME,
-                   static_cast<long>(std::max<int64_t>(1, absl::ToInt64Seconds(options_.stall_timeout))));
+  curl_easy_setopt(
+      c, CURLOPT_LOW_SPEED_TIME,
+      static_cast<long>(std::max<int64_t>(1, absl::ToInt64Seconds(options_.stall_timeout))));
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &CheckProgress);
   curl_easy_setopt(c, CURLOPT_XFERINFODATA, &t);
@@ -368,11 +371,15 @@ absl::StatusOr<S3BlobStore::Response> S3BlobStore::Perform(const Request& reques
                    absl::StrCat("timed out after ", FormatSeconds(absl::Now() - t.start),
                                 " (endpoint ", location_.endpoint, ")"));
   }
-  if (t.over_cap) {
+  long http_status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http_status);
+  const bool success = http_status >= 200 && http_status < 300;
+  // An error answer over the cap is still reported by its status (from what was read of it).
+  if (t.over_cap && success) {
     return failure(absl::StatusCode::kFailedPrecondition,
                    absl::StrCat("the answer exceeds ", FormatBytes(options_.max_response_bytes)));
   }
-  if (rc != CURLE_OK) {
+  if (rc != CURLE_OK && !(t.over_cap && rc == CURLE_WRITE_ERROR)) {
     std::string detail = error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(rc);
     if (rc == CURLE_OPERATION_TIMEDOUT && absl::StrContains(detail, "peed")) {
       detail = absl::StrCat("stalled: less than ", kStallBytesPerSecond, " bytes/s for ",
@@ -383,9 +390,9 @@ absl::StatusOr<S3BlobStore::Response> S3BlobStore::Perform(const Request& reques
   }
 
   Response response;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.http_status);
+  response.http_status = http_status;
   response.body = std::move(t.body);
-  if (response.http_status < 200 || response.http_status >= 300) {
+  if (!success) {
     const std::string s3_code = XmlElement(response.body, "Code");
     const std::string s3_message = XmlElement(response.body, "Message");
     std::string what = absl::StrCat("HTTP ", response.http_status);
@@ -442,9 +449,8 @@ absl::Status S3BlobStore::PutMultipart(absl::string_view key, const BlobSource& 
   ASSIGN_OR_RETURN(Response created, Perform(create));
   const std::string upload_id = XmlElement(created.body, "UploadId");
   if (upload_id.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("blob store ", Describe(), ": CreateMultipartUpload ", key,
-                     ": no UploadId in the answer"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "blob store ", Describe(), ": CreateMultipartUpload ", key, ": no UploadId in the answer"));
   }
   const std::string encoded_id = UriEncode(upload_id, /*keep_slash=*/false);
 
@@ -458,8 +464,9 @@ absl::Status S3BlobStore::PutMultipart(absl::string_view key, const BlobSource& 
     abort.url = ObjectUrl(key, absl::StrCat("uploadId=", encoded_id));
     absl::Status aborted = Perform(abort).status();
     if (!aborted.ok()) {
-      return absl::Status(cause.code(), absl::StrCat(cause.message(), " (and the abort failed: ",
-                                                     aborted.message(), ")"));
+      return absl::Status(
+          cause.code(),
+          absl::StrCat(cause.message(), " (and the abort failed: ", aborted.message(), ")"));
     }
     return cause;
   };
@@ -480,8 +487,8 @@ absl::Status S3BlobStore::PutMultipart(absl::string_view key, const BlobSource& 
     absl::StatusOr<Response> uploaded = Perform(part);
     if (!uploaded.ok()) return abort_upload(uploaded.status());
     if (uploaded->etag.empty()) {
-      return abort_upload(absl::FailedPreconditionError(
-          absl::StrCat("blob store ", Describe(), ": ", part.op, " ", key, ": no ETag in the answer")));
+      return abort_upload(absl::FailedPreconditionError(absl::StrCat(
+          "blob store ", Describe(), ": ", part.op, " ", key, ": no ETag in the answer")));
     }
     absl::StrAppend(&complete_xml, "<Part><PartNumber>", number, "</PartNumber><ETag>",
                     uploaded->etag, "</ETag></Part>");
@@ -501,10 +508,10 @@ absl::Status S3BlobStore::PutMultipart(absl::string_view key, const BlobSource& 
   // sending whitespace while it assembles the parts).
   if (absl::StrContains(completed->body, "<Error>")) {
     const std::string s3_code = XmlElement(completed->body, "Code");
-    return abort_upload(absl::Status(
-        CodeFor(500, s3_code),
-        absl::StrCat("blob store ", Describe(), ": CompleteMultipartUpload ", key, ": ", s3_code,
-                     ": ", XmlElement(completed->body, "Message"))));
+    return abort_upload(
+        absl::Status(CodeFor(500, s3_code),
+                     absl::StrCat("blob store ", Describe(), ": CompleteMultipartUpload ", key,
+                                  ": ", s3_code, ": ", XmlElement(completed->body, "Message"))));
   }
   return absl::OkStatus();
 }
@@ -518,8 +525,8 @@ absl::StatusOr<BlobInfo> S3BlobStore::Stat(absl::string_view key) {
   request.url = ObjectUrl(key);
   ASSIGN_OR_RETURN(Response response, Perform(request));
   if (response.content_length < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "blob store ", Describe(), ": HEAD ", key, ": no Content-Length in the answer"));
+    return absl::FailedPreconditionError(absl::StrCat("blob store ", Describe(), ": HEAD ", key,
+                                                      ": no Content-Length in the answer"));
   }
   BlobInfo info;
   info.size = response.content_length;
@@ -532,8 +539,8 @@ absl::Status S3BlobStore::Read(absl::string_view key, int64_t offset, int64_t le
                                const BlobSink& sink) {
   RETURN_IF_ERROR(CheckBlobKey(key));
   if (offset < 0 || length < kToEnd) {
-    return absl::InvalidArgumentError(absl::StrCat("blob store ", Describe(), ": GET ", key,
-                                                   ": negative offset or length"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("blob store ", Describe(), ": GET ", key, ": negative offset or length"));
   }
   if (length == 0) return Stat(key).status();
   Request request;

@@ -256,10 +256,10 @@ TEST_P(BlobStoreTest, RangesAreExactAndClampedAtTheEnd) {
   const std::string bytes = Pattern(0, 10000);
   ASSERT_TRUE(store_->Put("r.bin", StringBlobSource(bytes), "application/octet-stream").ok());
 
-  EXPECT_EQ(*ReadRange(*store_, "r.bin", 0, 10), bytes.substr(0, 10));       // first bytes
+  EXPECT_EQ(*ReadRange(*store_, "r.bin", 0, 10), bytes.substr(0, 10));            // first bytes
   EXPECT_EQ(*ReadRange(*store_, "r.bin", 4321, 1000), bytes.substr(4321, 1000));  // middle
-  EXPECT_EQ(*ReadRange(*store_, "r.bin", 9999, 1), bytes.substr(9999, 1));    // last byte
-  EXPECT_EQ(*ReadRange(*store_, "r.bin", 9000, kToEnd), bytes.substr(9000));  // suffix
+  EXPECT_EQ(*ReadRange(*store_, "r.bin", 9999, 1), bytes.substr(9999, 1));        // last byte
+  EXPECT_EQ(*ReadRange(*store_, "r.bin", 9000, kToEnd), bytes.substr(9000));      // suffix
   // A range running past the end is clamped, as HTTP Range is.
   EXPECT_EQ(*ReadRange(*store_, "r.bin", 9990, 500), bytes.substr(9990));
   // Length 0: the key exists, nothing is read.
@@ -420,7 +420,8 @@ TEST_F(S3BlobStoreTest, MultipartRoundTripsAsOneObject) {
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_TRUE(*read == bytes);
   // A range across a part boundary.
-  EXPECT_TRUE(*ReadRange(*store, "ws/big.wav", 5 * kMiB - 10, 20) == bytes.substr(5 * kMiB - 10, 20));
+  EXPECT_TRUE(*ReadRange(*store, "ws/big.wav", 5 * kMiB - 10, 20) ==
+              bytes.substr(5 * kMiB - 10, 20));
   EXPECT_EQ(PendingUploads(), 0);
 }
 
@@ -561,8 +562,14 @@ TEST(OpenBlobStoreTest, S3NeedsCredentials) {
   auto from_env = OpenBlobStore("s3://recordings/p/?region=eu-west-1");
   ASSERT_TRUE(from_env.ok()) << from_env.status();
   EXPECT_EQ((*from_env)->Describe(), "s3://recordings/p");
-  if (saved_id) setenv("AWS_ACCESS_KEY_ID", id.c_str(), 1); else unsetenv("AWS_ACCESS_KEY_ID");
-  if (saved_secret) setenv("AWS_SECRET_ACCESS_KEY", secret.c_str(), 1); else unsetenv("AWS_SECRET_ACCESS_KEY");
+  if (saved_id)
+    setenv("AWS_ACCESS_KEY_ID", id.c_str(), 1);
+  else
+    unsetenv("AWS_ACCESS_KEY_ID");
+  if (saved_secret)
+    setenv("AWS_SECRET_ACCESS_KEY", secret.c_str(), 1);
+  else
+    unsetenv("AWS_SECRET_ACCESS_KEY");
 }
 
 TEST(OpenBlobStoreTest, RefusesBadUrlsAndOptions) {

@@ -45,8 +45,8 @@ absl::StatusOr<std::unique_ptr<TestS3>> TestS3::Start(const std::string& dir,
   }
   const std::string serve = absl::StrCat(kToolsDir, "/serve.js");
   if (!std::filesystem::exists(absl::StrCat(kToolsDir, "/node_modules/s3rver/package.json"))) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("s3rver is not installed in ", kToolsDir, " (run scripts/setup, or `npm ci` there)"));
+    return absl::FailedPreconditionError(absl::StrCat("s3rver is not installed in ", kToolsDir,
+                                                      " (run scripts/setup, or `npm ci` there)"));
   }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -59,7 +59,8 @@ absl::StatusOr<std::unique_ptr<TestS3>> TestS3::Start(const std::string& dir,
   const int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
   // Everything the child needs is built before fork(): the test process may have threads.
   const std::string port_text = std::to_string(port);
-  std::vector<std::string> argv = {node, serve, "--dir", dir, "--bucket", bucket, "--port", port_text};
+  std::vector<std::string> argv = {node,       serve,  "--dir",  dir,
+                                   "--bucket", bucket, "--port", port_text};
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -127,8 +128,8 @@ void TestS3::Stop() {
 std::string TestS3::Endpoint() const { return absl::StrCat("http://127.0.0.1:", port_); }
 
 std::string TestS3::Url(const std::string& prefix) const {
-  return absl::StrCat("s3://", bucket_, prefix.empty() ? "" : "/", prefix,
-                      "?endpoint=", Endpoint(), "&region=us-east-1");
+  return absl::StrCat("s3://", bucket_, prefix.empty() ? "" : "/", prefix, "?endpoint=", Endpoint(),
+                      "&region=us-east-1");
 }
 
 }  // namespace calleval::testing
