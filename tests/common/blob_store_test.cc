@@ -499,6 +499,30 @@ TEST_F(S3BlobStoreTest, UnreachableEndpointIsUnavailableQuicklyAndNamesIt) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
+// A server that takes the connection and never answers: the request's time limit ends it.
+TEST_F(S3BlobStoreTest, SilentServerTimesOutAsUnavailable) {
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 4), 0);  // the kernel completes handshakes; nobody reads
+  socklen_t len = sizeof(addr);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+
+  BlobStoreOptions options = S3Options();
+  options.request_timeout = absl::Seconds(1);
+  auto store = Open(
+      absl::StrCat("s3://recordings?endpoint=http://127.0.0.1:", ntohs(addr.sin_port)), options);
+  ASSERT_NE(store, nullptr);
+  const absl::Time start = absl::Now();
+  absl::Status stat = store->Stat("a.wav").status();
+  EXPECT_EQ(stat.code(), absl::StatusCode::kUnavailable) << stat;
+  EXPECT_THAT(Message(stat), HasSubstr("timed out"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(4));
+  close(listener);
+}
+
 TEST_F(S3BlobStoreTest, WrongSecretIsPermissionDenied) {
   BlobStoreOptions options = S3Options();
   options.credentials->secret_access_key = "not-the-secret";
