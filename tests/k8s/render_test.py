@@ -29,18 +29,24 @@ objects) and checks the objects:
   - every calleval container runs the image `calleval` as UID 10001, non-root, read-only root,
     no capabilities; seccomp Unconfined only where the code sandbox runs (scoring, metrics), and
     then the namespace does not enforce a Pod Security level that refuses it;
-  - the Dockerfile's runtime stage is debian:12-slim, runs as 10001 and copies both binaries.
+  - the Dockerfile's runtime stage is debian:12-slim, runs as 10001 and copies both binaries;
+  - try-it's per-role Deployments, run as processes on loopback with their rendered arguments
+    and environment (Services as ports, PostgreSQL as a shared SQLite file), score a text call
+    ingested at the edge.
 
 Offline: needs kubectl (Debian's kubernetes-client), python3-yaml and python3-grpcio.
 `ctest -V -R k8s_render` prints what it checked.
 """
 import glob
+import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
+import time
 import unittest
 import urllib.request
 
@@ -108,6 +114,12 @@ def proto_services():
     return sorted(names)
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def labels_match(selector, labels):
     return all(labels.get(k) == v for k, v in (selector or {}).items())
 
@@ -120,12 +132,17 @@ def host_port(addr):
 class Running:
     """`calleval serve` with some roles on loopback ports and a throwaway data dir."""
 
-    def __init__(self, roles, data_dir):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CALLEVAL_")}
-        self.proc = subprocess.Popen(
-            [CALLEVAL, "serve", "--roles", ",".join(sorted(roles)), "--data-dir", data_dir,
-             "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--access-log",
-             "false"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    def __init__(self, roles, data_dir, args=None, env=None):
+        """With `args` and `env`: `calleval ARGS` in that environment (over ours without its
+        CALLEVAL_ variables), which must run `roles`."""
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("CALLEVAL_")}
+        if args is None:
+            args = ["serve", "--roles", ",".join(sorted(roles)), "--data-dir", data_dir,
+                    "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--access-log",
+                    "false"]
+        self.proc = subprocess.Popen([CALLEVAL] + list(args), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True,
+                                     env=dict(clean, **(env or {})))
         self.http = self.grpc_port = None
         want_http, want_grpc = "edge" in roles, bool(set(roles) - {"edge"})
         seen = []
@@ -165,7 +182,8 @@ class Running:
             return e.code
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(timeout=30)
         self.proc.stdout.close()
         self.proc.stderr.close()
@@ -660,6 +678,79 @@ class RenderTest(unittest.TestCase):
                             t["topologyKey"] == "kubernetes.io/hostname" and
                             labels_match(t["labelSelector"]["matchLabels"], labels)
                             for t in terms), "no affinity to the volume's node")
+
+    # The layout running.
+
+    def test_per_role_layout_scores_a_call(self):
+        """try-it's Deployments, each one process with its arguments and environment as
+        rendered, on loopback: each Service becomes the port of the process it selects,
+        PostgreSQL a shared SQLite file (the data dir, as the volume is shared), the internal
+        credential's Secret a file. A text call ingested at the edge must be scored."""
+        r = next(x for x in self.renders if x.rel == "overlays/try-it")
+        workloads = list(self.calleval_containers(r))
+        grpc_ports = {w["metadata"]["name"]: free_port() for w, _ in workloads}
+        by_service = {}
+        for svc in r.of("Service"):
+            pods = r.pods_selected(svc["spec"]["selector"])
+            if len(pods) == 1 and pods[0]["metadata"]["name"] in grpc_ports:
+                by_service[svc["metadata"]["name"]] = grpc_ports[pods[0]["metadata"]["name"]]
+        tmp = tempfile.TemporaryDirectory()
+        data_dir = os.path.join(tmp.name, "data")
+        credential = os.path.join(tmp.name, "internal-credential")
+        with open(credential, "w") as f:
+            f.write(r.secret_data("calleval-internal")["internal-credential"])
+        http = "127.0.0.1:%d" % free_port()
+        running = []
+        try:
+            for w, c in workloads:
+                _, roles, env = self.container_config(r, w, c)
+                env = {k: v for k, v in env.items() if v is not None}
+                env.pop("CALLEVAL_DATABASE_URL")
+                for name, value in list(env.items()):
+                    flag = self.envs.get(name, "")
+                    if flag.endswith("-addr") and flag[:-5] in self.roles:
+                        self.assertIn(value.split(":")[0], by_service, name)
+                        env[name] = "127.0.0.1:%d" % by_service[value.split(":")[0]]
+                env.update(CALLEVAL_DATA_DIR=data_dir, CALLEVAL_INTERNAL_CREDENTIAL_FILE=credential,
+                           CALLEVAL_GRPC_ADDR="127.0.0.1:%d" % grpc_ports[w["metadata"]["name"]],
+                           CALLEVAL_HTTP_ADDR=http, CALLEVAL_PUBLIC_BASE_URL="http://" + http,
+                           CALLEVAL_ACCESS_LOG="false")
+                running.append((w["metadata"]["name"],
+                                Running(roles, data_dir, args=c["args"], env=env)))
+            with open(os.path.join(data_dir, "bootstrap-key")) as f:
+                key = f.read().strip()
+
+            def call(method, path, body=None):
+                request = urllib.request.Request(
+                    "http://%s%s" % (http, path), method=method,
+                    data=None if body is None else json.dumps(body).encode(),
+                    headers={"Authorization": "Bearer " + key})
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    return json.loads(response.read())
+
+            agent = call("POST", "/api/v1/agents", {
+                "name": "Support bot", "phone_number": "+14155550123", "language_id": 1,
+                "instructions": "Help callers with their cards."})
+            call("GET", "/api/v1/metrics")
+            call("POST", "/api/public/v1/calls", {
+                "call_identifier": "k8s-1", "agent_id": agent["id"], "transcript": [
+                    {"role": "AI Assistant", "content": "Hello!", "start_time": 0.4,
+                     "end_time": 1.2},
+                    {"role": "User", "content": "My card is lost.", "start_time": 1.9,
+                     "end_time": 3.0}]})
+            status = None
+            for _ in range(60):
+                status = call("GET", "/api/public/v1/calls/k8s-1")["analysis_status"]
+                if status in ("completed", "failed", "skipped"):
+                    break
+                time.sleep(0.5)
+            self.assertEqual(status, "completed")
+            print("try-it's %d Deployments as processes: a text call ingested at the edge, "
+                  "scored (%s)" % (len(running), status))
+        finally:
+            for name, server in running:
+                self.assertEqual(server.stop(), 0, "%s did not exit 0" % name)
+            tmp.cleanup()
 
     def test_dockerfile(self):
         with open(os.path.join(ROOT, "Dockerfile")) as f:
