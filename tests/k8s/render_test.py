@@ -684,8 +684,8 @@ class RenderTest(unittest.TestCase):
     def test_per_role_layout_scores_a_call(self):
         """try-it's Deployments, each one process with its arguments and environment as
         rendered, on loopback: each Service becomes the port of the process it selects,
-        PostgreSQL a shared SQLite file (the data dir, as the volume is shared), the internal
-        credential's Secret a file. A text call ingested at the edge must be scored."""
+        PostgreSQL a shared SQLite file (the data dir, as the volume is shared), the keys of the
+        Secret calleval-internal files. A text call ingested at the edge must be scored."""
         r = next(x for x in self.renders if x.rel == "overlays/try-it")
         workloads = list(self.calleval_containers(r))
         grpc_ports = {w["metadata"]["name"]: free_port() for w, _ in workloads}
@@ -696,9 +696,13 @@ class RenderTest(unittest.TestCase):
                 by_service[svc["metadata"]["name"]] = grpc_ports[pods[0]["metadata"]["name"]]
         tmp = tempfile.TemporaryDirectory()
         data_dir = os.path.join(tmp.name, "data")
-        credential = os.path.join(tmp.name, "internal-credential")
-        with open(credential, "w") as f:
-            f.write(r.secret_data("calleval-internal")["internal-credential"])
+        # The files the pods read from the mounted Secret calleval-internal, by variable.
+        secret_files = {}
+        for variable, secret_key in (("CALLEVAL_INTERNAL_CREDENTIAL_FILE", "internal-credential"),
+                                     ("CALLEVAL_SIGNING_KEY_FILE", "signing-key")):
+            secret_files[variable] = os.path.join(tmp.name, secret_key)
+            with open(secret_files[variable], "w") as f:
+                f.write(r.secret_data("calleval-internal")[secret_key])
         http = "127.0.0.1:%d" % free_port()
         running = []
         try:
@@ -711,7 +715,12 @@ class RenderTest(unittest.TestCase):
                     if flag.endswith("-addr") and flag[:-5] in self.roles:
                         self.assertIn(value.split(":")[0], by_service, name)
                         env[name] = "127.0.0.1:%d" % by_service[value.split(":")[0]]
-                env.update(CALLEVAL_DATA_DIR=data_dir, CALLEVAL_INTERNAL_CREDENTIAL_FILE=credential,
+                for variable, path in secret_files.items():
+                    if variable in env:
+                        env[variable] = path
+                env.update(CALLEVAL_DATA_DIR=data_dir,
+                           CALLEVAL_INTERNAL_CREDENTIAL_FILE=secret_files[
+                               "CALLEVAL_INTERNAL_CREDENTIAL_FILE"],
                            CALLEVAL_GRPC_ADDR="127.0.0.1:%d" % grpc_ports[w["metadata"]["name"]],
                            CALLEVAL_HTTP_ADDR=http, CALLEVAL_PUBLIC_BASE_URL="http://" + http,
                            CALLEVAL_ACCESS_LOG="false")
