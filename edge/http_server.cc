@@ -11,6 +11,8 @@
 #include <random>
 #include <thread>
 
+#include <unistd.h>
+
 #ifndef BOOST_ASIO_NO_DEPRECATED
 #define BOOST_ASIO_NO_DEPRECATED
 #endif
@@ -139,13 +141,35 @@ class RateLimiter {
 struct LocalRoute {
   std::string method;
   std::string prefix;
-  LocalHandler handler;
+  LocalHandler handler;              // exactly one of the two is set
+  AsyncLocalHandler async_handler;
 
   bool MatchesPath(std::string_view path) const {
     if (path.size() < prefix.size() || path.compare(0, prefix.size(), prefix) != 0) return false;
     if (path.size() == prefix.size()) return true;
     return prefix.back() == '/' || path[prefix.size()] == '/';
   }
+};
+
+// Unlinks a delete_file_after_open file unless the response is handed over to be sent (which
+// unlinks it after opening it): whatever drops an answer unsent leaves no file behind.
+class UnlinkUnlessSent {
+ public:
+  explicit UnlinkUnlessSent(const std::optional<LocalResponse>& response) {
+    if (response && response->delete_file_after_open) path_ = response->file_path;
+  }
+  UnlinkUnlessSent(UnlinkUnlessSent&& other) noexcept : path_(std::move(other.path_)) {
+    other.path_.clear();
+  }
+  UnlinkUnlessSent& operator=(UnlinkUnlessSent&&) = delete;
+  ~UnlinkUnlessSent() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+
+  void HandedOver() { path_.clear(); }
+
+ private:
+  std::string path_;
 };
 
 // Calls `fn(key, value)` for each `key=value` pair of a query string, both still encoded.
@@ -192,7 +216,11 @@ class HttpServer::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   void AddLocalRoute(std::string method, std::string prefix, LocalHandler handler) {
-    local_routes_.push_back({std::move(method), std::move(prefix), std::move(handler)});
+    local_routes_.push_back({std::move(method), std::move(prefix), std::move(handler), {}});
+  }
+
+  void AddAsyncLocalRoute(std::string method, std::string prefix, AsyncLocalHandler handler) {
+    local_routes_.push_back({std::move(method), std::move(prefix), {}, std::move(handler)});
   }
 
   absl::Status Start();
@@ -223,6 +251,9 @@ class HttpServer::Impl : public std::enable_shared_from_this<Impl> {
   std::vector<std::thread> threads_;
   std::atomic<int> port_{0};
   std::atomic<bool> stopping_{false};
+  // Set when Shutdown() gives up on in-flight requests and stops the io_context: an answer that
+  // arrives later is dropped rather than posted where no thread will ever run it.
+  std::atomic<bool> abandoned_{false};
 
   // std::mutex rather than absl::Mutex: Debian's Abseil is not built for ThreadSanitizer, whose
   // runs would otherwise report false races here.
@@ -396,6 +427,56 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
                         absl::StrCat(Absl(method_), " is not allowed on ", Absl(path_))));
   }
 
+  // The state behind an asynchronous local route's `respond`; every copy of `respond` shares
+  // one. It holds the session, so a late answer never touches a destroyed one.
+  class AsyncAnswer {
+   public:
+    explicit AsyncAnswer(std::shared_ptr<Session> session) : session_(std::move(session)) {}
+    AsyncAnswer(const AsyncAnswer&) = delete;
+    AsyncAnswer& operator=(const AsyncAnswer&) = delete;
+
+    // Every copy of `respond` gone uncalled: the client would otherwise wait forever.
+    ~AsyncAnswer() {
+      if (answered_.exchange(true)) return;
+      std::fprintf(stderr, "http: request_id=%s: an async local handler never called respond\n",
+                   session_->request_id_.c_str());
+      PostAnswer(session_, std::nullopt);
+    }
+
+    void Respond(LocalResponse response) {
+      if (answered_.exchange(true)) {
+        std::fprintf(stderr, "http: an async local handler called respond more than once\n");
+        UnlinkUnlessSent discarded{std::optional<LocalResponse>(std::move(response))};
+        return;
+      }
+      PostAnswer(session_, std::move(response));
+    }
+
+    // True when no answer was given yet, and none may be given from now on.
+    bool Claim() { return !answered_.exchange(true); }
+
+   private:
+    const std::shared_ptr<Session> session_;
+    std::atomic<bool> answered_{false};
+  };
+
+  // From any thread: back onto the session's strand, as a routed call's completion is.
+  // nullopt: the handler dropped `respond`.
+  static void PostAnswer(const std::shared_ptr<Session>& session,
+                         std::optional<LocalResponse> response) {
+    UnlinkUnlessSent unlink(response);
+    if (session->server_->abandoned_.load()) return;
+    net::post(session->stream_.get_executor(),
+              [session, response = std::move(response), unlink = std::move(unlink)]() mutable {
+                unlink.HandedOver();
+                if (!response) {
+                  return session->SendError(
+                      InternalError("the local handler did not answer the request"));
+                }
+                session->SendLocalResponse(std::move(*response));
+              });
+  }
+
   void ServeLocal(const LocalRoute& local) {
     LocalRequest request;
     request.method = std::string(method_);
@@ -411,16 +492,35 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       request.headers[std::move(name)] = std::string(View(field.value()));
     }
+    if (local.async_handler) {
+      // The connection now waits for PostAnswer: no read is pending, so no timeout runs, and
+      // busy_ keeps Shutdown() from closing it.
+      auto answer = std::make_shared<AsyncAnswer>(shared_from_this());
+      try {
+        local.async_handler(std::move(request), [answer](LocalResponse response) {
+          answer->Respond(std::move(response));
+        });
+      } catch (const std::exception& e) {
+        if (answer->Claim()) {
+          return SendError(InternalError(absl::StrCat("local handler failed: ", e.what())));
+        }
+      }
+      return;
+    }
     LocalResponse response;
     try {
       response = local.handler(request);
     } catch (const std::exception& e) {
       return SendError(InternalError(absl::StrCat("local handler failed: ", e.what())));
     }
+    SendLocalResponse(std::move(response));
+  }
+
+  void SendLocalResponse(LocalResponse response) {
     for (auto& header : response.headers) extra_headers_.push_back(std::move(header));
     if (!response.file_path.empty()) {
       return SendFile(response.status, response.content_type, response.file_path,
-                      response.accept_ranges);
+                      response.accept_ranges, response.delete_file_after_open);
     }
     Send(response.status, std::move(response.body), response.content_type);
   }
@@ -559,10 +659,13 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   // Streams the file; with `accept_ranges`, a single `Range` is answered 206 with only those
   // bytes (a player seeking in a recording), an unsatisfiable one 416.
   void SendFile(int status, std::string_view content_type, const std::string& path,
-                bool accept_ranges) {
+                bool accept_ranges, bool delete_after_open) {
     FileRangeBody::value_type body;
     beast::error_code ec;
     body.file.open(path.c_str(), beast::file_mode::scan, ec);
+    // The open descriptor keeps the bytes until file_response_ is reset after the write, however
+    // it ends; the name goes now, whatever is answered.
+    if (delete_after_open) ::unlink(path.c_str());
     const uint64_t size = ec ? 0 : body.file.size(ec);
     if (ec) {
       extra_headers_.clear();
@@ -805,6 +908,7 @@ void HttpServer::Impl::Shutdown() {
   work_.reset();
   if (!drained) {
     std::fprintf(stderr, "http: shutdown timed out; abandoning in-flight requests\n");
+    abandoned_.store(true);
     ioc_.stop();
   }
   for (std::thread& thread : threads_) thread.join();
@@ -818,6 +922,11 @@ HttpServer::~HttpServer() { Shutdown(); }
 
 void HttpServer::AddLocalRoute(std::string method, std::string path_prefix, LocalHandler handler) {
   impl_->AddLocalRoute(std::move(method), std::move(path_prefix), std::move(handler));
+}
+
+void HttpServer::AddAsyncLocalRoute(std::string method, std::string path_prefix,
+                                    AsyncLocalHandler handler) {
+  impl_->AddAsyncLocalRoute(std::move(method), std::move(path_prefix), std::move(handler));
 }
 
 absl::Status HttpServer::Start() { return impl_->Start(); }

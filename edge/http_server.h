@@ -4,7 +4,9 @@
 // thread pool. Routed requests are transcoded with the JSON codec and handed to a
 // MethodInvoker; the answer is written back on the connection's strand whichever thread
 // completes the call. Local routes (health probes, the OpenAPI document, presigned recording
-// links) are answered by handlers registered before Start() and need no bearer key.
+// links) are answered by handlers registered before Start() and need no bearer key; an
+// asynchronous one answers later from any thread, so slow work (fetching a recording from a blob
+// store) never stalls the io thread that serves other connections.
 
 #include <cstddef>
 #include <functional>
@@ -67,10 +69,27 @@ struct LocalResponse {
   // With file_path: honour a single `Range` (206 with Content-Range, 416 outside the file) and
   // say so with `Accept-Ranges: bytes`.
   bool accept_ranges = false;
+  // With file_path: the file is the response's own (a temporary copy of a blob) and the edge
+  // unlinks it right after opening it for sending; the open descriptor keeps the bytes readable
+  // until the send ends, so nothing is left on disk once the response is gone. It is unlinked
+  // as well on every path that never opens it: a connection or server gone before an
+  // asynchronous answer is written, a second call of `respond`. A file that cannot be opened is
+  // still unlinked (and answers 404).
+  bool delete_file_after_open = false;
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
 using LocalHandler = std::function<LocalResponse(const LocalRequest&)>;
+
+// Called on the io thread with the request; answers by calling `respond` exactly once, from any
+// thread, now or later. The connection waits for the answer as it does for a routed call: no
+// header or idle timeout runs meanwhile. `respond` keeps the connection's state alive, so it may
+// be called after the client has gone or the server has stopped: the answer is then dropped
+// (and a delete_file_after_open file unlinked). The handler must always call it in the end; if
+// every copy of `respond` is destroyed uncalled, the client gets a 500 and a line on stderr. A
+// second call is ignored (its file unlinked).
+using AsyncLocalHandler =
+    std::function<void(LocalRequest request, std::function<void(LocalResponse)> respond)>;
 
 class HttpServer {
  public:
@@ -85,6 +104,11 @@ class HttpServer {
   // ending in '/' matches anything below it). Checked before the route table, in registration
   // order. Call before Start(). The handler runs on an io thread: keep it short.
   void AddLocalRoute(std::string method, std::string path_prefix, LocalHandler handler);
+  // The same matching and order (one list with AddLocalRoute's routes), answered asynchronously:
+  // see AsyncLocalHandler. The handler itself runs on an io thread: it should only hand the
+  // work off.
+  void AddAsyncLocalRoute(std::string method, std::string path_prefix,
+                          AsyncLocalHandler handler);
 
   // Binds and starts the io threads.
   absl::Status Start();
@@ -92,7 +116,8 @@ class HttpServer {
   int port() const;
 
   // Stops accepting, lets in-flight requests finish (up to shutdown_timeout), closes idle
-  // connections and joins the threads. Safe to call more than once; not from a handler.
+  // connections and joins the threads. Safe to call more than once; not from a handler. A
+  // pending asynchronous local route is in flight: its answer is awaited like a routed call's.
   void Shutdown();
 
  private:
