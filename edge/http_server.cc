@@ -270,7 +270,7 @@ class HttpServer::Impl : public std::enable_shared_from_this<Impl> {
 class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket&& socket, std::shared_ptr<Impl> server)
-      : stream_(std::move(socket)), server_(std::move(server)) {
+      : server_(std::move(server)), stream_(std::move(socket)) {
     beast::error_code ec;
     const tcp::endpoint peer = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_address_ = peer.address().to_string();
@@ -449,21 +449,26 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
         UnlinkUnlessSent discarded{std::optional<LocalResponse>(std::move(response))};
         return;
       }
-      PostAnswer(session_, std::move(response));
+      // Copies of `respond` kept after the answer no longer pin the connection.
+      PostAnswer(std::move(session_), std::move(response));
     }
 
     // True when no answer was given yet, and none may be given from now on.
-    bool Claim() { return !answered_.exchange(true); }
+    bool Claim() {
+      if (answered_.exchange(true)) return false;
+      session_.reset();
+      return true;
+    }
 
    private:
-    const std::shared_ptr<Session> session_;
+    // Touched only by whoever wins answered_.
+    std::shared_ptr<Session> session_;
     std::atomic<bool> answered_{false};
   };
 
   // From any thread: back onto the session's strand, as a routed call's completion is.
   // nullopt: the handler dropped `respond`.
-  static void PostAnswer(const std::shared_ptr<Session>& session,
-                         std::optional<LocalResponse> response) {
+  static void PostAnswer(std::shared_ptr<Session> session, std::optional<LocalResponse> response) {
     UnlinkUnlessSent unlink(response);
     if (session->server_->abandoned_.load()) return;
     net::post(session->stream_.get_executor(),
@@ -760,8 +765,10 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
                             });
   }
 
-  beast::tcp_stream stream_;
+  // Before stream_: a session that outlives the HttpServer (an answer arriving after Shutdown()
+  // gave up) may hold the last reference to the io_context, which must outlive the socket.
   std::shared_ptr<Impl> server_;
+  beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> request_;
