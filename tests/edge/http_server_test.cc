@@ -4,13 +4,20 @@
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "calleval/v1/accounts.pb.h"
 #include "calleval/v1/agents.pb.h"
@@ -719,6 +726,390 @@ TEST_F(HttpServerTest, IdleKeepAliveIsClosedAfterTheIdleTimeout) {
   EXPECT_THAT(received, HasSubstr("200 OK"));
   EXPECT_GE(elapsed, std::chrono::milliseconds(800));
   EXPECT_LT(elapsed, std::chrono::seconds(4));
+}
+
+
+// Waits up to `limit` for `done()`; true when it came true.
+bool WaitUntil(const std::function<bool()>& done,
+               std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+bool FileExists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+// Whether this process still has the inode open: an unlinked file's bytes live on until then.
+bool ProcessHoldsInode(ino_t inode) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    struct stat st;
+    if (::stat(entry.path().c_str(), &st) == 0 && st.st_ino == inode) return true;
+  }
+  return false;
+}
+
+ino_t InodeOf(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+std::string PatternBytes(size_t n) {
+  std::string content;
+  content.reserve(n);
+  for (size_t i = 0; i < n; ++i) content.push_back(static_cast<char>(i * 7 + i / 251));
+  return content;
+}
+
+// Asynchronous local routes: the handler queues each request with its `respond`, and the test
+// answers from its own thread, when it wants.
+class AsyncLocalRouteTest : public HttpServerTest {
+ protected:
+  struct Pending {
+    LocalRequest request;
+    std::function<void(LocalResponse)> respond;
+  };
+
+  void StartAsyncServer(HttpServerOptions options = {}) {
+    options.port = 0;
+    options.access_log = false;
+    server_ = std::make_unique<HttpServer>(table_.get(), &invoker_, options);
+    server_->AddLocalRoute("GET", "/healthz", [](const LocalRequest&) {
+      LocalResponse response;
+      response.body = R"({"status":"ok"})";
+      return response;
+    });
+    // Registered before the async prefix that also covers it: it wins.
+    server_->AddLocalRoute("GET", "/async/sync", [](const LocalRequest&) {
+      LocalResponse response;
+      response.body = R"({"route":"sync"})";
+      return response;
+    });
+    server_->AddAsyncLocalRoute(
+        "GET", "/async/", [this](LocalRequest request, std::function<void(LocalResponse)> respond) {
+          if (request.path == "/async/drop") return;  // never answers
+          if (request.path == "/async/throw") throw std::runtime_error("boom");
+          std::lock_guard<std::mutex> lock(pending_mu_);
+          pending_.push_back({std::move(request), std::move(respond)});
+          pending_cv_.notify_all();
+        });
+    ASSERT_TRUE(server_->Start().ok());
+    port_ = server_->port();
+  }
+
+  void TearDown() override {
+    // An unanswered request would hold up Shutdown() for its timeout; dropping `respond`
+    // answers it 500.
+    {
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      pending_.clear();
+    }
+    HttpServerTest::TearDown();
+    for (const std::string& path : files_) std::remove(path.c_str());
+  }
+
+  // The next request handed to the async route.
+  Pending NextPending() {
+    std::unique_lock<std::mutex> lock(pending_mu_);
+    EXPECT_TRUE(pending_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return !pending_.empty(); }));
+    if (pending_.empty()) return {};
+    Pending next = std::move(pending_.front());
+    pending_.pop_front();
+    return next;
+  }
+
+  std::string WriteFile(const std::string& name, const std::string& content) {
+    std::string path = ::testing::TempDir() + "/http_server_async_" + name;
+    std::ofstream out(path, std::ios::binary);
+    out << content;
+    files_.push_back(path);
+    return path;
+  }
+
+  static LocalResponse FileAnswer(const std::string& path, bool delete_after_open) {
+    LocalResponse response;
+    response.content_type = "audio/wav";
+    response.file_path = path;
+    response.accept_ranges = true;
+    response.delete_file_after_open = delete_after_open;
+    return response;
+  }
+
+  std::mutex pending_mu_;
+  std::condition_variable pending_cv_;
+  std::deque<Pending> pending_;
+  std::vector<std::string> files_;
+};
+
+TEST_F(AsyncLocalRouteTest, AnswersFromAnotherThreadWhileTheOnlyIoThreadServesOthers) {
+  HttpServerOptions options;
+  options.threads = 1;
+  StartAsyncServer(options);
+  Response slow;
+  std::thread requester([&] {
+    Client client(port_);
+    slow = client.Do(http::verb::get, "/async/call?x=a%20b", "",
+                     {{"X-Request-Id", "async-1"}, {"X-Custom", "v"}});
+  });
+  Pending pending = NextPending();
+  EXPECT_EQ(pending.request.method, "GET");
+  EXPECT_EQ(pending.request.path, "/async/call");
+  EXPECT_EQ(pending.request.query.at("x"), "a b");
+  EXPECT_EQ(pending.request.headers.at("x-custom"), "v");
+  EXPECT_EQ(pending.request.request_id, "async-1");
+
+  // The one io thread is free while the first request waits for its answer.
+  Client other(port_);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(other.Do(http::verb::get, "/healthz").result_int(), 200);
+  EXPECT_EQ(Body(other.Do(http::verb::get, "/async/sync"))["route"], "sync");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+
+  std::thread responder([respond = std::move(pending.respond)] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    LocalResponse response;
+    response.status = 202;
+    response.body = R"({"route":"async"})";
+    response.headers.emplace_back("cache-control", "no-store");
+    respond(std::move(response));
+  });
+  requester.join();
+  responder.join();
+  EXPECT_EQ(slow.result_int(), 202);
+  EXPECT_EQ(Body(slow)["route"], "async");
+  EXPECT_EQ(slow["cache-control"], "no-store");
+  EXPECT_EQ(slow["x-request-id"], "async-1");
+  EXPECT_TRUE(slow.keep_alive());
+}
+
+TEST_F(AsyncLocalRouteTest, KeepAliveConnectionServesTheNextRequestAfterAnAsyncAnswer) {
+  StartAsyncServer();
+  Client client(port_);
+  for (int i = 0; i < 3; ++i) {
+    std::thread responder([&] {
+      Pending pending = NextPending();
+      LocalResponse response;
+      response.body = "{\"i\":" + std::to_string(i) + "}";
+      pending.respond(std::move(response));
+    });
+    Response response = client.Do(http::verb::get, "/async/" + std::to_string(i));
+    responder.join();
+    EXPECT_EQ(Body(response)["i"], i);
+  }
+  EXPECT_EQ(client.Do(http::verb::get, "/healthz").result_int(), 200);
+}
+
+TEST_F(AsyncLocalRouteTest, ShareTheLocalRoutesAllowAndTheRouteTableStaysBehindThem) {
+  StartAsyncServer();
+  Client client(port_);
+  Response wrong = client.Do(http::verb::post, "/async/x", "{}");
+  EXPECT_EQ(wrong.result_int(), 405);
+  EXPECT_EQ(wrong[http::field::allow], "GET");
+  EXPECT_EQ(client.Do(http::verb::get, "/api/public/v1/calls/1").result_int(), 200);
+  EXPECT_EQ(client.Do(http::verb::get, "/asyncx").result_int(), 404);
+}
+
+TEST_F(AsyncLocalRouteTest, TimeoutsDoNotCloseAConnectionWaitingForItsAnswer) {
+  HttpServerOptions options;
+  options.header_timeout = absl::Milliseconds(300);
+  options.idle_timeout = absl::Milliseconds(300);
+  StartAsyncServer(options);
+  std::thread responder([&] {
+    Pending pending = NextPending();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    LocalResponse response;
+    response.body = "{}";
+    pending.respond(std::move(response));
+  });
+  Client client(port_);
+  Response response = client.Do(http::verb::get, "/async/late");
+  responder.join();
+  EXPECT_EQ(response.result_int(), 200);
+}
+
+TEST_F(AsyncLocalRouteTest, FileAnswerHonoursRangeAnd416) {
+  StartAsyncServer();
+  const std::string content = PatternBytes(100000);
+  const std::string path = WriteFile("range.wav", content);
+  Client client(port_);
+  auto answer_with_file = [&] {
+    return std::thread([&] { NextPending().respond(FileAnswer(path, false)); });
+  };
+
+  std::thread responder = answer_with_file();
+  Response whole = client.Do(http::verb::get, "/async/rec");
+  responder.join();
+  EXPECT_EQ(whole.result_int(), 200);
+  EXPECT_EQ(whole[http::field::accept_ranges], "bytes");
+  EXPECT_EQ(whole[http::field::content_type], "audio/wav");
+  EXPECT_EQ(whole.body(), content);
+
+  responder = answer_with_file();
+  Response part = client.Do(http::verb::get, "/async/rec", "", {{"Range", "bytes=1000-1999"}});
+  responder.join();
+  EXPECT_EQ(part.result_int(), 206);
+  EXPECT_EQ(part[http::field::content_range], "bytes 1000-1999/100000");
+  EXPECT_EQ(part.body(), content.substr(1000, 1000));
+
+  responder = answer_with_file();
+  Response suffix = client.Do(http::verb::get, "/async/rec", "", {{"Range", "bytes=-10"}});
+  responder.join();
+  EXPECT_EQ(suffix.result_int(), 206);
+  EXPECT_EQ(suffix.body(), content.substr(content.size() - 10));
+
+  responder = answer_with_file();
+  Response outside = client.Do(http::verb::get, "/async/rec", "", {{"Range", "bytes=100000-"}});
+  responder.join();
+  EXPECT_EQ(outside.result_int(), 416);
+  EXPECT_EQ(outside[http::field::content_range], "bytes */100000");
+  EXPECT_EQ(Body(outside)["error"]["code"], "range_not_satisfiable");
+  EXPECT_TRUE(FileExists(path));  // not asked to delete it
+}
+
+TEST_F(AsyncLocalRouteTest, DeleteFileAfterOpenLeavesNoFileWhateverIsAnswered) {
+  StartAsyncServer();
+  const std::string content = PatternBytes(300000);
+  Client client(port_);
+  struct Case {
+    std::string name;
+    std::vector<std::pair<std::string, std::string>> headers;
+    int status;         // what the route answers
+    int want;           // what the client gets
+  };
+  const std::vector<Case> cases = {
+      {"whole", {}, 200, 200},
+      {"ranged", {{"Range", "bytes=5-99"}}, 200, 206},
+      {"unsatisfiable", {{"Range", "bytes=400000-"}}, 200, 416},
+      // An error page the route built into its temporary file.
+      {"route_error", {}, 503, 503},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = WriteFile(c.name + ".wav", content);
+    const ino_t inode = InodeOf(path);
+    std::thread responder([&] {
+      LocalResponse response = FileAnswer(path, true);
+      response.status = c.status;
+      NextPending().respond(std::move(response));
+    });
+    Response response = client.Do(http::verb::get, "/async/rec", "", c.headers);
+    responder.join();
+    EXPECT_EQ(response.result_int(), c.want);
+    if (c.want == 200 || c.want == 503) {
+      EXPECT_EQ(response.body(), content);
+    } else if (c.want == 206) {
+      EXPECT_EQ(response.body(), content.substr(5, 95));
+    }
+    EXPECT_FALSE(FileExists(path));
+    EXPECT_TRUE(WaitUntil([&] { return !ProcessHoldsInode(inode); }));
+  }
+
+  // A file that is gone by the time it is opened: 404, as for a synchronous route.
+  std::thread responder([&] {
+    NextPending().respond(FileAnswer(::testing::TempDir() + "/http_server_async_none", true));
+  });
+  EXPECT_EQ(client.Do(http::verb::get, "/async/rec").result_int(), 404);
+  responder.join();
+}
+
+TEST_F(AsyncLocalRouteTest, DeleteFileAfterOpenWhenTheClientLeavesMidBody) {
+  StartAsyncServer();
+  // Far more than the socket buffers hold, so the send is still going when the client leaves.
+  const std::string path = WriteFile("big.wav", PatternBytes(32 * 1024 * 1024));
+  const ino_t inode = InodeOf(path);
+  {
+    net::io_context ioc;
+    tcp::socket socket(ioc);
+    socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_));
+    net::write(socket, net::buffer(std::string("GET /async/big HTTP/1.1\r\nHost: x\r\n\r\n")));
+    NextPending().respond(FileAnswer(path, true));
+    char buf[64 * 1024];
+    size_t received = 0;
+    while (received < 256 * 1024) received += socket.read_some(net::buffer(buf));
+    EXPECT_FALSE(FileExists(path));
+    EXPECT_TRUE(ProcessHoldsInode(inode));  // unlinked, still being sent
+    // Closed with unread bytes: a reset, which fails the server's next write.
+  }
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessHoldsInode(inode); }));
+  Client client(port_);
+  EXPECT_EQ(client.Do(http::verb::get, "/healthz").result_int(), 200);
+}
+
+TEST_F(AsyncLocalRouteTest, ClientGoneBeforeRespondMakesTheLateAnswerHarmless) {
+  StartAsyncServer();
+  const std::string path = WriteFile("orphan.wav", PatternBytes(1000));
+  const std::string second = WriteFile("orphan_second.wav", "x");
+  const ino_t inode = InodeOf(path);
+  std::thread responder;
+  {
+    RawConnection gone(port_);
+    ASSERT_TRUE(gone.Write("GET /async/orphan HTTP/1.1\r\nHost: x\r\n\r\n"));
+    Pending pending = NextPending();
+    // The client hangs up; the answer comes later, from another thread.
+    responder = std::thread([respond = std::move(pending.respond), path, second] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      respond(FileAnswer(path, true));
+      // A second answer is ignored, and its file removed too.
+      respond(FileAnswer(second, true));
+    });
+  }
+  responder.join();
+  EXPECT_TRUE(WaitUntil([&] { return !FileExists(path) && !FileExists(second); }));
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessHoldsInode(inode); }));
+  Client client(port_);
+  EXPECT_EQ(client.Do(http::verb::get, "/healthz").result_int(), 200);
+}
+
+TEST_F(AsyncLocalRouteTest, HandlerThatDropsRespondOrThrowsAnswers500) {
+  StartAsyncServer();
+  Client client(port_);
+  Response dropped = client.Do(http::verb::get, "/async/drop");
+  EXPECT_EQ(dropped.result_int(), 500);
+  EXPECT_EQ(Body(dropped)["error"]["status"], 500);
+  Response thrown = client.Do(http::verb::get, "/async/throw");
+  EXPECT_EQ(thrown.result_int(), 500);
+  EXPECT_EQ(client.Do(http::verb::get, "/healthz").result_int(), 200);
+}
+
+TEST_F(AsyncLocalRouteTest, DestructorWaitsForAPendingAnswer) {
+  StartAsyncServer();
+  Response slow;
+  std::thread requester([&] {
+    Client client(port_);
+    slow = client.Do(http::verb::get, "/async/slow");
+  });
+  Pending pending = NextPending();
+  std::thread responder([respond = std::move(pending.respond)] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    LocalResponse response;
+    response.body = R"({"route":"async"})";
+    respond(std::move(response));
+  });
+  server_.reset();  // the destructor shuts down, waiting for the in-flight answer
+  requester.join();
+  responder.join();
+  EXPECT_EQ(slow.result_int(), 200);
+  EXPECT_FALSE(slow.keep_alive());
+  EXPECT_EQ(Body(slow)["route"], "async");
+}
+
+TEST_F(AsyncLocalRouteTest, AnswerAfterTheServerGaveUpAndWasDestroyedIsDropped) {
+  HttpServerOptions options;
+  options.shutdown_timeout = absl::Milliseconds(200);
+  StartAsyncServer(options);
+  const std::string path = WriteFile("abandoned.wav", PatternBytes(1000));
+  RawConnection waiting(port_);
+  ASSERT_TRUE(waiting.Write("GET /async/abandoned HTTP/1.1\r\nHost: x\r\n\r\n"));
+  Pending pending = NextPending();
+  server_.reset();  // gives up on the pending request after 200 ms
+  pending.respond(FileAnswer(path, true));
+  pending.respond = nullptr;  // the last hold on the connection
+  EXPECT_FALSE(FileExists(path));
+  std::string received;
+  EXPECT_TRUE(waiting.ClosedWithin(std::chrono::seconds(2), &received));
+  EXPECT_EQ(received, "");
 }
 
 }  // namespace
