@@ -470,6 +470,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   // nullopt: the handler dropped `respond`.
   static void PostAnswer(std::shared_ptr<Session> session, std::optional<LocalResponse> response) {
     UnlinkUnlessSent unlink(response);
+    // An answer posted in the instant before Shutdown() stops the io_context is never run and
+    // stays queued (with its session and file) until the process ends, as a routed call's would.
     if (session->server_->abandoned_.load()) return;
     net::post(session->stream_.get_executor(),
               [session, response = std::move(response), unlink = std::move(unlink)]() mutable {

@@ -71,10 +71,10 @@ struct LocalResponse {
   bool accept_ranges = false;
   // With file_path: the file is the response's own (a temporary copy of a blob) and the edge
   // unlinks it right after opening it for sending; the open descriptor keeps the bytes readable
-  // until the send ends, so nothing is left on disk once the response is gone. It is unlinked
-  // as well on every path that never opens it: a connection or server gone before an
-  // asynchronous answer is written, a second call of `respond`. A file that cannot be opened is
-  // still unlinked (and answers 404).
+  // until the send ends, however it ends (a client gone mid-body included), so nothing is left
+  // on disk once the response is gone. It is unlinked as well on every path that never opens
+  // it: an asynchronous answer that arrives after Shutdown() gave up on it, a second call of
+  // `respond`. A file that cannot be opened is still unlinked (and answers 404).
   bool delete_file_after_open = false;
   std::vector<std::pair<std::string, std::string>> headers;
 };
@@ -83,9 +83,11 @@ using LocalHandler = std::function<LocalResponse(const LocalRequest&)>;
 
 // Called on the io thread with the request; answers by calling `respond` exactly once, from any
 // thread, now or later. The connection waits for the answer as it does for a routed call: no
-// header or idle timeout runs meanwhile. `respond` keeps the connection's state alive, so it may
-// be called after the client has gone or the server has stopped: the answer is then dropped
-// (and a delete_file_after_open file unlinked). The handler must always call it in the end; if
+// header or idle timeout runs meanwhile (nor is a client that leaves noticed before the answer
+// is written). `respond` keeps the connection's state alive, so it may be called after the
+// client has gone (the write fails and the connection closes) or after Shutdown() gave up on the
+// request (the answer is dropped unwritten); either way a delete_file_after_open file is
+// unlinked. The handler must always call it in the end; if
 // every copy of `respond` is destroyed uncalled, the client gets a 500 and a line on stderr. A
 // second call is ignored (its file unlinked).
 using AsyncLocalHandler =
