@@ -90,6 +90,12 @@ class BlobStore {
   // "file:///var/lib/calleval/recordings", "s3://bucket/prefix": for messages and logs,
   // never with credentials.
   virtual std::string Describe() const = 0;
+  // Where the object's bytes already are on this machine's disk, for a store that keeps them
+  // there (the local directory): a reader opens that file instead of copying it. nullopt for a
+  // remote store, or when the key cannot name an object. The file may not exist.
+  virtual std::optional<std::string> LocalPath(absl::string_view key) const {
+    return std::nullopt;
+  }
 
   // Reads the whole object into `local_path`, written as `local_path + ".part"` and renamed
   // when complete (removed on failure). An object larger than `max_bytes` is refused with

@@ -93,6 +93,11 @@ absl::StatusOr<std::unique_ptr<LocalDirBlobStore>> LocalDirBlobStore::Open(
 
 std::string LocalDirBlobStore::Describe() const { return absl::StrCat("file://", root_); }
 
+std::optional<std::string> LocalDirBlobStore::LocalPath(absl::string_view key) const {
+  if (!CheckBlobKey(key).ok()) return std::nullopt;
+  return absl::StrCat(root_, "/", key);
+}
+
 absl::Status LocalDirBlobStore::Error(absl::StatusCode code, absl::string_view op,
                                       absl::string_view key, absl::string_view what) const {
   return absl::Status(code,

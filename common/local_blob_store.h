@@ -29,6 +29,7 @@ class LocalDirBlobStore : public BlobStore {
                     const BlobSink& sink) override;
   absl::Status Delete(absl::string_view key) override;
   std::string Describe() const override;
+  std::optional<std::string> LocalPath(absl::string_view key) const override;
 
  private:
   explicit LocalDirBlobStore(std::string root) : root_(std::move(root)) {}

@@ -833,6 +833,13 @@ CREATE INDEX runs_queued ON runs (id) WHERE status = 'queued';
 CREATE INDEX runs_leased ON runs (lease_until, id) WHERE status = 'in_progress';
 )sql";
 
+// Recordings live in a blob store (common/blob_store.h, --recordings-url): the call's row names
+// its object. NULL for the recordings stored before this column, which are under the call's id
+// (the local store keeps them where they were, <data-dir>/recordings/<id>).
+constexpr char kV17[] = R"sql(
+ALTER TABLE calls ADD COLUMN recording_key TEXT;
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
@@ -846,6 +853,7 @@ const std::vector<db::Migration>& SchemaMigrations() {
       {14, kV14Sqlite, kV14Postgres},
       {15, kV15Sqlite, kV15Postgres},
       {16, kV16, kV16},
+      {17, kV17, kV17},
   };
   return *migrations;
 }

@@ -208,6 +208,11 @@ const std::vector<Flag>& Flags() {
                  "32 bytes sealing agents' web channel credentials; created on first start when "
                  "missing (mode 0600)",
                  "<data-dir>/credentials-key"),
+      StringFlag("recordings-url", "URL", &ServerConfig::recordings_url,
+                 "where recordings are kept: a directory, or "
+                 "s3://BUCKET/PREFIX?endpoint=URL&region=NAME (S3-compatible storage; keys from "
+                 "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); the same for every process",
+                 "<data-dir>/recordings"),
       StringFlag("signing-key-file", "FILE", &ServerConfig::signing_key_file,
                  "the key signing presigned recording links, shared by every process with the "
                  "calls or edge role; must exist when given (at least 16 bytes)",

@@ -51,6 +51,11 @@ struct ServerConfig {
   // (created on first start, mode 0600). Point it at a mounted secret to keep it off the disk
   // that holds the database.
   std::string credentials_key_file;
+  // Where recordings are kept (common/blob_store.h): a directory (default
+  // <data-dir>/recordings) or s3://bucket/prefix?endpoint=&region= with credentials from
+  // AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY. Every process of an installation is given the
+  // same one; with S3 no role reads another's working dir.
+  std::string recordings_url;
   // The key that signs presigned recording links (the calls role) and checks them (the edge).
   // Default <data-dir>/signing-key, created on first start; processes with their own working
   // dirs must all be given the same file (a mounted Secret), which must then exist.

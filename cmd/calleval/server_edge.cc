@@ -152,6 +152,35 @@ absl::Status BindEdge(ServerState* s) {
   return absl::OkStatus();
 }
 
+// The answer to a checked presigned link of `call_id`: the stored recording as a file, the
+// blob store's own when it keeps one on this disk, else a temporary copy.
+edge::LocalResponse RecordingResponse(const ServerState& state, int64_t call_id) {
+  absl::StatusOr<calls::StoredRecording> recording = state.calls_store->GetRecording(call_id);
+  if (!recording.ok()) return ErrorResponse(recording.status());
+  edge::LocalResponse response;
+  response.content_type = recording->content_type;
+  response.accept_ranges = true;  // a browser's player seeks by Range
+  if (std::optional<std::string> local = state.recordings->LocalPath(recording->key)) {
+    response.file_path = *local;
+    return response;
+  }
+  const std::string copy =
+      absl::StrCat(state.scratch_dir, "/serve-", call_id, "-", HexEncode(RandomBytes(8)));
+  absl::Status fetched =
+      state.recordings->Download(recording->key, copy, state.config.max_recording_bytes);
+  if (!fetched.ok()) {
+    std::cerr << "calleval: recording of call " << call_id << ": " << fetched << "\n";
+    // The store's trouble is the service's to fix: the client may try again.
+    return ErrorResponse(fetched.code() == absl::StatusCode::kNotFound
+                             ? fetched
+                             : absl::UnavailableError(
+                                   "the recording cannot be read from storage now; try again"));
+  }
+  response.file_path = copy;
+  response.delete_file_after_open = true;
+  return response;
+}
+
 void AddLocalRoutes(ServerState* state) {
   edge::HttpServer& http = *state->http_server;
   http.AddLocalRoute("GET", "/healthz", [](const edge::LocalRequest&) {
@@ -166,26 +195,28 @@ void AddLocalRoutes(ServerState* state) {
   http.AddLocalRoute("GET", "/openapi.json", [state](const edge::LocalRequest&) {
     return JsonResponse(200, state->openapi);
   });
-  http.AddLocalRoute("GET", "/recordings/", [state](const edge::LocalRequest& r) {
-    if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
+  // Presigned recording links: the signature is checked here, on the I/O thread; the call's row
+  // and the recording are read on the pool, since a recording in S3 is fetched whole into a
+  // temporary file (up to --max-recording-bytes) before the first byte is sent, and the file
+  // is unlinked once opened (the bytes go on until the response ends).
+  http.AddAsyncLocalRoute("GET", "/recordings/", [state](edge::LocalRequest r,
+                                                         std::function<void(edge::LocalResponse)>
+                                                             respond) {
+    if (!state->ready.load()) return respond(ErrorResponse(absl::UnavailableError("starting")));
     int64_t call_id = 0;
     absl::string_view id = absl::string_view(r.path).substr(std::string("/recordings/").size());
     auto expires = r.query.find("expires");
     auto signature = r.query.find("signature");
     if (!absl::SimpleAtoi(id, &call_id) || expires == r.query.end() || signature == r.query.end() ||
         !state->signer->Verify(call_id, expires->second, signature->second, absl::Now())) {
-      return ErrorResponse(
+      return respond(ErrorResponse(
           ForbiddenError("invalid_signature",
                          "the recording link is invalid or has expired; fetch the call again "
-                         "for a fresh presigned_recording_url"));
+                         "for a fresh presigned_recording_url")));
     }
-    auto file = state->calls_store->GetRecordingFile(call_id);
-    if (!file.ok()) return ErrorResponse(file.status());
-    edge::LocalResponse response;
-    response.content_type = file->content_type;
-    response.file_path = file->path;
-    response.accept_ranges = true;  // a browser's player seeks by Range
-    return response;
+    state->pool->Schedule([state, call_id, respond = std::move(respond)] {
+      respond(RecordingResponse(*state, call_id));
+    });
   });
 }
 

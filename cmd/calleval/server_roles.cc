@@ -145,7 +145,7 @@ absl::Status WireRuns(ServerState* s) {
       }
       return call;
     };
-    run_options.deps.scratch_dir = s->recordings_dir;
+    run_options.deps.scratch_dir = s->scratch_dir;
     if (!config.tts_base_url.empty()) {
       runs::OpenAiSpeechConfig tts;
       tts.base_url = config.tts_base_url;
@@ -226,12 +226,18 @@ absl::Status WireScoring(ServerState* s) {
     scoring::TranscriptionWorkers::Options transcribers;
     transcribers.workers = config.stt_workers;
     transcribers.make_recognizer = RecognizerFactoryFor(config);
+    transcribers.recordings = s->recordings.get();
+    transcribers.scratch_dir = s->scratch_dir;
+    transcribers.max_recording_bytes = config.max_recording_bytes;
     s->transcription_workers = std::make_unique<scoring::TranscriptionWorkers>(
         s->transcription_queue.get(), std::move(transcribers));
     scoring::ScoringWorkers::Options workers;
     workers.judges.sandbox = s->sandbox.get();
     workers.judges.llm = s->llm.get();
     workers.judges.llm_batch = config.llm_batch_size;
+    workers.recordings = s->recordings.get();
+    workers.scratch_dir = s->scratch_dir;
+    workers.max_recording_bytes = config.max_recording_bytes;
     workers.workers = config.workers > 0
                           ? config.workers
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -264,6 +270,7 @@ absl::Status WireCalls(ServerState* s) {
     download.fetch.max_bytes = config.max_recording_bytes;
     download.fetch.total_timeout = config.download_timeout;
     download.holder = holder;
+    download.scratch_dir = s->scratch_dir;
     if (!HasRole(config, "scoring")) {
       // Downloads this holder's previous life held resume at once (with the scoring role here,
       // its release above gave them back already, before any worker started).

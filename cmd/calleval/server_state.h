@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "cmd/calleval/server_config.h"
+#include "common/blob_store.h"
 #include "common/database.h"
 #include "common/llm_client.h"
 #include "common/thread_pool.h"
@@ -83,7 +84,12 @@ struct ServerState {
   std::string internal_credential;  // opens internal methods (common/internal_credential.h)
   std::string signing_key;          // signs presigned recording links
   std::string holder;               // this process's lease holder id (LeaseHolderOf)
-  std::string recordings_dir;
+  // Where recordings are kept (--recordings-url), for every role that reads or writes them.
+  std::unique_ptr<BlobStore> recordings;
+  // This process's own temporary files (downloads on their way into a remote store, recordings
+  // read from it for one job, runs' audio before it is stored): <data-dir>/scratch, emptied at
+  // start-up.
+  std::string scratch_dir;
   std::unique_ptr<db::Database> database;
   std::unique_ptr<ThreadPool> pool;
   // Bounded pools of the slow work reached through the edge (ServerConfig::sandbox_pool_*).

@@ -128,15 +128,22 @@ calls::AgentLookup AgentLookupFor(agents::AgentsStore* agents) {
 absl::Status OpenStores(ServerState* s) {
   const ServerConfig& config = s->config;
   const fs::path data_dir(config.data_dir);
-  s->recordings_dir = (data_dir / "recordings").string();
   // Carried by the lease tokens this process takes (analysis, transcription, runs).
   s->holder = LeaseHolderOf(config);
   std::error_code ec;
-  fs::create_directories(data_dir / "recordings", ec);
+  // What a previous life left in the scratch dir belongs to no job any more.
+  s->scratch_dir = (data_dir / "scratch").string();
+  fs::remove_all(s->scratch_dir, ec);
+  ec.clear();
+  fs::create_directories(s->scratch_dir, ec);
   if (ec) {
     return absl::UnavailableError(
         absl::StrCat("cannot create data dir ", config.data_dir, ": ", ec.message()));
   }
+  const std::string recordings_url = config.recordings_url.empty()
+                                         ? fs::absolute(data_dir / "recordings").string()
+                                         : config.recordings_url;
+  ASSIGN_OR_RETURN(s->recordings, OpenBlobStore(recordings_url));
   ASSIGN_OR_RETURN(s->signing_key,
                    config.signing_key_file.empty()
                        ? LoadOrCreateSecret((data_dir / "signing-key").string(), 32)
@@ -223,7 +230,7 @@ absl::Status OpenCallsAndMetricsStores(ServerState* s) {
   s->signer = std::make_unique<calls::RecordingSigner>(s->signing_key, s->base_url,
                                                        config.presign_validity);
   calls::CallsStore::Options calls_options;
-  calls_options.recordings_dir = s->recordings_dir;
+  calls_options.recordings = s->recordings.get();
   calls_options.url_guard.allowed_hosts = config.allow_private_hosts;
   calls_options.signer = s->signer.get();
   s->metrics_store =

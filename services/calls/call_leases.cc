@@ -412,11 +412,12 @@ absl::StatusOr<AnalysisJob> CallsStore::ReadJob(db::Connection& c, int64_t id, s
   job.metadata = job.call.metadata();
   ASSIGN_OR_RETURN(auto details, c.Prepare("SELECT recording_state, silence_threshold_ms, "
                                            "transcription_error, generated_transcript, "
-                                           "audio_results FROM calls WHERE id = ?"));
+                                           "audio_results, COALESCE(recording_key, CAST(id AS "
+                                           "TEXT)) FROM calls WHERE id = ?"));
   details.Bind(1, id);
   ASSIGN_OR_RETURN(bool row, details.Step());
   if (!row) return InternalError("leased call vanished");
-  if (!details.IsNull(0) && details.Text(0) == "stored") job.recording_path = RecordingPath(id);
+  if (!details.IsNull(0) && details.Text(0) == "stored") job.recording_key = details.Text(5);
   if (!details.IsNull(1)) job.silence_threshold_ms = static_cast<int>(details.Int64(1));
   job.transcription_status = job.call.transcription_status();
   job.transcription_error = details.OptionalText(2).value_or("");
@@ -675,7 +676,7 @@ absl::StatusOr<std::optional<TranscriptionJob>> CallsStore::LeaseTranscription(
           job.call_id = id;
           job.token = LeaseToken(holder);
           job.attempts = attempts + 1;
-          job.recording_path = RecordingPath(id);
+          job.recording_key = next->Text(4);
           job.has_provided_transcript = next->Int64(2) != 0;
           if (!next->IsNull(3)) job.metadata.ParseFromString(next->Text(3));
           ASSIGN_OR_RETURN(auto lease_stmt,

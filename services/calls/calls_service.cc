@@ -171,7 +171,7 @@ v1::AnalysisJob ToProto(const AnalysisJob& job) {
   out.set_token(job.token);
   out.set_attempts(job.attempts);
   out.set_observation_type(job.observation_type);
-  out.set_recording_path(job.recording_path);
+  out.set_recording_key(job.recording_key);
   for (const auto& turn : job.transcript) *out.add_transcript() = turn;
   for (int64_t id : job.planned_metric_ids) out.add_planned_metric_ids(id);
   *out.mutable_metadata() = job.metadata;
@@ -193,7 +193,7 @@ AnalysisJob FromProto(const v1::AnalysisJob& job) {
   out.token = job.token();
   out.attempts = job.attempts();
   out.observation_type = job.observation_type();
-  out.recording_path = job.recording_path();
+  out.recording_key = job.recording_key();
   out.transcript.assign(job.transcript().begin(), job.transcript().end());
   out.planned_metric_ids.assign(job.planned_metric_ids().begin(), job.planned_metric_ids().end());
   out.metadata = job.metadata();
@@ -215,7 +215,7 @@ v1::TranscriptionJob ToProto(const TranscriptionJob& job) {
   out.set_call_id(job.call_id);
   out.set_token(job.token);
   out.set_attempts(job.attempts);
-  out.set_recording_path(job.recording_path);
+  out.set_recording_key(job.recording_key);
   *out.mutable_metadata() = job.metadata;
   out.set_has_provided_transcript(job.has_provided_transcript);
   return out;
@@ -226,7 +226,7 @@ TranscriptionJob FromProto(const v1::TranscriptionJob& job) {
   out.call_id = job.call_id();
   out.token = job.token();
   out.attempts = job.attempts();
-  out.recording_path = job.recording_path();
+  out.recording_key = job.recording_key();
   out.metadata = job.metadata();
   out.has_provided_transcript = job.has_provided_transcript();
   return out;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <optional>
 
 #include "absl/algorithm/container.h"
@@ -92,9 +93,7 @@ CallsStore::CallsStore(db::Database* db, AgentLookup agents, Options options)
   }
 }
 
-std::string CallsStore::RecordingPath(int64_t call_id) const {
-  return absl::StrCat(options_.recordings_dir, "/", call_id);
-}
+std::string CallsStore::RecordingKey(int64_t call_id) { return absl::StrCat(call_id); }
 
 absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
                                             const v1::IngestCallRequest& request,
@@ -190,13 +189,32 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
     call_time = absl::ToUnixSeconds(t);
   }
 
+  // A recording the runs role made goes into the blob store first, under a key of its own, and
+  // the call's row names it: a failed insert deletes the object, and a crash in between leaves
+  // an object no call names (never a call without its recording).
+  std::string recorded_key;
+  int64_t recorded_bytes = 0;
+  if (recorded) {
+    if (options_.recordings == nullptr) {
+      return InternalError("no blob store for recordings");
+    }
+    recorded_key = absl::StrCat("runs/", HexEncode(RandomBytes(16)));
+    ASSIGN_OR_RETURN(BlobSource source, FileBlobSource(*recorded_wav));
+    recorded_bytes = source.size;
+    RETURN_IF_ERROR(options_.recordings->Put(recorded_key, source, "audio/wav"));
+    std::error_code ignored;
+    std::filesystem::remove(*recorded_wav, ignored);
+  }
+  auto forget_recorded = [&] {
+    if (recorded) options_.recordings->Delete(recorded_key).IgnoreError();
+  };
+
   // On PostgreSQL the call and its planned metrics are one statement on its own (no BEGIN, no
-  // COMMIT): one round trip. A recording stored by the runs role is moved into place inside a
-  // transaction, and SQLite's group commit makes the transaction cheap there.
+  // COMMIT): one round trip. A call with a recording of the runs role names it in a second
+  // statement, and SQLite's group commit makes the transaction cheap there.
   const bool one_statement = !recorded && db_->backend() == db::Backend::kPostgres;
   constexpr int64_t kDuplicate = 0;  // no identity is 0
-  ASSIGN_OR_RETURN(
-      int64_t id,
+  absl::StatusOr<int64_t> inserted_id =
       db::WriteResult<int64_t>(
           *db_, one_statement ? db::WriteOptions{db::Isolation::kSingleStatement} : kIngest,
           [&](db::Connection& c) -> absl::StatusOr<int64_t> {
@@ -255,25 +273,17 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
         RETURN_IF_ERROR(insert.Run());
         if (!one_statement) RETURN_IF_ERROR(WritePlannedMetrics(c, id, planned, planned_costs));
         if (recorded) {
-          // Moved into place inside the transaction: a failure leaves no call without its file.
-          std::error_code ec;
-          std::filesystem::rename(*recorded_wav, RecordingPath(id), ec);
-          if (ec) {
-            ec.clear();
-            std::filesystem::copy_file(*recorded_wav, RecordingPath(id),
-                                       std::filesystem::copy_options::overwrite_existing, ec);
-            if (ec) return InternalError(absl::StrCat("cannot store the recording: ", ec.message()));
-            std::filesystem::remove(*recorded_wav, ec);
-          }
-          const auto bytes = std::filesystem::file_size(RecordingPath(id), ec);
           ASSIGN_OR_RETURN(auto stored,
                            c.Prepare("UPDATE calls SET recording_content_type = 'audio/wav', "
-                                     "recording_bytes = ? WHERE id = ?"));
-          stored.Bind(1, static_cast<int64_t>(ec ? 0 : bytes)).Bind(2, id);
+                                     "recording_bytes = ?, recording_key = ? WHERE id = ?"));
+          stored.Bind(1, recorded_bytes).Bind(2, recorded_key).Bind(3, id);
           RETURN_IF_ERROR(stored.Run());
         }
         return id;
-      }));
+      });
+  if (!inserted_id.ok() || *inserted_id == kDuplicate) forget_recorded();
+  if (!inserted_id.ok()) return inserted_id.status();
+  const int64_t id = *inserted_id;
   if (id == kDuplicate) {
     // The unique (workspace_id, call_identifier) decided it, also between two ingests of one
     // identifier at once: no row back means it was there already.
@@ -497,16 +507,22 @@ absl::Status CallsStore::Delete(int64_t workspace_id, absl::string_view key) {
                      return FindCallId(c, workspace_id, key);
                    }));
   RETURN_IF_ERROR(ApplyOwedRefundsOf(owed_id));
+  // The recording's object, when the call has (or had started to download) one.
+  std::optional<std::string> recording_key;
   ASSIGN_OR_RETURN(
       int64_t id,
       db::WriteResult<int64_t>(*db_, kOneCall, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
         ASSIGN_OR_RETURN(int64_t id, FindCallId(c, workspace_id, key));
         // The row locked before what decides the delete is read (kOneCall).
-        ASSIGN_OR_RETURN(auto owed, c.Prepare(absl::StrCat(
-                                        "SELECT refunds_owed FROM calls WHERE id = ?",
-                                        c.ForUpdate())));
+        ASSIGN_OR_RETURN(auto owed,
+                         c.Prepare(absl::StrCat(
+                             "SELECT refunds_owed, recording_state, COALESCE(recording_key, "
+                             "CAST(id AS TEXT)) FROM calls WHERE id = ?",
+                             c.ForUpdate())));
         owed.Bind(1, id);
         ASSIGN_OR_RETURN(bool row, owed.Step());
+        recording_key.reset();
+        if (row && !owed.IsNull(1)) recording_key = owed.Text(2);
         if (row && owed.Int64(0) != 0) {
           // Settled since the refunds above were applied.
           return absl::UnavailableError(
@@ -518,21 +534,31 @@ absl::Status CallsStore::Delete(int64_t workspace_id, absl::string_view key) {
         RETURN_IF_ERROR(del.Run());
         return id;
       }));
-  std::error_code ignored;
-  std::filesystem::remove(RecordingPath(id), ignored);
+  (void)id;
+  if (recording_key.has_value() && options_.recordings != nullptr) {
+    // The call is gone: an object left behind (the store unreachable now) is named by nothing.
+    absl::Status removed = options_.recordings->Delete(*recording_key);
+    if (!removed.ok()) {
+      std::cerr << "calls: the recording of a deleted call stays in the store: " << removed
+                << "\n";
+    }
+  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<RecordingFile> CallsStore::GetRecordingFile(int64_t call_id) {
-  return db::ReadResult<RecordingFile>(
-      *db_, [&](db::Connection& c) -> absl::StatusOr<RecordingFile> {
-        ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT recording_content_type FROM calls WHERE "
-                                              "id = ? AND recording_state = 'stored'"));
+absl::StatusOr<StoredRecording> CallsStore::GetRecording(int64_t call_id) {
+  return db::ReadResult<StoredRecording>(
+      *db_, db::kSingleStatementRead, [&](db::Connection& c) -> absl::StatusOr<StoredRecording> {
+        ASSIGN_OR_RETURN(auto stmt,
+                         c.Prepare("SELECT COALESCE(recording_key, CAST(id AS TEXT)), "
+                                   "recording_content_type, recording_bytes FROM calls WHERE "
+                                   "id = ? AND recording_state = 'stored'"));
         stmt.Bind(1, call_id);
         ASSIGN_OR_RETURN(bool row, stmt.Step());
         if (!row) return NotFoundError(absl::StrCat("recording of call ", call_id));
-        return RecordingFile{RecordingPath(call_id),
-                             stmt.OptionalText(0).value_or("application/octet-stream")};
+        return StoredRecording{stmt.Text(0),
+                               stmt.OptionalText(1).value_or("application/octet-stream"),
+                               stmt.IsNull(2) ? 0 : stmt.Int64(2)};
       });
 }
 

@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "calleval/v1/calls.pb.h"
+#include "common/blob_store.h"
 #include "common/database.h"
 #include "common/url_guard.h"
 #include "services/calls/credits.h"
@@ -62,7 +63,9 @@ struct AnalysisJob {
   std::string token;  // must come back with the report
   int attempts = 0;   // including this one
   std::string observation_type;
-  std::string recording_path;  // empty for text calls
+  // The recording's key in the blob store (CallsStore::Options::recordings); empty for text
+  // calls and until the recording is stored.
+  std::string recording_key;
   std::vector<v1::Turn> transcript;
   std::vector<int64_t> planned_metric_ids;
   google::protobuf::Struct metadata;
@@ -89,7 +92,7 @@ struct TranscriptionJob {
   int64_t call_id = 0;
   std::string token;  // must come back with the report
   int attempts = 0;   // including this one
-  std::string recording_path;
+  std::string recording_key;  // in the blob store
   google::protobuf::Struct metadata;  // channel_map
   bool has_provided_transcript = false;
 };
@@ -105,15 +108,18 @@ struct RunOrigin {
   std::optional<int64_t> scenario_id;
 };
 
-struct RecordingFile {
-  std::string path;
+// A call's stored recording: its object in the blob store, and what the call's row says of it.
+struct StoredRecording {
+  std::string key;
   std::string content_type;
+  int64_t bytes = 0;
 };
 
 class CallsStore {
  public:
   struct Options {
-    std::string recordings_dir;  // <data-dir>/recordings
+    // Where recordings are kept (--recordings-url). Must outlive the store.
+    BlobStore* recordings = nullptr;
     UrlGuardOptions url_guard;
     const RecordingSigner* signer = nullptr;
     // Custom metrics; without them only the standard metrics are known.
@@ -238,8 +244,10 @@ class CallsStore {
   static constexpr absl::Duration kOwedRefundsSweep = absl::Seconds(30);
 
   // The stored recording of a call (no workspace check: the caller verified a signed link).
-  absl::StatusOr<RecordingFile> GetRecordingFile(int64_t call_id);
-  std::string RecordingPath(int64_t call_id) const;
+  absl::StatusOr<StoredRecording> GetRecording(int64_t call_id);
+  // The key a downloaded recording is stored under: the call's id.
+  static std::string RecordingKey(int64_t call_id);
+  BlobStore* recordings() const { return options_.recordings; }
 
  private:
   struct Claim;

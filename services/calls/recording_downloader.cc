@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "common/crypto.h"
 
 namespace calleval::calls {
 namespace {
@@ -49,7 +50,21 @@ bool RecordingDownloader::WorkOnce() {
 }
 
 void RecordingDownloader::Process(const RecordingJob& job) {
-  const std::string path = store_->RecordingPath(job.call_id);
+  BlobStore* recordings = store_->recordings();
+  const std::string key = CallsStore::RecordingKey(job.call_id);
+  // A local store's file is written by the download itself (FetchToFile writes a temporary file
+  // and renames it); a remote store's object is put from a download in the scratch dir.
+  const std::optional<std::string> local = recordings->LocalPath(key);
+  const std::string path =
+      local.has_value()
+          ? *local
+          : absl::StrCat(options_.scratch_dir, "/download-", job.call_id, "-",
+                         HexEncode(RandomBytes(8)));
+  auto drop_scratch = [&] {
+    if (local.has_value()) return;
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+  };
   // Renewed until the outcome is recorded.
   std::unique_ptr<LeaseHeartbeat::Held> held;
   if (heartbeat_) {
@@ -60,23 +75,38 @@ void RecordingDownloader::Process(const RecordingJob& job) {
     });
   }
   absl::StatusOr<FetchResult> result = FetchToFile(job.url, path, options_.fetch);
+  absl::Status stored = absl::OkStatus();
+  if (result.ok() && !local.has_value()) {
+    absl::StatusOr<BlobSource> source = FileBlobSource(path);
+    stored = source.ok() ? recordings->Put(key, *source, result->content_type) : source.status();
+    drop_scratch();
+  }
   if (held && held->lost()) {
     // The lease expired and another downloader claimed the job: its outcome is the one kept.
     std::cerr << "recording downloader: call " << job.call_id << ": lease lost, dropped\n";
+    drop_scratch();
     return;
   }
   absl::Status recorded;
-  if (result.ok()) {
+  if (result.ok() && stored.ok()) {
     recorded = store_->CompleteRecording(job.call_id, result->content_type, result->bytes);
     if (recorded.ok() && options_.on_stored) options_.on_stored(job.call_id);
     if (!recorded.ok()) {
-      // The call was deleted while downloading: drop the file.
-      std::error_code ignored;
-      std::filesystem::remove(path, ignored);
+      // The call was deleted while downloading: drop the recording.
+      recordings->Delete(key).IgnoreError();
     }
     return;
   }
-  if (result.status().code() == absl::StatusCode::kCancelled) {
+  if (!stored.ok()) {
+    // Downloaded, but the blob store did not take it: tried again like a failed download, and
+    // the call ends failed with the store's reason after the last attempt.
+    std::cerr << "recording downloader: call " << job.call_id << ": " << stored << "\n";
+    recorded = job.attempts < options_.max_attempts
+                   ? store_->RetryRecording(job.call_id, absl::Seconds(5 * job.attempts))
+                   : store_->FailRecording(
+                         job.call_id, absl::StrCat("the recording could not be stored: ",
+                                                   stored.message()));
+  } else if (result.status().code() == absl::StatusCode::kCancelled) {
     recorded = store_->ReleaseRecording(job.call_id);
   } else if (IsTransient(result.status()) && job.attempts < options_.max_attempts) {
     recorded = store_->RetryRecording(job.call_id, absl::Seconds(5 * job.attempts));

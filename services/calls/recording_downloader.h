@@ -1,8 +1,9 @@
 #pragma once
 
 // Downloads ingested recordings in the background (docs/api.md §2, §8): claims pending jobs from
-// the calls store under a lease, fetches each with the guarded libcurl client into the recordings
-// directory, and records the outcome. Transient failures (network, timeouts, 5xx) are retried
+// the calls store under a lease, fetches each with the guarded libcurl client into the blob
+// store of recordings (CallsStore::recordings(): straight into its file when the store is a local
+// directory, else through a temporary file in `scratch_dir`), and records the outcome. Transient failures (network, timeouts, 5xx) are retried
 // with a growing delay; after the last attempt, or on a permanent failure (refused URL, 4xx,
 // size cap), the call ends failed with download_failed and the reason. The lease is short and
 // renewed by the pool's heartbeat while the download runs (common/lease_heartbeat.h); a process
@@ -36,6 +37,8 @@ class RecordingDownloader {
     absl::Duration lease = absl::Seconds(30);
     // This process's lease holder id, carried by the tokens it takes.
     std::string holder;
+    // Where a download waits to be put into a remote blob store (removed once it is).
+    std::string scratch_dir;
     // Called after a recording is stored (the call is ready for analysis).
     std::function<void(int64_t call_id)> on_stored;
   };

@@ -16,6 +16,7 @@
 #include "services/scoring/audio_metrics.h"
 #include "services/judges/llm_judge.h"
 #include "services/scoring/custom_metrics.h"
+#include "services/scoring/local_recording.h"
 #include "services/scoring/transcription_accuracy.h"
 
 namespace calleval::scoring {
@@ -174,7 +175,8 @@ bool Planned(const calls::AnalysisJob& job, int64_t id) {
 
 }  // namespace
 
-JobOutcome ScoreJob(const calls::AnalysisJob& job, const Judges& tools) {
+JobOutcome ScoreJob(const calls::AnalysisJob& job, const std::string& recording_path,
+                    const Judges& tools) {
   JobOutcome out;
   const bool voice = job.observation_type == "voice";
   std::vector<v1::StandardMetricResult> all_standard;
@@ -185,7 +187,7 @@ JobOutcome ScoreJob(const calls::AnalysisJob& job, const Judges& tools) {
     options.channel_map = ChannelMapOf(job.metadata);
     options.silence_threshold_ms = job.silence_threshold_ms;
     absl::StatusOr<AnalysisResult> analysis = AnalyzeRecording(
-        job.recording_path, job.transcript.empty() ? nullptr : &job.transcript, options);
+        recording_path, job.transcript.empty() ? nullptr : &job.transcript, options);
     if (!analysis.ok()) {
       out.status = analysis.status();
       const std::string code = ErrorInfoOf(analysis.status()).code();
@@ -372,7 +374,36 @@ bool ScoringWorkers::WorkOnce() {
       leased.transcription_status == "pending") {
     options_.on_leased();
   }
-  JobOutcome outcome = ScoreJob(leased, options_.judges);
+  // The recording, for a voice call whose audio stage is still to be scored: read through the
+  // blob store, never from another role's working dir.
+  std::optional<LocalRecording> recording;
+  if (leased.observation_type == "voice" && !leased.audio_stage_done) {
+    absl::StatusOr<LocalRecording> fetched =
+        options_.recordings == nullptr
+            ? absl::FailedPreconditionError("no blob store for recordings")
+            : LocalRecording::Fetch(*options_.recordings, leased.recording_key,
+                                    options_.scratch_dir, options_.max_recording_bytes);
+    if (!fetched.ok()) {
+      std::cerr << "scoring: call " << leased.call_id << ": " << fetched.status() << "\n";
+      if (fetched.status().code() == absl::StatusCode::kUnavailable &&
+          leased.attempts < options_.recording_attempts) {
+        // Not reported: the heartbeat stops, the lease runs out and the call is leased again, a
+        // lease later (the attempts count it).
+        held.reset();
+        return true;
+      }
+      absl::Status reported = queue_->Fail(
+          leased, "recording_unavailable",
+          absl::StrCat("the recording could not be read: ", fetched.status().message()));
+      if (!reported.ok()) {
+        std::cerr << "scoring: call " << leased.call_id << ": " << reported << "\n";
+      }
+      return true;
+    }
+    recording.emplace(*std::move(fetched));
+  }
+  JobOutcome outcome =
+      ScoreJob(leased, recording.has_value() ? recording->path() : std::string(), options_.judges);
   if (held && held->lost()) {
     // The lease expired and another worker took the call: its report would be refused.
     std::cerr << "scoring: call " << leased.call_id << ": lease lost, result dropped\n";

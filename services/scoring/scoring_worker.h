@@ -21,6 +21,7 @@
 #include "calleval/v1/calls.grpc.pb.h"
 #include "common/lease_heartbeat.h"
 #include "common/polling_workers.h"
+#include "common/blob_store.h"
 #include "services/calls/calls_store.h"
 #include "services/judges/sandbox.h"
 #include "services/scoring/custom_metrics.h"
@@ -141,7 +142,10 @@ struct JobOutcome {
   bool audio_stage_only = false;
   std::vector<v1::StandardMetricResult> audio_results;  // every audio metric, planned or not
 };
-JobOutcome ScoreJob(const calls::AnalysisJob& job, const Judges& tools);
+// `recording_path`: the job's recording as a local file (LocalRecording), for a voice call
+// whose audio stage is to be scored; otherwise unused.
+JobOutcome ScoreJob(const calls::AnalysisJob& job, const std::string& recording_path,
+                    const Judges& tools);
 
 class ScoringWorkers {
  public:
@@ -152,6 +156,14 @@ class ScoringWorkers {
     // Runs after leasing a voice call whose transcription is pending (wakes the transcription
     // workers: a voice call's transcription starts once its analysis has).
     std::function<void()> on_leased;
+    // Where recordings are read from (the same --recordings-url as the calls role's), and where
+    // a remote store's recording is downloaded for the length of a job (local_recording.h).
+    BlobStore* recordings = nullptr;
+    std::string scratch_dir;
+    int64_t max_recording_bytes = int64_t{2} << 30;
+    // A recording the store cannot give (unreachable) leaves the lease to expire, and the call
+    // is tried again; at this attempt it ends failed with the store's reason instead.
+    int recording_attempts = 3;
   };
   ScoringWorkers(AnalysisQueue* queue, Options options) : queue_(queue), options_(options) {}
   ~ScoringWorkers() { Stop(); }

@@ -12,6 +12,7 @@
 #include "services/calls/calls_service.h"
 #include "services/scoring/analysis.h"
 #include "services/scoring/audio_decoder.h"
+#include "services/scoring/local_recording.h"
 
 namespace calleval::scoring {
 
@@ -179,6 +180,12 @@ void TranscriptionWorkers::Start() {
   workers_.Start(options_.workers, options_.poll_interval, [this] { return WorkOnce(); });
 }
 
+namespace {
+// A recording the store cannot give (unreachable) is tried again on the next lease; at this
+// attempt the transcription ends failed with the store's reason.
+constexpr int kRecordingAttempts = 3;
+}  // namespace
+
 void TranscriptionWorkers::Run(const calls::TranscriptionJob& job,
                                std::unique_ptr<SpeechRecognizer>* recognizer) {
   absl::Status reported;
@@ -203,8 +210,29 @@ void TranscriptionWorkers::Run(const calls::TranscriptionJob& job,
     ref.token = job.token;
     held = heartbeat_->Hold([this, ref] { return queue_->Renew(ref); });
   }
+  // Read through the blob store, never from another role's working dir.
+  absl::StatusOr<LocalRecording> recording =
+      options_.recordings == nullptr
+          ? absl::FailedPreconditionError("no blob store for recordings")
+          : LocalRecording::Fetch(*options_.recordings, job.recording_key, options_.scratch_dir,
+                                  options_.max_recording_bytes);
+  if (!recording.ok()) {
+    std::cerr << "transcription: call " << job.call_id << ": " << recording.status() << "\n";
+    if (recording.status().code() == absl::StatusCode::kUnavailable &&
+        job.attempts < kRecordingAttempts) {
+      // Not reported: the lease runs out and the recording is leased again, a lease later.
+      return;
+    }
+    reported = queue_->Fail(job, absl::StrCat("the recording could not be read: ",
+                                              recording.status().message()));
+    if (!reported.ok()) {
+      std::cerr << "transcription: call " << job.call_id << ": " << reported << "\n";
+    }
+    if (options_.on_reported) options_.on_reported();
+    return;
+  }
   absl::StatusOr<std::vector<v1::Turn>> transcript = TranscribeRecording(
-      job.recording_path, ChannelMapOf(job.metadata), job.has_provided_transcript, **recognizer);
+      recording->path(), ChannelMapOf(job.metadata), job.has_provided_transcript, **recognizer);
   if (held && held->lost()) {
     // The lease expired and another worker took the recording: its report would be refused.
     std::cerr << "transcription: call " << job.call_id << ": lease lost, transcript dropped\n";

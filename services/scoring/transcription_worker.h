@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "calleval/v1/calls.grpc.pb.h"
+#include "common/blob_store.h"
 #include "common/lease_heartbeat.h"
 #include "common/polling_workers.h"
 #include "services/calls/calls_store.h"
@@ -123,6 +124,11 @@ class TranscriptionWorkers {
     // Runs after each reported transcription (wakes the scoring workers for the transcript
     // stage).
     std::function<void()> on_reported;
+    // Where recordings are read from, and where a remote store's recording is downloaded for
+    // the length of a job (local_recording.h).
+    BlobStore* recordings = nullptr;
+    std::string scratch_dir;
+    int64_t max_recording_bytes = int64_t{2} << 30;
   };
   TranscriptionWorkers(TranscriptionQueue* queue, Options options)
       : queue_(queue), options_(std::move(options)) {}

@@ -237,6 +237,21 @@ TEST_P(BlobStoreTest, PutThenStatAndReadGiveExactBytesAndContentType) {
   EXPECT_TRUE(*read == bytes);
 }
 
+// The local store names the file a reader may open in place; S3 has none to name.
+TEST_P(BlobStoreTest, LocalPathIsTheStoredFileOnlyOnTheLocalStore) {
+  const std::string bytes = Pattern(3, 5000);
+  ASSERT_TRUE(store_->Put("ws1/7", StringBlobSource(bytes), "audio/wav").ok());
+  const std::optional<std::string> path = store_->LocalPath("ws1/7");
+  if (GetParam() == Kind::kS3) {
+    EXPECT_EQ(path, std::nullopt);
+    return;
+  }
+  ASSERT_TRUE(path.has_value());
+  std::ifstream in(*path, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), bytes);
+  EXPECT_EQ(store_->LocalPath("../escape"), std::nullopt);
+}
+
 TEST_P(BlobStoreTest, PutFromFileAndDefaultContentType) {
   const std::string path = dir_ + "/upload.bin";
   const std::string bytes = Pattern(7, 70 * 1000);

@@ -11,11 +11,12 @@ process is killed and started again. Then every acknowledged call reaches a fina
 lost, no metric is charged twice, the workspace's balance is what the calls used, and every
 call's results equal those of one `--roles=all` process given the same calls.
 
-Recordings still travel by path: the scoring processes read them from the calls process's
-working dir until they are kept in a blob store (docs/operations.md, "Scaling").
+The recordings are in a local S3 (tools/s3/serve.js, s3rver behind a SigV4 check), given to
+every process with --recordings-url: no process reads another's working dir, and none keeps a
+recording in its own.
 
-Needs the test PostgreSQL server (TEST_POSTGRES, CALLEVAL_TEST_POSTGRES_DIR) and the generated
-corpus (CALLEVAL_CORPUS_DIR).
+Needs the test PostgreSQL server (TEST_POSTGRES, CALLEVAL_TEST_POSTGRES_DIR), the generated
+corpus (CALLEVAL_CORPUS_DIR) and tools/s3's node_modules (scripts/setup).
 """
 import functools
 import http.server
@@ -24,6 +25,7 @@ import os
 import secrets
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -36,6 +38,8 @@ from e2e_database import TestDatabase
 from serve_process import ServeProcess
 
 CALLEVAL = os.environ.get("CALLEVAL_BIN")
+S3_SERVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "s3",
+                        "serve.js")
 CORPUS = os.environ.get("CALLEVAL_CORPUS_DIR", "")
 
 CALLS = 200
@@ -121,8 +125,10 @@ def results(call):
 class Installation:
     """The processes of one installation, on one database and one set of key files."""
 
-    def __init__(self, tmp, name, database_url, files_host):
+    def __init__(self, tmp, name, database_url, files_host, recordings_url=None, env=None):
         self.tmp = tmp
+        self.recordings_url = recordings_url
+        self.env = env
         self.name = name
         self.database_url = database_url
         self.keys = os.path.join(tmp, name + "-keys")
@@ -154,7 +160,7 @@ class Installation:
             "--allow-private-hosts", self.files_host,
             "--analysis-lease-seconds", "3",
             "--stt-workers", "0",
-        ]
+        ] + (["--recordings-url", self.recordings_url] if self.recordings_url else [])
 
     def start(self, name, role, grpc_port, *extra):
         work = os.path.join(self.tmp, f"{self.name}-{name}")
@@ -162,7 +168,7 @@ class Installation:
         flags = self.flags(role, grpc_port) + list(extra)
         if role == "edge" or role == "all":
             flags += ["--http-addr", f"127.0.0.1:{self.http_port}"]
-        process = ServeProcess(CALLEVAL, work, *flags, grpc=role != "edge")
+        process = ServeProcess(CALLEVAL, work, *flags, grpc=role != "edge", env=self.env)
         self.processes[name] = process
         return process
 
@@ -209,6 +215,9 @@ class MultiProcessTest(unittest.TestCase):
     def tearDown(self):
         for installation in self.installations:
             installation.stop()
+        if getattr(self, "s3", None) is not None:
+            self.s3.kill()
+            self.s3.wait()
         self.httpd.shutdown()
         self.tmp_dir.cleanup()
 
@@ -250,9 +259,19 @@ class MultiProcessTest(unittest.TestCase):
         self.assertEqual(single.stop(), {"all": 0})
         say("one process: every call final")
 
-        # The same calls through every role in a process of its own.
+        # The same calls through every role in a process of its own, recordings in S3.
+        s3_dir = os.path.join(self.tmp, "s3")
+        os.makedirs(s3_dir)
+        self.s3 = subprocess.Popen(["node", S3_SERVE, "--dir", s3_dir, "--bucket", "recordings",
+                                    "--port", "0"], stdout=subprocess.PIPE, text=True)
+        listening = self.s3.stdout.readline().split()
+        self.assertEqual(listening[:1], ["listening"], listening)
+        env = dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER")
         split_db = TestDatabase(os.path.join(self.tmp, "split-db"))
-        split = Installation(self.tmp, "split", split_db.url, "127.0.0.1")
+        split = Installation(
+            self.tmp, "split", split_db.url, "127.0.0.1",
+            recordings_url=f"s3://recordings/calls?endpoint=http://127.0.0.1:{listening[1]}",
+            env=env)
         self.installations.append(split)
         key = split.start_split()
         say("roles apart: started; ingesting")
@@ -304,15 +323,25 @@ class MultiProcessTest(unittest.TestCase):
         workspace = request(split.base, key, "GET", "/api/v1/workspaces/current")
         self.assertEqual(workspace["credit_balance"], 10000 - used)
 
-        # Each process kept to its own working dir: only the calls process stored recordings.
+        # scoring-0 died holding a download in its scratch dir: started again, it clears it.
+        split.start("scoring-0", "scoring", free_port(), "--workers", "1",
+                    "--lease-holder", "scoring-0")
+        # Every recording is in the bucket, none in a working dir: no process keeps one, and
+        # none reads another's.
+        in_bucket = sum(len(files) for _, _, files in os.walk(s3_dir))
+        self.assertGreaterEqual(in_bucket, RECORDED)
         for name in split.processes:
             work = os.path.join(self.tmp, f"split-{name}")
-            stored = os.path.join(work, "recordings")
-            count = len(os.listdir(stored)) if os.path.isdir(stored) else 0
-            if name == "calls":
-                self.assertGreater(count, 0)
-            else:
-                self.assertEqual(count, 0, name)
+            kept = [os.path.join(d, f) for d, _, files in os.walk(work) for f in files
+                    if f.endswith((".wav", ".mp3")) or "/recordings" in d or "/scratch" in d]
+            self.assertEqual(kept, [], name)
+        # The links the calls process signed are served by the edge from the bucket.
+        recorded = got["call-000"]
+        self.assertTrue(recorded.get("presigned_recording_url"), recorded)
+        with urllib.request.urlopen(recorded["presigned_recording_url"], timeout=30) as resp:
+            served = resp.read()
+        with open(os.path.join(CORPUS, recordings()[0]), "rb") as f:
+            self.assertEqual(served, f.read())
         codes = split.stop()
         self.assertTrue(all(code == 0 for code in codes.values()), codes)
         print(f"\n{CALLS} calls ({RECORDED} recorded) final {elapsed:.1f} s after the first "

@@ -1,5 +1,6 @@
 #include "services/scoring/transcription_worker.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -10,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/blob_store.h"
 #include "common/errors.h"
 
 namespace calleval::scoring {
@@ -136,10 +138,10 @@ TEST_F(TranscribeRecordingTest, UndecodableFileIsAnError) {
 // A queue holding one job, recording what the worker reported.
 class OneJobQueue : public TranscriptionQueue {
  public:
-  explicit OneJobQueue(std::string recording_path) {
+  explicit OneJobQueue(std::string recording_key) {
     job_.call_id = 42;
     job_.token = "token";
-    job_.recording_path = std::move(recording_path);
+    job_.recording_key = std::move(recording_key);
   }
   absl::StatusOr<std::optional<calls::TranscriptionJob>> Lease() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -212,10 +214,14 @@ bool WaitFor(Predicate done) {
 TEST_F(TranscribeRecordingTest, WorkersRecordTheTranscriptAndWakeTheScoring) {
   const std::string path = dir_ + "/stereo.wav";
   WriteWav(path, 2, 3, {{0, 0.5, 1.0}, {1, 1.5, 2.0}});
-  OneJobQueue queue(path);
+  OneJobQueue queue("stereo.wav");
+  auto recordings = OpenBlobStore(dir_);
+  ASSERT_TRUE(recordings.ok()) << recordings.status();
   std::atomic<int> reported{0};
   TranscriptionWorkers::Options options;
   options.poll_interval = absl::Milliseconds(10);
+  options.recordings = recordings->get();
+  options.scratch_dir = dir_;
   options.make_recognizer = [](const std::atomic<bool>*) {
     return absl::StatusOr<std::unique_ptr<SpeechRecognizer>>(
         std::make_unique<BurstRecognizer>());
@@ -232,9 +238,13 @@ TEST_F(TranscribeRecordingTest, WorkersRecordTheTranscriptAndWakeTheScoring) {
 TEST_F(TranscribeRecordingTest, ARecognizerThatCannotStartFailsTheJob) {
   const std::string path = dir_ + "/stereo.wav";
   WriteWav(path, 2, 1, {});
-  OneJobQueue queue(path);
+  OneJobQueue queue("stereo.wav");
+  auto recordings = OpenBlobStore(dir_);
+  ASSERT_TRUE(recordings.ok()) << recordings.status();
   TranscriptionWorkers::Options options;
   options.poll_interval = absl::Milliseconds(10);
+  options.recordings = recordings->get();
+  options.scratch_dir = dir_;
   options.make_recognizer = [](const std::atomic<bool>*) {
     return absl::StatusOr<std::unique_ptr<SpeechRecognizer>>(
         absl::FailedPreconditionError("speech-to-text model not found"));
@@ -247,12 +257,38 @@ TEST_F(TranscribeRecordingTest, ARecognizerThatCannotStartFailsTheJob) {
   EXPECT_EQ(queue.failure(), "speech-to-text model not found");
 }
 
+// The recording is read through the blob store: one missing from it fails the job with the
+// store's reason, and the recognizer never runs.
+TEST_F(TranscribeRecordingTest, ARecordingMissingFromTheStoreFailsTheJob) {
+  OneJobQueue queue("never-stored.wav");
+  auto recordings = OpenBlobStore(dir_);
+  ASSERT_TRUE(recordings.ok()) << recordings.status();
+  TranscriptionWorkers::Options options;
+  options.poll_interval = absl::Milliseconds(10);
+  options.recordings = recordings->get();
+  options.scratch_dir = dir_;
+  options.make_recognizer = [](const std::atomic<bool>*) {
+    return absl::StatusOr<std::unique_ptr<SpeechRecognizer>>(
+        std::make_unique<BurstRecognizer>());
+  };
+  TranscriptionWorkers workers(&queue, options);
+  workers.Start();
+  ASSERT_TRUE(WaitFor([&] { return !queue.reports().empty(); }));
+  workers.Stop();
+  EXPECT_EQ(queue.reports(), std::vector<std::string>{"fail"});
+  EXPECT_THAT(queue.failure(), ::testing::HasSubstr("never-stored.wav is missing"));
+}
+
 TEST_F(TranscribeRecordingTest, StopCancelsATranscriptionAndGivesTheRecordingBack) {
   const std::string path = dir_ + "/stereo.wav";
   WriteWav(path, 2, 2, {{0, 0.5, 1.0}});
-  OneJobQueue queue(path);
+  OneJobQueue queue("stereo.wav");
+  auto recordings = OpenBlobStore(dir_);
+  ASSERT_TRUE(recordings.ok()) << recordings.status();
   TranscriptionWorkers::Options options;
   options.poll_interval = absl::Milliseconds(10);
+  options.recordings = recordings->get();
+  options.scratch_dir = dir_;
   options.make_recognizer = [](const std::atomic<bool>* cancel) {
     return absl::StatusOr<std::unique_ptr<SpeechRecognizer>>(
         std::make_unique<UntilCancelledRecognizer>(cancel));

@@ -62,7 +62,8 @@ class CallsServiceTest : public testing::ServiceTest {
     agents_ = std::make_unique<agents::AgentsStore>(db());
     signer_ = std::make_unique<RecordingSigner>("signing-key", "http://edge.test", absl::Hours(1));
     CallsStore::Options options;
-    options.recordings_dir = recordings_dir_;
+    recordings_ = *OpenBlobStore(recordings_dir_);
+    options.recordings = recordings_.get();
     options.signer = signer_.get();
     // Ingest's view of agents, as cmd/calleval/server.cc gives it: over the agents store.
     agents::AgentsStore* agents = agents_.get();
@@ -160,6 +161,7 @@ class CallsServiceTest : public testing::ServiceTest {
   }
 
   std::string recordings_dir_;
+  std::unique_ptr<BlobStore> recordings_;
   ThreadPool pool_{4};
   std::unique_ptr<agents::AgentsStore> agents_;
   std::unique_ptr<RecordingSigner> signer_;
@@ -466,14 +468,16 @@ TEST_P(CallsServiceTest, TranscriptionQueueLeaseRenewRecordFailRelease) {
   ASSERT_TRUE(analysis.has_value());
   EXPECT_EQ(analysis->call_id(), transcribed);
   EXPECT_EQ(analysis->observation_type(), "voice");
-  EXPECT_EQ(analysis->recording_path(), store_->RecordingPath(transcribed));
+  const std::string stored_key = store_->GetRecording(transcribed)->key;
+  EXPECT_FALSE(stored_key.empty());
+  EXPECT_EQ(analysis->recording_key(), stored_key);
 
   ASSERT_GRPC_OK(stub_->LeaseTranscription(InternalContext().get(), lease, &leased));
   ASSERT_TRUE(leased.has_job());
   const v1::TranscriptionJob job = leased.job();
   EXPECT_EQ(job.call_id(), transcribed);
   EXPECT_EQ(job.attempts(), 1);
-  EXPECT_EQ(job.recording_path(), store_->RecordingPath(transcribed));
+  EXPECT_EQ(job.recording_key(), stored_key);
   EXPECT_FALSE(job.has_provided_transcript());
 
   google::protobuf::Empty empty;

@@ -67,7 +67,8 @@ class CallsStoreTest : public ::testing::TestWithParam<db::Backend> {
   // The store as a process opens it (again, after a "restart").
   void OpenStore() {
     CallsStore::Options options;
-    options.recordings_dir = dir_;
+    recordings_ = *OpenBlobStore(dir_);
+    options.recordings = recordings_.get();
     options.signer = signer_.get();
     options.credits = credits_.get();
     store_ = std::make_unique<CallsStore>(
@@ -105,6 +106,7 @@ class CallsStoreTest : public ::testing::TestWithParam<db::Backend> {
   }
 
   std::string dir_;
+  std::unique_ptr<BlobStore> recordings_;  // the local store in dir_
   std::unique_ptr<testing::TestDatabase> database_;
   std::unique_ptr<db::Database> db_;
   std::unique_ptr<RecordingSigner> signer_;
@@ -201,7 +203,7 @@ TEST_P(CallsStoreTest, RecordingJobsAreLeasedOnceAndFinish) {
   ASSERT_TRUE(store_->CompleteRecording(a->id(), "audio/wav", 10).ok());
   auto stored = store_->Get(workspace_, "ra");
   EXPECT_TRUE(stored->has_presigned_recording_url());
-  EXPECT_EQ(store_->GetRecordingFile(a->id())->content_type, "audio/wav");
+  EXPECT_EQ(store_->GetRecording(a->id())->content_type, "audio/wav");
 
   ASSERT_TRUE(store_->FailRecording(b->id(), "recording download failed: HTTP 404").ok());
   auto failed = store_->Get(workspace_, "rb");
@@ -358,7 +360,7 @@ TEST_P(AnalysisQueueTest, VoiceCallWaitsForItsRecordingAndFailsWithRefund) {
   auto job = store_->LeaseAnalysis(absl::Minutes(1), 3);
   ASSERT_TRUE(job.ok() && job->has_value());
   EXPECT_EQ((*job)->planned_metric_ids.size(), 11u);  // 12 standard metrics, 12 disabled
-  EXPECT_EQ((*job)->recording_path, dir_ + "/" + std::to_string(call->id()));
+  EXPECT_EQ((*job)->recording_key, std::to_string(call->id()));
   EXPECT_EQ(Balance(), 9);
   ASSERT_TRUE(
       store_->FailAnalysis((*job)->call_id, (*job)->token, "unsupported_audio", "not audio").ok());
@@ -535,7 +537,7 @@ TEST_P(TranscriptionQueueTest, AudioStageThenTranscriptThenTranscriptStage) {
   ASSERT_TRUE(transcription.ok() && transcription->has_value());
   EXPECT_EQ((*transcription)->call_id, id);
   EXPECT_FALSE((*transcription)->has_provided_transcript);
-  EXPECT_EQ((*transcription)->recording_path, dir_ + "/" + std::to_string(id));
+  EXPECT_EQ((*transcription)->recording_key, std::to_string(id));
   EXPECT_EQ(store_->Get(workspace_, "t1")->transcription_status(), "processing");
 
   // The audio stage: computed, the transcript-judged metric still pending.
@@ -851,7 +853,6 @@ TEST_P(PlanOrderUpgradeTest, RowsOfAVersion10CallTakeTheirPlacesInThePlan) {
   std::string dir = ::testing::TempDir() + "/plan_XXXXXX";
   dir = mkdtemp(dir.data());
   CallsStore::Options options;
-  options.recordings_dir = dir;
   CallsStore store(
       upgraded->get(), [](int64_t, int64_t) -> absl::StatusOr<AgentInfo> { return AgentInfo{}; },
       options);

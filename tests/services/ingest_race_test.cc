@@ -30,7 +30,6 @@ TEST_P(IngestRaceTest, EachIdentifierIsStoredOnceAndTheRestAreDuplicates) {
   std::unique_ptr<db::Database> db = (*database)->Release();
   const int64_t workspace = accounts::AccountsStore(db.get()).CreateWorkspace("w", 0)->id;
   CallsStore::Options options;
-  options.recordings_dir = dir;
   CallsStore store(
       db.get(), [](int64_t, int64_t) -> absl::StatusOr<AgentInfo> { return AgentInfo{}; },
       options);

@@ -95,7 +95,6 @@ class MetricsServiceTest : public testing::ServiceTest {
     directory_ = std::make_unique<agents::InProcessAgentDirectory>(agents_.get(), scenarios_.get());
     store_ = std::make_unique<MetricsStore>(db(), directory_.get());
     calls::CallsStore::Options calls_options;
-    calls_options.recordings_dir = recordings_dir_;
     agents::AgentsStore* agents = agents_.get();
     calls_ = std::make_unique<calls::CallsStore>(
         db(),

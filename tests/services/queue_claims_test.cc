@@ -95,7 +95,6 @@ class QueueClaimsTest : public ::testing::TestWithParam<db::Backend> {
     accounts::AccountsStore accounts(db_.get());
     workspace_ = accounts.CreateWorkspace("w", 0)->id;
     calls::CallsStore::Options options;
-    options.recordings_dir = dir_;
     calls_ = std::make_unique<calls::CallsStore>(
         db_.get(),
         [](int64_t, int64_t) -> absl::StatusOr<calls::AgentInfo> {

@@ -181,7 +181,8 @@ class StatsStoreTest : public ::testing::TestWithParam<db::Backend> {
       return ValidationError("agent_not_found", "no agent");
     };
     CallsStore::Options options;
-    options.recordings_dir = dir_;
+    recordings_ = *OpenBlobStore(dir_);
+    options.recordings = recordings_.get();
     options.catalog = [](int64_t, int64_t) -> absl::StatusOr<std::vector<CustomMetricInfo>> {
       return std::vector<CustomMetricInfo>{{kCustomMetric, 2, false, true}};
     };
@@ -281,6 +282,7 @@ class StatsStoreTest : public ::testing::TestWithParam<db::Backend> {
   }
 
   std::string dir_;
+  std::unique_ptr<BlobStore> recordings_;  // the local store in dir_
   std::unique_ptr<testing::TestDatabase> database_;
   std::unique_ptr<db::Database> db_;
   std::unique_ptr<testing::InProcessDirectories> directories_;
