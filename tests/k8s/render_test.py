@@ -9,7 +9,8 @@ objects) and checks the objects:
     names known roles;
   - every environment variable of a calleval container (env, and every key of the ConfigMaps
     and Secrets it reads with envFrom that are part of the render) is the CALLEVAL_<FLAG> of an
-    existing flag, as the help prints it (or one of libpq's PG* variables);
+    existing flag, as the help prints it (or one of libpq's PG* variables, or the blob store's
+    AWS_* keys);
   - ConfigMaps, Secrets and keys referenced exist in the render, unless optional or one of the
     Secrets the operator creates for the production layout (EXTERNAL_SECRETS, not in try-it or
     all-in-one, which must be self-contained); *_FILE flags name a file a mounted Secret holds;
@@ -26,6 +27,11 @@ objects) and checks the objects:
     replicas, CPU requests set; PDBs: multi-replica workloads);
   - the NetworkPolicy selects every pod with a gRPC port, opens gRPC to pods of the namespace
     only and the edge's HTTP port to anyone;
+  - what must be shared is: a pod whose /data is its own (an emptyDir) keeps nothing there that
+    another pod needs (recordings in an s3:// store with its keys where the role touches them,
+    the credentials, signing and internal keys from Secrets), and the pods of a render agree on
+    the recordings store and on each key; production mounts no PersistentVolumeClaim and has no
+    pod affinity, so its pods spread over nodes;
   - every calleval container runs the image `calleval` as UID 10001, non-root, read-only root,
     no capabilities; seccomp Unconfined only where the code sandbox runs (scoring, metrics), and
     then the namespace does not enforce a Pod Security level that refuses it;
@@ -59,13 +65,24 @@ CALLEVAL = os.environ.get("CALLEVAL_BIN")
 
 # Secrets the production layout expects to exist (k8s/README.md); a render that is meant to be
 # applied on its own (SELF_CONTAINED) must bring every Secret it uses.
-EXTERNAL_SECRETS = {"calleval-database", "calleval-internal", "calleval-tls"}
+EXTERNAL_SECRETS = {"calleval-database", "calleval-internal", "calleval-recordings",
+                    "calleval-tls"}
 SELF_CONTAINED = {"all-in-one", "overlays/try-it"}
 # Kustomizations that are pieces of the others, never applied alone: rendered (they must build)
-# but not checked as an installation.
-PARTS = {"common"}
-# Variables a calleval container may set besides CALLEVAL_*: libpq's (docs/operations.md).
-OTHER_ENV = {"PGPASSWORD", "PGPASSFILE", "PGSSLMODE", "PGSSLROOTCERT", "PGCONNECT_TIMEOUT"}
+# but not checked as an installation. The base leaves where recordings live to its overlays.
+PARTS = {"common", "base"}
+# Variables a calleval container may set besides CALLEVAL_*: libpq's (docs/operations.md), and
+# the S3 keys the blob store reads from the environment, not from flags (docs/blob-store.md,
+# "Credentials").
+OTHER_ENV = {"PGPASSWORD", "PGPASSFILE", "PGSSLMODE", "PGSSLROOTCERT", "PGCONNECT_TIMEOUT",
+             "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
+# Roles that read or write recordings (docs/blob-store.md, "How the service uses it"), and those
+# that seal or unseal agents' web channel credentials (--credentials-key-file).
+RECORDING_ROLES = {"calls", "runs", "scoring", "edge"}
+CREDENTIALS_KEY_ROLES = {"agents", "runs"}
+# Key files every pod that reads them must share, and the roles that read them.
+SHARED_FILES = {"internal-credential-file": None, "signing-key-file": {"calls", "edge"},
+                "credentials-key-file": CREDENTIALS_KEY_ROLES}
 # Images besides calleval's, and the renders they may appear in.
 OTHER_IMAGES = {"postgres:15-bookworm"}
 NAMESPACE = "calleval"
@@ -432,6 +449,88 @@ class RenderTest(unittest.TestCase):
                         self.assertIn(base, data, "--%s: the Secret has no key %s" % (name, base))
                         if name == "internal-credential-file":
                             self.assertRegex(data[base].strip(), r"^[\x21-\x7e]{16,}$")
+                        if name == "signing-key-file":
+                            self.assertGreaterEqual(len(data[base].encode()), 16)
+                        if name == "credentials-key-file":
+                            # Read as raw bytes: a trailing newline would make it 33.
+                            self.assertEqual(len(data[base].encode()), 32,
+                                             "the credentials key must be exactly 32 bytes")
+
+    # What is shared between pods, and how.
+
+    @staticmethod
+    def env_source(c, name):
+        """How a container sets NAME: its env entry without the name, or None."""
+        for e in c.get("env", []):
+            if e["name"] == name:
+                return json.dumps({k: v for k, v in e.items() if k != "name"}, sort_keys=True)
+        return None
+
+    @staticmethod
+    def file_source(w, c, path):
+        """(Secret, key) a file path comes from, or None when no Secret is mounted there."""
+        directory, base = os.path.split(path)
+        volumes = {v["name"]: v for v in w["spec"]["template"]["spec"].get("volumes", [])}
+        for m in c.get("volumeMounts", []):
+            if m["mountPath"] == directory and "secret" in volumes.get(m["name"], {}):
+                return volumes[m["name"]]["secret"]["secretName"], base
+        return None
+
+    def test_shared_state(self):
+        for r in self.renders:
+            recordings, files = {}, {}
+            for w, c in self.calleval_containers(r):
+                name = w["metadata"]["name"]
+                with self.subTest(render=r.rel, workload=name):
+                    config, roles, env = self.container_config(r, w, c)
+                    data_dir = config.get("data-dir", self.defaults.get("data-dir"))
+                    volumes = {v["name"]: v for v in w["spec"]["template"]["spec"].get("volumes",
+                                                                                       [])}
+                    mounts = [m for m in c.get("volumeMounts", []) if m["mountPath"] == data_dir]
+                    self.assertEqual(len(mounts), 1, "no volume at the data dir " + data_dir)
+                    shared = "persistentVolumeClaim" in volumes[mounts[0]["name"]]
+                    if roles & RECORDING_ROLES:
+                        source = tuple(self.env_source(c, v) for v in (
+                            "CALLEVAL_RECORDINGS_URL", "AWS_ACCESS_KEY_ID",
+                            "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"))
+                        recordings.setdefault(source, []).append(name)
+                    if not shared and roles & RECORDING_ROLES:
+                        # Recordings in this pod's own dir would be lost with it and unseen by
+                        # the other roles.
+                        self.assertIn("CALLEVAL_RECORDINGS_URL", env, "/data is this pod's own: "
+                                      "the recordings must be in a store every pod reaches")
+                        url = env["CALLEVAL_RECORDINGS_URL"]
+                        if url is not None:
+                            self.assertTrue(url.startswith("s3://"), url)
+                        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+                            self.assertIn(key, env, "the store's keys")
+                    for flag, needed_by in SHARED_FILES.items():
+                        wanted = needed_by is None or roles & needed_by
+                        value = config.get(flag)
+                        if not shared and wanted:
+                            # A key made in a per-pod dir differs from every other pod's.
+                            self.assertTrue(value, "--%s: /data is this pod's own, the key must "
+                                            "come from a Secret" % flag)
+                        if value:
+                            files.setdefault(flag, {}).setdefault(
+                                self.file_source(w, c, value), []).append(name)
+            with self.subTest(render=r.rel):
+                self.assertLessEqual(len(recordings), 1,
+                                     "the roles disagree on the recordings store: %s" % recordings)
+                for flag, sources in files.items():
+                    self.assertEqual(len(sources), 1, "--%s differs between pods: %s" %
+                                     (flag, sources))
+
+    def test_production_has_no_shared_volume(self):
+        r = next(x for x in self.renders if x.rel == "overlays/production")
+        self.assertEqual(r.of("PersistentVolumeClaim"), [], "an unused claim still provisions")
+        for w in r.workloads():
+            spec = w["spec"]["template"]["spec"]
+            with self.subTest(workload=w["metadata"]["name"]):
+                self.assertNotIn("affinity", spec, "the pods spread over nodes")
+                self.assertNotIn("calleval/data", w["spec"]["template"]["metadata"]["labels"])
+                for v in spec.get("volumes", []):
+                    self.assertNotIn("persistentVolumeClaim", v)
 
     # Ports and probes.
 
@@ -699,7 +798,8 @@ class RenderTest(unittest.TestCase):
         # The files the pods read from the mounted Secret calleval-internal, by variable.
         secret_files = {}
         for variable, secret_key in (("CALLEVAL_INTERNAL_CREDENTIAL_FILE", "internal-credential"),
-                                     ("CALLEVAL_SIGNING_KEY_FILE", "signing-key")):
+                                     ("CALLEVAL_SIGNING_KEY_FILE", "signing-key"),
+                                     ("CALLEVAL_CREDENTIALS_KEY_FILE", "credentials-key")):
             secret_files[variable] = os.path.join(tmp.name, secret_key)
             with open(secret_files[variable], "w") as f:
                 f.write(r.secret_data("calleval-internal")[secret_key])
