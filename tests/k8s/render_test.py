@@ -886,6 +886,18 @@ class RenderTest(unittest.TestCase):
                 for name in re.findall(r"\b(CALLEVAL_[A-Z0-9_]+)=", l):
                     self.assertIn(name, self.envs)
         self.assertTrue(os.path.exists(os.path.join(ROOT, ".dockerignore")))
+        # scripts/setup runs `npm ci` in each tools/ dir of its loop: the build stage must have
+        # copied their package files before it runs setup, or the image build fails there.
+        with open(os.path.join(ROOT, "scripts", "setup")) as f:
+            loop = re.search(r"for dir in ([^;]+);", f.read())
+        self.assertIsNotNone(loop, "scripts/setup's npm loop")
+        build = stages[0]
+        setup_at = next(i for i, l in enumerate(build) if "scripts/setup" in l and
+                        l.upper().startswith("RUN "))
+        copied_before = " ".join(l for l in build[:setup_at] if l.upper().startswith("COPY "))
+        for tools_dir in loop.group(1).split():
+            for name in ("package.json", "package-lock.json"):
+                self.assertIn("%s/%s" % (tools_dir, name), copied_before)
 
 
 if __name__ == "__main__":
