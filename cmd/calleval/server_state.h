@@ -87,8 +87,8 @@ struct ServerState {
   // Where recordings are kept (--recordings-url), for every role that reads or writes them.
   std::unique_ptr<BlobStore> recordings;
   // This process's own temporary files (downloads on their way into a remote store, recordings
-  // read from it for one job, runs' audio before it is stored): <data-dir>/scratch, emptied at
-  // start-up.
+  // read from it for one job, runs' audio before it is stored): <data-dir>/scratch/holder-<lease
+  // holder>, emptied at start-up.
   std::string scratch_dir;
   std::unique_ptr<db::Database> database;
   std::unique_ptr<ThreadPool> pool;

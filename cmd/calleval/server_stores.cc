@@ -131,8 +131,16 @@ absl::Status OpenStores(ServerState* s) {
   // Carried by the lease tokens this process takes (analysis, transcription, runs).
   s->holder = LeaseHolderOf(config);
   std::error_code ec;
-  // What a previous life left in the scratch dir belongs to no job any more.
-  s->scratch_dir = (data_dir / "scratch").string();
+  // One scratch dir per lease holder: processes sharing a data dir (several --roles on one
+  // host) each empty only their own at start-up, where what a previous life of the same
+  // process left belongs to no job any more.
+  std::string scratch_name = absl::StrCat("holder-", s->holder);
+  for (char& c : scratch_name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != ',') {
+      c = '_';
+    }
+  }
+  s->scratch_dir = (data_dir / "scratch" / scratch_name).string();
   fs::remove_all(s->scratch_dir, ec);
   ec.clear();
   fs::create_directories(s->scratch_dir, ec);

@@ -509,8 +509,7 @@ absl::Status CallsStore::Delete(int64_t workspace_id, absl::string_view key) {
   RETURN_IF_ERROR(ApplyOwedRefundsOf(owed_id));
   // The recording's object, when the call has (or had started to download) one.
   std::optional<std::string> recording_key;
-  ASSIGN_OR_RETURN(
-      int64_t id,
+  RETURN_IF_ERROR(
       db::WriteResult<int64_t>(*db_, kOneCall, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
         ASSIGN_OR_RETURN(int64_t id, FindCallId(c, workspace_id, key));
         // The row locked before what decides the delete is read (kOneCall).
@@ -533,8 +532,7 @@ absl::Status CallsStore::Delete(int64_t workspace_id, absl::string_view key) {
         del.Bind(1, id);
         RETURN_IF_ERROR(del.Run());
         return id;
-      }));
-  (void)id;
+      }).status());
   if (recording_key.has_value() && options_.recordings != nullptr) {
     // The call is gone: an object left behind (the store unreachable now) is named by nothing.
     absl::Status removed = options_.recordings->Delete(*recording_key);
