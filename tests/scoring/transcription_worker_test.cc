@@ -82,7 +82,21 @@ class TranscribeRecordingTest : public ::testing::Test {
     dir_ = mkdtemp(tmpl.data());
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // The workers' options with the recordings in dir_ (a local blob store) and a quick poll.
+  TranscriptionWorkers::Options WorkerOptions() {
+    auto recordings = OpenBlobStore(dir_);
+    EXPECT_TRUE(recordings.ok()) << recordings.status();
+    if (recordings.ok()) recordings_ = *std::move(recordings);
+    TranscriptionWorkers::Options options;
+    options.poll_interval = absl::Milliseconds(10);
+    options.recordings = recordings_.get();
+    options.scratch_dir = dir_;
+    return options;
+  }
+
   std::string dir_;
+  std::unique_ptr<BlobStore> recordings_;
 };
 
 TEST_F(TranscribeRecordingTest, PiecesKeepTheirPlaceInTheCall) {
@@ -215,13 +229,8 @@ TEST_F(TranscribeRecordingTest, WorkersRecordTheTranscriptAndWakeTheScoring) {
   const std::string path = dir_ + "/stereo.wav";
   WriteWav(path, 2, 3, {{0, 0.5, 1.0}, {1, 1.5, 2.0}});
   OneJobQueue queue("stereo.wav");
-  auto recordings = OpenBlobStore(dir_);
-  ASSERT_TRUE(recordings.ok()) << recordings.status();
   std::atomic<int> reported{0};
-  TranscriptionWorkers::Options options;
-  options.poll_interval = absl::Milliseconds(10);
-  options.recordings = recordings->get();
-  options.scratch_dir = dir_;
+  TranscriptionWorkers::Options options = WorkerOptions();
   options.make_recognizer = [](const std::atomic<bool>*) {
     return absl::StatusOr<std::unique_ptr<SpeechRecognizer>>(
         std::make_unique<BurstRecognizer>());
@@ -239,12 +248,7 @@ TEST_F(TranscribeRecordingTest, ARecognizerThatCannotStartFailsTheJob) {
   const std::string path = dir_ + "/stereo.wav";
   WriteWav(path, 2, 1, {});
   OneJobQueue queue("stereo.wav");
-  auto recordings = OpenBlobStore(dir_);
-  ASSERT_TRUE(recordings.ok()) << recordings.status();
-  TranscriptionWorkers::Options options;
-  options.poll_interval = absl::Milliseconds(10);
-  options.recordings = recordings->get();
-  options.scratch_dir = dir_;
+  TranscriptionWorkers::Options options = WorkerOptions();
   options.make_recognizer = [](const std::atomic<bool>*) {
     return absl::StatusOr<std::unique_ptr<SpeechRecognizer>>(
         absl::FailedPreconditionError("speech-to-text model not found"));
@@ -261,12 +265,7 @@ TEST_F(TranscribeRecordingTest, ARecognizerThatCannotStartFailsTheJob) {
 // store's reason, and the recognizer never runs.
 TEST_F(TranscribeRecordingTest, ARecordingMissingFromTheStoreFailsTheJob) {
   OneJobQueue queue("never-stored.wav");
-  auto recordings = OpenBlobStore(dir_);
-  ASSERT_TRUE(recordings.ok()) << recordings.status();
-  TranscriptionWorkers::Options options;
-  options.poll_interval = absl::Milliseconds(10);
-  options.recordings = recordings->get();
-  options.scratch_dir = dir_;
+  TranscriptionWorkers::Options options = WorkerOptions();
   options.make_recognizer = [](const std::atomic<bool>*) {
     return absl::StatusOr<std::unique_ptr<SpeechRecognizer>>(
         std::make_unique<BurstRecognizer>());
@@ -283,12 +282,7 @@ TEST_F(TranscribeRecordingTest, StopCancelsATranscriptionAndGivesTheRecordingBac
   const std::string path = dir_ + "/stereo.wav";
   WriteWav(path, 2, 2, {{0, 0.5, 1.0}});
   OneJobQueue queue("stereo.wav");
-  auto recordings = OpenBlobStore(dir_);
-  ASSERT_TRUE(recordings.ok()) << recordings.status();
-  TranscriptionWorkers::Options options;
-  options.poll_interval = absl::Milliseconds(10);
-  options.recordings = recordings->get();
-  options.scratch_dir = dir_;
+  TranscriptionWorkers::Options options = WorkerOptions();
   options.make_recognizer = [](const std::atomic<bool>* cancel) {
     return absl::StatusOr<std::unique_ptr<SpeechRecognizer>>(
         std::make_unique<UntilCancelledRecognizer>(cancel));
