@@ -155,7 +155,7 @@ absl::Status BindEdge(ServerState* s) {
 // The answer to a checked presigned link of `call_id`: the stored recording as a file, the
 // blob store's own when it keeps one on this disk, else a temporary copy.
 edge::LocalResponse RecordingResponse(const ServerState& state, int64_t call_id) {
-  absl::StatusOr<calls::StoredRecording> recording = state.calls_store->GetRecording(call_id);
+  absl::StatusOr<calls::StoredRecording> recording = state.recording_locator(call_id);
   if (!recording.ok()) return ErrorResponse(recording.status());
   edge::LocalResponse response;
   response.content_type = recording->content_type;
@@ -224,6 +224,13 @@ absl::Status ConnectEdge(ServerState* s) {
   const ServerConfig& config = s->config;
   const std::string& internal_credential = s->internal_credential;
   if (!HasRole(config, "edge")) return absl::OkStatus();
+  // Presigned links: the recording's row is the calls role's, asked like its routes.
+  if (!HasRole(config, "calls") && !config.calls_addr.empty()) {
+    s->recording_locator = calls::NewGrpcRecordingLocator(
+        CreateInternalChannel(config.calls_addr, internal_credential));
+  } else {
+    s->recording_locator = calls::StoreRecordingLocator(s->calls_store.get());
+  }
   {
     // Roles elsewhere are reached over gRPC; roles here are called directly.
     auto remote = [&](const std::string& addr) {

@@ -304,13 +304,16 @@ absl::Status WireCalls(ServerState* s) {
     s->downloader = std::make_unique<calls::RecordingDownloader>(s->calls_store.get(), download);
     s->downloader->Start();
     calls::RecordingDownloader* downloader = s->downloader.get();
-    agents::ScenariosStore* scenarios = s->scenarios_store.get();
+    runs::ScenarioDirectory* scenarios = s->scenario_directory.get();
     runs::RunsStore* runs_store = s->runs_store.get();
     s->stats_store = std::make_unique<calls::StatsStore>(
-        s->database.get(), AgentLookupFor(s->agents_store.get()),
+        s->database.get(), s->call_agents,
         [scenarios](int64_t workspace_id, int64_t scenario_id) -> absl::StatusOr<int64_t> {
-          ASSIGN_OR_RETURN(v1::Scenario scenario, scenarios->Get(workspace_id, scenario_id));
-          return scenario.agent_id();
+          const int64_t ids[] = {scenario_id};
+          ASSIGN_OR_RETURN(auto agents, scenarios->ScenarioAgents(workspace_id, ids));
+          auto it = agents.find(scenario_id);
+          if (it == agents.end()) return NotFoundError(absl::StrCat("scenario ", scenario_id));
+          return it->second.agent_id;
         },
         [runs_store](const runs::RunCountQuery& query) { return runs_store->CountRuns(query); });
     s->calls_service = std::make_unique<calls::CallsService>(

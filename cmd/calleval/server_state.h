@@ -37,7 +37,9 @@
 #include "services/calls/calls_service.h"
 #include "services/calls/calls_store.h"
 #include "services/calls/credits.h"
+#include "services/calls/owner_directories.h"
 #include "services/calls/recording_downloader.h"
+#include "services/calls/recording_locator.h"
 #include "services/calls/recording_signer.h"
 #include "services/calls/stats_store.h"
 #include "services/judges/sandbox.h"
@@ -109,8 +111,13 @@ struct ServerState {
   std::unique_ptr<runs::RunsStore> runs_store;
   std::unique_ptr<runs::RunWorkers> run_workers;
   std::unique_ptr<calls::RecordingSigner> signer;
+  // Where the edge finds a call's recording when it serves a presigned link: the calls store
+  // here, or the calls role's internal method.
+  calls::RecordingLocator recording_locator;
   // The credit ledger as the calls store reaches it (services/calls/credits.h).
   std::unique_ptr<calls::Credits> credits;
+  // What the calls and stats stores ask of a call's agent (services/calls/owner_directories.h).
+  calls::AgentLookup call_agents;
   std::unique_ptr<calls::CallsStore> calls_store;
   std::unique_ptr<calls::StatsStore> stats_store;
   std::unique_ptr<calls::RecordingDownloader> downloader;
@@ -152,7 +159,6 @@ absl::Status OpenStores(ServerState* s);
 // providers: metrics, the LLM client, the sandbox, the credit ledger, calls.
 absl::Status OpenCallsAndMetricsStores(ServerState* s);
 // Call ingest's view of agents (also the stats' view).
-calls::AgentLookup AgentLookupFor(agents::AgentsStore* agents);
 
 // server_edge.cc
 // Binds the edge's HTTP port when the edge runs here (answering 503 until ConnectEdge), and

@@ -105,26 +105,6 @@ absl::Status WriteBootstrapKey(const std::string& path, const std::string& key) 
 
 // Call ingest's view of agents: the agent must be in the workspace (else 422 agent_not_found);
 // its disabled metrics decide which metric_ids are ignored.
-calls::AgentLookup AgentLookupFor(agents::AgentsStore* agents) {
-  return [agents](int64_t workspace_id, int64_t agent_id) -> absl::StatusOr<calls::AgentInfo> {
-    auto agent = agents->Get(workspace_id, agent_id);
-    if (!agent.ok()) {
-      if (agent.status().code() != absl::StatusCode::kNotFound) return agent.status();
-      return ValidationError(
-          "agent_not_found", absl::StrCat("agent ", agent_id, " not found"),
-          {{"agent_id", absl::StrCat("no agent ", agent_id, " in workspace ", workspace_id)}});
-    }
-    calls::AgentInfo info;
-    info.disabled_metric_ids.assign(agent->disabled_metric_ids().begin(),
-                                    agent->disabled_metric_ids().end());
-    if (agent->has_silence_threshold_ms())
-      info.silence_threshold_ms = agent->silence_threshold_ms();
-    info.name = agent->name();
-    info.agent_source = agent->agent_source();
-    return info;
-  };
-}
-
 absl::Status OpenStores(ServerState* s) {
   const ServerConfig& config = s->config;
   const fs::path data_dir(config.data_dir);
@@ -244,17 +224,28 @@ absl::Status OpenCallsAndMetricsStores(ServerState* s) {
   s->metrics_store =
       std::make_unique<metrics::MetricsStore>(s->database.get(), s->agent_directory.get());
   metrics::MetricsStore* metrics_store = s->metrics_store.get();
-  calls_options.catalog =
-      [metrics_store](int64_t workspace_id,
-                      int64_t agent_id) -> absl::StatusOr<std::vector<calls::CustomMetricInfo>> {
-    ASSIGN_OR_RETURN(auto entries, metrics_store->Catalog(workspace_id, agent_id));
-    std::vector<calls::CustomMetricInfo> out;
-    out.reserve(entries.size());
-    for (const auto& e : entries) {
-      out.push_back({e.id, e.credit_cost, e.requires_audio, e.applies_to_agent});
-    }
-    return out;
-  };
+  // What ingest asks of agents and metrics: in this process, or over their internal methods
+  // (the same rule as the directories above).
+  const bool agents_remote = !HasRole(config, "agents") && !config.agents_addr.empty();
+  const bool metrics_remote = !HasRole(config, "metrics") && !config.metrics_addr.empty();
+  if (agents_remote) {
+    s->call_agents = calls::AgentLookupFrom(calls::NewGrpcCallAgentSource(
+        CreateInternalChannel(config.agents_addr, s->internal_credential)));
+  } else {
+    s->call_agents = calls::AgentLookupFrom(
+        [agents = s->agents_store.get()](int64_t workspace_id, int64_t agent_id) {
+          return agents->GetCallAgent(workspace_id, agent_id);
+        });
+  }
+  if (metrics_remote) {
+    calls_options.catalog = calls::MetricCatalogFrom(calls::NewGrpcIngestCatalogSource(
+        CreateInternalChannel(config.metrics_addr, s->internal_credential)));
+  } else {
+    calls_options.catalog = calls::MetricCatalogFrom(
+        [metrics_store](int64_t workspace_id, int64_t agent_id) {
+          return metrics_store->Catalog(workspace_id, agent_id);
+        });
+  }
   calls_options.definitions = [metrics_store](int64_t workspace_id,
                                               const std::vector<int64_t>& ids) {
     return metrics_store->Definitions(workspace_id, ids);
@@ -294,7 +285,7 @@ absl::Status OpenCallsAndMetricsStores(ServerState* s) {
   }
   calls_options.credits = s->credits.get();
   s->calls_store = std::make_unique<calls::CallsStore>(
-      s->database.get(), AgentLookupFor(s->agents_store.get()), calls_options);
+      s->database.get(), s->call_agents, calls_options);
   return absl::OkStatus();
 }
 

@@ -56,6 +56,8 @@ inline constexpr MethodEntry<AgentsService> kAgentsMethods[] = {
     Unary<&AgentsService::GetScenarioAgents>("GetScenarioAgents", Execution::kPool,
                                              Access::kInternal),
     Unary<&AgentsService::GetAgentPhone>("GetAgentPhone", Execution::kPool, Access::kInternal),
+    // Asked by calls on every ingest: a point read, answered inline.
+    Unary<&AgentsService::GetCallAgent>("GetCallAgent", Execution::kPointRead, Access::kInternal),
 };
 
 }  // namespace calleval::agents

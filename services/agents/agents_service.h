@@ -104,6 +104,8 @@ class AgentsService {
                                  v1::ScenarioAgents* response);
   absl::Status GetAgentPhone(const RequestContext& context, const v1::GetAgentPhoneRequest& request,
                              v1::AgentPhone* response);
+  absl::Status GetCallAgent(const RequestContext& context, const v1::GetCallAgentRequest& request,
+                            v1::CallAgent* response);
 
  private:
   absl::StatusOr<ScenariosStore*> Scenarios();

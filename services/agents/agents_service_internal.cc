@@ -83,4 +83,11 @@ absl::Status AgentsService::GetAgentPhone(const RequestContext& /*context*/,
   return absl::OkStatus();
 }
 
+absl::Status AgentsService::GetCallAgent(const RequestContext& /*context*/,
+                                         const v1::GetCallAgentRequest& request,
+                                         v1::CallAgent* response) {
+  ASSIGN_OR_RETURN(*response, store_->GetCallAgent(request.workspace_id(), request.agent_id()));
+  return absl::OkStatus();
+}
+
 }  // namespace calleval::agents

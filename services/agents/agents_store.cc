@@ -370,6 +370,18 @@ absl::StatusOr<v1::Agent> AgentsStore::Create(int64_t workspace_id, const v1::Ag
   });
 }
 
+absl::StatusOr<v1::CallAgent> AgentsStore::GetCallAgent(int64_t workspace_id, int64_t id) {
+  ASSIGN_OR_RETURN(v1::Agent agent, Get(workspace_id, id));
+  v1::CallAgent call_agent;
+  *call_agent.mutable_disabled_metric_ids() = agent.disabled_metric_ids();
+  if (agent.has_silence_threshold_ms()) {
+    call_agent.set_silence_threshold_ms(agent.silence_threshold_ms());
+  }
+  call_agent.set_name(agent.name());
+  call_agent.set_agent_source(agent.agent_source());
+  return call_agent;
+}
+
 absl::StatusOr<v1::Agent> AgentsStore::Get(int64_t workspace_id, int64_t id) {
   // One statement: every ingest asks for its agent, so this read is on the hot path.
   return db::ReadResult<v1::Agent>(*db_, db::kSingleStatementRead,

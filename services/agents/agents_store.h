@@ -59,6 +59,9 @@ class AgentsStore {
   // Validates and stores a new agent (201 at the edge).
   absl::StatusOr<v1::Agent> Create(int64_t workspace_id, const v1::AgentFields& fields);
   absl::StatusOr<v1::Agent> Get(int64_t workspace_id, int64_t id);
+  // The agent as its calls see it (Agents/GetCallAgent): NOT_FOUND when the workspace has no
+  // such agent.
+  absl::StatusOr<v1::CallAgent> GetCallAgent(int64_t workspace_id, int64_t id);
   // PATCH: keys in `patch.set_fields` (or set on the message) change, keys in
   // `patch.null_fields` are cleared (nullable fields) or reset to their default; the merged
   // agent is validated as on create.

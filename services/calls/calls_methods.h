@@ -37,6 +37,9 @@ inline constexpr MethodEntry<CallsService> kCallsMethods[] = {
                                                   Access::kInternal),
     Unary<&CallsService::ReleaseHolderLeases>("ReleaseHolderLeases", Execution::kPool,
                                               Access::kInternal),
+    // Internal: a point read for an edge in another process serving a presigned link.
+    Unary<&CallsService::GetRecordingLocation>("GetRecordingLocation", Execution::kPointRead,
+                                               Access::kInternal),
 };
 
 }  // namespace calleval::calls

@@ -165,6 +165,16 @@ absl::Status CallsService::ReleaseHolderLeases(const RequestContext& context,
   return absl::OkStatus();
 }
 
+absl::Status CallsService::GetRecordingLocation(const RequestContext& /*context*/,
+                                                const v1::GetRecordingLocationRequest& request,
+                                                v1::RecordingLocation* response) {
+  ASSIGN_OR_RETURN(StoredRecording recording, store_->GetRecording(request.call_id()));
+  response->set_key(recording.key);
+  response->set_content_type(recording.content_type);
+  response->set_bytes(recording.bytes);
+  return absl::OkStatus();
+}
+
 v1::AnalysisJob ToProto(const AnalysisJob& job) {
   v1::AnalysisJob out;
   out.set_call_id(job.call_id);

@@ -87,6 +87,11 @@ class CallsService {
   absl::Status ReleaseHolderLeases(const RequestContext& context,
                                    const v1::ReleaseHolderLeasesRequest& request,
                                    v1::ReleaseHolderLeasesResponse* response);
+  // Where a call's recording is stored, for an edge in another process serving a presigned link
+  // it has verified (services/calls/recording_locator.h).
+  absl::Status GetRecordingLocation(const RequestContext& context,
+                                    const v1::GetRecordingLocationRequest& request,
+                                    v1::RecordingLocation* response);
 
  private:
   CallsStore* store_;

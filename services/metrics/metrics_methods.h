@@ -37,6 +37,9 @@ inline constexpr MethodEntry<MetricsService> kMetricsMethods[] = {
     Unary<&MetricsService::AgentDeleted>("AgentDeleted", Execution::kPool, Access::kInternal),
     Unary<&MetricsService::ScenarioDeleted>("ScenarioDeleted", Execution::kPool,
                                             Access::kInternal),
+    // Internal: asked by the calls service in another process on every ingest; one statement.
+    Unary<&MetricsService::GetIngestCatalog>("GetIngestCatalog", Execution::kPointRead,
+                                             Access::kInternal),
 };
 
 }  // namespace calleval::metrics

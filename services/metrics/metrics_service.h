@@ -104,6 +104,10 @@ class MetricsService {
   absl::Status ScenarioDeleted(const RequestContext& context,
                                const v1::ScenarioDeletedRequest& request,
                                google::protobuf::Empty* response);
+  // Asked by the calls service in another process on every ingest.
+  absl::Status GetIngestCatalog(const RequestContext& context,
+                                const v1::GetIngestCatalogRequest& request,
+                                v1::IngestCatalog* response);
 
  private:
   Dependencies deps_;

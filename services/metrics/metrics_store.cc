@@ -725,29 +725,26 @@ absl::StatusOr<v1::ListUsableMetricsResponse> MetricsStore::ListUsable(
   return response;
 }
 
-absl::StatusOr<std::vector<CatalogEntry>> MetricsStore::Catalog(int64_t workspace_id,
-                                                                int64_t agent_id) {
+absl::StatusOr<v1::IngestCatalog> MetricsStore::Catalog(int64_t workspace_id, int64_t agent_id) {
   // One statement: every ingest reads the catalog, so this read is on the hot path.
-  return db::ReadResult<std::vector<CatalogEntry>>(
-      *db_, db::kSingleStatementRead,
-      [&](db::Connection& c) -> absl::StatusOr<std::vector<CatalogEntry>> {
+  return db::ReadResult<v1::IngestCatalog>(
+      *db_, db::kSingleStatementRead, [&](db::Connection& c) -> absl::StatusOr<v1::IngestCatalog> {
         ASSIGN_OR_RETURN(
             auto stmt, c.Prepare("SELECT id, credit_cost, (is_global = 1 OR EXISTS (SELECT 1 FROM "
                                  "metric_agents WHERE metric_id = metrics.id AND agent_id = ?2)) "
                                  "FROM metrics WHERE workspace_id = ?1 ORDER BY id"));
         stmt.Bind(1, workspace_id).Bind(2, agent_id);
-        std::vector<CatalogEntry> entries;
+        v1::IngestCatalog catalog;
         while (true) {
           ASSIGN_OR_RETURN(bool more, stmt.Step());
           if (!more) break;
-          CatalogEntry e;
-          e.id = stmt.Int64(0);
-          e.credit_cost = stmt.Int64(1);
-          e.requires_audio = false;
-          e.applies_to_agent = stmt.Int64(2) != 0;
-          entries.push_back(e);
+          v1::IngestCatalog::Entry* e = catalog.add_entries();
+          e->set_id(stmt.Int64(0));
+          e->set_credit_cost(stmt.Int64(1));
+          e->set_requires_audio(false);
+          e->set_applies_to_agent(stmt.Int64(2) != 0);
         }
-        return entries;
+        return catalog;
       });
 }
 

@@ -26,16 +26,6 @@ using ::calleval::kFirstCustomMetricId;
 inline constexpr int64_t kDeterministicMetricCost = 1;  // phrase, options, code
 inline constexpr int64_t kLlmMetricCost = 2;            // custom_evaluation
 
-// What call ingest needs to know of a custom metric of the workspace.
-struct CatalogEntry {
-  int64_t id = 0;
-  int64_t credit_cost = 1;
-  bool requires_audio = false;
-  // The metric applies to the agent asked about: the agent is in agent_ids or the metric is
-  // global. (Whether the agent disabled it is the caller's business.)
-  bool applies_to_agent = false;
-};
-
 // Of `ids`, those that name a custom metric of the workspace in `db` (MetricsStore::ExistingCustom;
 // free, so the in-process MetricDirectory the scenarios store is built with needs no MetricsStore,
 // which is itself built with the agents side's directory).
@@ -78,8 +68,10 @@ class MetricsStore final : public agents::DeletionListener {
   absl::StatusOr<v1::ListUsableMetricsResponse> ListUsable(int64_t workspace_id,
                                                            std::optional<int64_t> agent_id);
 
-  // For call ingest: every custom metric of the workspace, with whether it applies to the agent.
-  absl::StatusOr<std::vector<CatalogEntry>> Catalog(int64_t workspace_id, int64_t agent_id);
+  // For call ingest (in this process, or through Metrics/GetIngestCatalog): every custom metric
+  // of the workspace, with whether it applies to the agent (the agent is in agent_ids or the
+  // metric is global; whether the agent disabled it is the caller's business).
+  absl::StatusOr<v1::IngestCatalog> Catalog(int64_t workspace_id, int64_t agent_id);
   // For scoring: the definitions (as Get returns them, standard ids included) of those `ids`
   // that still exist in the workspace, in the order of `ids`, each once.
   absl::StatusOr<std::vector<v1::Metric>> Definitions(int64_t workspace_id,

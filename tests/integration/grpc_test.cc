@@ -483,9 +483,10 @@ TEST_F(GrpcTest, EveryMethodWithoutAnHttpRouteIsClosed) {
     }
   }
   // 5 analysis queue, 5 transcription queue (each with its lease renewal),
-  // ReleaseHolderLeases, Authenticate, ReserveCredits, RefundCredits; the Agents service's six
-  // directory methods and the Metrics service's ExistingMetrics, AgentDeleted, ScenarioDeleted.
-  EXPECT_EQ(internal, 23);
+  // ReleaseHolderLeases, GetRecordingLocation, Authenticate, ReserveCredits, RefundCredits; the
+  // Agents service's six directory methods and GetCallAgent; the Metrics service's
+  // ExistingMetrics, AgentDeleted, ScenarioDeleted, GetIngestCatalog.
+  EXPECT_EQ(internal, 26);
 }
 
 // The clients one role has of another send the credential: the remote authenticator here.

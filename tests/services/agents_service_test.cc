@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "calleval/v1/agents.grpc.pb.h"
+#include "common/errors.h"
 #include "common/internal_credential.h"
 #include "common/thread_pool.h"
 #include "services/agents/agents_store.h"
@@ -28,6 +29,7 @@
 #include "services/agents/in_process_agent_directory.h"
 #include "services/agents/in_process_scenario_directory.h"
 #include "services/agents/scenarios_store.h"
+#include "services/calls/owner_directories.h"
 #include "services/metrics/in_process_metric_directory.h"
 #include "services/runs/runs_store.h"
 #include "tests/services/service_test_support.h"
@@ -577,6 +579,44 @@ TEST_P(AgentsServiceTest, DirectoriesAnswerTheSameInProcessAndOverGrpc) {
               absl::StatusCode::kNotFound);
   }
   EXPECT_THAT(agents_->Get(ws, with_phone.id())->disabled_metric_ids(), ElementsAre(1, 3));
+}
+
+// What a call asks of its agent, as the calls store sees it: from the agents store in process,
+// or over the internal GetCallAgent; an agent of another workspace, or none, is ingest's 422
+// agent_not_found either way.
+TEST_P(AgentsServiceTest, CallAgentAnswersTheSameInProcessAndOverGrpc) {
+  v1::AgentFields fields = AgentNamed("Booking");
+  fields.set_silence_threshold_ms(2500);
+  const v1::Agent agent = CreateAgent(fields);
+  ASSERT_TRUE(agents_
+                  ->ReplaceDisabledMetrics(tenants_.own, agent.id(),
+                                           [](int64_t) { return true; }, {11, 4})
+                  .ok());
+  v1::AgentFields foreign_fields = AgentNamed("Foreign");
+  foreign_fields.set_client_id(tenants_.granted);
+  const v1::Agent foreign = CreateAgent(foreign_fields);
+
+  calls::AgentLookup local = calls::AgentLookupFrom(
+      [this](int64_t ws, int64_t id) { return agents_->GetCallAgent(ws, id); });
+  calls::AgentLookup remote = calls::AgentLookupFrom(calls::NewGrpcCallAgentSource(
+      CreateInternalChannel(server_->address(), testing::kTestInternalCredential)));
+  for (const calls::AgentLookup& lookup : {local, remote}) {
+    absl::StatusOr<calls::AgentInfo> info = lookup(tenants_.own, agent.id());
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_THAT(info->disabled_metric_ids, ElementsAre(4, 11));
+    EXPECT_EQ(info->silence_threshold_ms, 2500);
+    EXPECT_EQ(info->name, "Booking");
+    EXPECT_EQ(info->agent_source, agent.agent_source());
+    for (int64_t other : {foreign.id(), foreign.id() + 1000}) {
+      absl::Status missing = lookup(tenants_.own, other).status();
+      EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument) << missing;
+      EXPECT_EQ(ErrorInfoOf(missing).code(), "agent_not_found") << missing;
+    }
+  }
+  // Without the credential the calls store learns nothing.
+  calls::CallAgentSource keyed = calls::NewGrpcCallAgentSource(
+      CreateInternalChannel(server_->address(), tenants_.key));
+  EXPECT_EQ(keyed(tenants_.own, agent.id()).status().code(), absl::StatusCode::kUnauthenticated);
 }
 
 // The internal methods answer only the installation's credential: a wrong one, an API key, or

@@ -14,9 +14,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "calleval/v1/calls.grpc.pb.h"
+#include "common/internal_credential.h"
 #include "common/thread_pool.h"
 #include "services/agents/agents_store.h"
 #include "services/calls/calls_store.h"
+#include "services/calls/recording_locator.h"
 #include "services/calls/recording_signer.h"
 #include "tests/services/service_test_support.h"
 
@@ -317,7 +319,7 @@ TEST_P(CallsServiceTest, QueueMethodsRefuseAnythingButTheInternalCredential) {
       EXPECT_GRPC_ERROR(status, grpc::UNAUTHENTICATED, "unauthenticated");
     }
   }
-  EXPECT_THAT(internal, SizeIs(11));
+  EXPECT_THAT(internal, SizeIs(12));
   EXPECT_EQ(Read("queued").analysis_status(), "pending");
   EXPECT_TRUE(LeaseAnalysis().has_value());  // still there for the credential
 }
@@ -637,6 +639,35 @@ TEST_P(CallsServiceTest, HandlersAnswerLikeTheRpcs) {
                   .ok());
   ASSERT_THAT(ingested(), SizeIs(2));
   EXPECT_EQ(ingested()[1].id(), direct.id());
+}
+
+// Where a call's recording is stored, as an edge asks it: from the store in process, or over
+// the internal GetRecordingLocation; a call with no stored recording is NOT_FOUND either way.
+TEST_P(CallsServiceTest, RecordingLocationAnswersTheSameInProcessAndOverGrpc) {
+  const int64_t recorded = IngestRecordedVoiceCall("located");
+  ASSERT_NE(recorded, 0);
+  const v1::Call text = Ingest(TextCall("not-recorded", agent_id_));
+  absl::StatusOr<StoredRecording> stored = store_->GetRecording(recorded);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  absl::StatusOr<BlobInfo> object = recordings_->Stat(stored->key);
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ(object->size, 44);
+
+  RecordingLocator remote = NewGrpcRecordingLocator(
+      CreateInternalChannel(server_->address(), testing::kTestInternalCredential));
+  for (const RecordingLocator& locator : {StoreRecordingLocator(store_.get()), remote}) {
+    absl::StatusOr<StoredRecording> location = locator(recorded);
+    ASSERT_TRUE(location.ok()) << location.status();
+    EXPECT_EQ(location->key, stored->key);
+    EXPECT_EQ(location->content_type, "audio/wav");
+    EXPECT_EQ(location->bytes, 44);
+    EXPECT_EQ(locator(text.id()).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(locator(text.id() + 1000).status().code(), absl::StatusCode::kNotFound);
+  }
+  // A key is not the credential.
+  RecordingLocator keyed = NewGrpcRecordingLocator(
+      CreateInternalChannel(server_->address(), tenants_.key));
+  EXPECT_EQ(keyed(recorded).status().code(), absl::StatusCode::kUnauthenticated);
 }
 
 CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(CallsServiceTest);

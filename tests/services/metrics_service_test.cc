@@ -22,6 +22,7 @@
 #include "services/agents/in_process_agent_directory.h"
 #include "services/agents/scenarios_store.h"
 #include "services/calls/calls_store.h"
+#include "services/calls/owner_directories.h"
 #include "services/judges/sandbox.h"
 #include "services/metrics/grpc_metrics_clients.h"
 #include "services/metrics/in_process_metric_directory.h"
@@ -645,6 +646,38 @@ TEST_P(MetricsServiceTest, DeletionNoticesOverGrpcRemoveTheLinksOfWhatIsGone) {
       CreateInternalChannel(server_->address(), "not-this-installations-credential"));
   EXPECT_EQ(wrong->AgentDeleted(tenants_.own, agent_id_).code(),
             absl::StatusCode::kUnauthenticated);
+}
+
+// The catalog an ingest plans with, as the calls store sees it: from the metrics store in
+// process, or over the internal GetIngestCatalog.
+TEST_P(MetricsServiceTest, IngestCatalogAnswersTheSameInProcessAndOverGrpc) {
+  v1::MetricFields for_agent_fields = LlmMetric("For the agent");
+  for_agent_fields.add_agent_ids(agent_id_);
+  for_agent_fields.set_credit_cost(4);
+  const v1::Metric for_agent = CreateMetric(for_agent_fields);
+  const v1::Metric unlinked = CreateMetric(LlmMetric("Linked to no agent"));
+
+  calls::MetricCatalog local = calls::MetricCatalogFrom(
+      [this](int64_t ws, int64_t agent) { return store_->Catalog(ws, agent); });
+  calls::MetricCatalog remote = calls::MetricCatalogFrom(calls::NewGrpcIngestCatalogSource(
+      CreateInternalChannel(server_->address(), testing::kTestInternalCredential)));
+  for (const calls::MetricCatalog& catalog : {local, remote}) {
+    auto entries = catalog(tenants_.own, agent_id_);
+    ASSERT_TRUE(entries.ok()) << entries.status();
+    ASSERT_EQ(entries->size(), 2u);
+    EXPECT_EQ((*entries)[0].id, for_agent.id());
+    EXPECT_EQ((*entries)[0].credit_cost, 4);
+    EXPECT_TRUE((*entries)[0].applies_to_agent);
+    EXPECT_EQ((*entries)[1].id, unlinked.id());
+    EXPECT_EQ((*entries)[1].credit_cost, kLlmMetricCost);
+    EXPECT_FALSE((*entries)[1].applies_to_agent);
+    auto other = catalog(tenants_.granted, agent_id_);
+    ASSERT_TRUE(other.ok()) << other.status();
+    EXPECT_TRUE(other->empty());
+  }
+  calls::IngestCatalogSource keyed = calls::NewGrpcIngestCatalogSource(
+      CreateInternalChannel(server_->address(), tenants_.key));
+  EXPECT_EQ(keyed(tenants_.own, agent_id_).status().code(), absl::StatusCode::kUnauthenticated);
 }
 
 CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(MetricsServiceTest);

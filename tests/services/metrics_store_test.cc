@@ -1230,16 +1230,16 @@ TEST_P(MetricsStoreTest, CatalogSaysWhichMetricsApplyToTheAgent) {
   MustCreate(Llm("theirs").Global(true), other_ws_);
   auto catalog = store_->Catalog(ws_, agent_a_);
   ASSERT_TRUE(catalog.ok()) << catalog.status();
-  ASSERT_EQ(catalog->size(), 3u);
-  EXPECT_EQ((*catalog)[0].id, for_a.id());
-  EXPECT_EQ((*catalog)[0].credit_cost, 5);
-  EXPECT_TRUE((*catalog)[0].applies_to_agent);
-  EXPECT_FALSE((*catalog)[0].requires_audio);
-  EXPECT_EQ((*catalog)[1].id, for_b.id());
-  EXPECT_EQ((*catalog)[1].credit_cost, 1);
-  EXPECT_FALSE((*catalog)[1].applies_to_agent);
-  EXPECT_EQ((*catalog)[2].id, global.id());
-  EXPECT_TRUE((*catalog)[2].applies_to_agent);
+  ASSERT_EQ(catalog->entries_size(), 3);
+  EXPECT_EQ(catalog->entries(0).id(), for_a.id());
+  EXPECT_EQ(catalog->entries(0).credit_cost(), 5);
+  EXPECT_TRUE(catalog->entries(0).applies_to_agent());
+  EXPECT_FALSE(catalog->entries(0).requires_audio());
+  EXPECT_EQ(catalog->entries(1).id(), for_b.id());
+  EXPECT_EQ(catalog->entries(1).credit_cost(), 1);
+  EXPECT_FALSE(catalog->entries(1).applies_to_agent());
+  EXPECT_EQ(catalog->entries(2).id(), global.id());
+  EXPECT_TRUE(catalog->entries(2).applies_to_agent());
 }
 
 TEST_P(MetricsStoreTest, DefinitionsInRequestOrderSkippingMissing) {
