@@ -305,7 +305,17 @@ absl::Status WireCalls(ServerState* s) {
     s->downloader->Start();
     calls::RecordingDownloader* downloader = s->downloader.get();
     runs::ScenarioDirectory* scenarios = s->scenario_directory.get();
-    runs::RunsStore* runs_store = s->runs_store.get();
+    // The runs are served by the agents role: counted here when it runs here or no address is
+    // given, else asked of it.
+    calls::RunCounter runs_counter;
+    if (!HasRole(config, "agents") && !config.agents_addr.empty()) {
+      runs_counter = calls::NewGrpcRunCounter(
+          CreateInternalChannel(config.agents_addr, s->internal_credential));
+    } else {
+      runs_counter = [runs_store = s->runs_store.get()](const runs::RunCountQuery& query) {
+        return runs_store->CountRuns(query);
+      };
+    }
     s->stats_store = std::make_unique<calls::StatsStore>(
         s->database.get(), s->call_agents,
         [scenarios](int64_t workspace_id, int64_t scenario_id) -> absl::StatusOr<int64_t> {
@@ -315,7 +325,7 @@ absl::Status WireCalls(ServerState* s) {
           if (it == agents.end()) return NotFoundError(absl::StrCat("scenario ", scenario_id));
           return it->second.agent_id;
         },
-        [runs_store](const runs::RunCountQuery& query) { return runs_store->CountRuns(query); });
+        runs_counter);
     s->calls_service = std::make_unique<calls::CallsService>(
         s->calls_store.get(), s->authenticator.get(), s->pool.get(),
         [downloader, scoring_workers](const v1::Call& call) {

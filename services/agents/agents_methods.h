@@ -58,6 +58,7 @@ inline constexpr MethodEntry<AgentsService> kAgentsMethods[] = {
     Unary<&AgentsService::GetAgentPhone>("GetAgentPhone", Execution::kPool, Access::kInternal),
     // Asked by calls on every ingest: a point read, answered inline.
     Unary<&AgentsService::GetCallAgent>("GetCallAgent", Execution::kPointRead, Access::kInternal),
+    Unary<&AgentsService::CountRuns>("CountRuns", Execution::kPool, Access::kInternal),
 };
 
 }  // namespace calleval::agents

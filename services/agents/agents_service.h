@@ -106,6 +106,8 @@ class AgentsService {
                              v1::AgentPhone* response);
   absl::Status GetCallAgent(const RequestContext& context, const v1::GetCallAgentRequest& request,
                             v1::CallAgent* response);
+  absl::Status CountRuns(const RequestContext& context, const v1::CountRunsRequest& request,
+                         v1::RunCountBuckets* response);
 
  private:
   absl::StatusOr<ScenariosStore*> Scenarios();

@@ -90,4 +90,13 @@ absl::Status AgentsService::GetCallAgent(const RequestContext& /*context*/,
   return absl::OkStatus();
 }
 
+absl::Status AgentsService::CountRuns(const RequestContext& /*context*/,
+                                      const v1::CountRunsRequest& request,
+                                      v1::RunCountBuckets* response) {
+  ASSIGN_OR_RETURN(runs::RunsStore * runs, Runs());
+  ASSIGN_OR_RETURN(auto counts, runs->CountRuns(runs::FromProto(request)));
+  *response = runs::ToProto(counts);
+  return absl::OkStatus();
+}
+
 }  // namespace calleval::agents

@@ -81,4 +81,16 @@ IngestCatalogSource NewGrpcIngestCatalogSource(std::shared_ptr<grpc::Channel> me
   };
 }
 
+RunCounter NewGrpcRunCounter(std::shared_ptr<grpc::Channel> agents) {
+  std::shared_ptr<v1::Agents::Stub> stub = v1::Agents::NewStub(std::move(agents));
+  return [stub](const runs::RunCountQuery& query)
+             -> absl::StatusOr<std::map<int64_t, runs::RunCounts>> {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kOwnerDeadline);
+    v1::RunCountBuckets reply;
+    RETURN_IF_ERROR(FromGrpcStatus(stub->CountRuns(&context, runs::ToProto(query), &reply)));
+    return runs::FromProto(reply);
+  };
+}
+
 }  // namespace calleval::calls

@@ -437,6 +437,52 @@ absl::StatusOr<int> RunsStore::ReleaseLeasesOf(absl::string_view holder) {
 
 namespace calleval::runs {
 
+v1::CountRunsRequest ToProto(const RunCountQuery& query) {
+  v1::CountRunsRequest request;
+  request.set_workspace_id(query.workspace_id);
+  if (query.agent_id) request.set_agent_id(*query.agent_id);
+  if (query.scenario_id) request.set_scenario_id(*query.scenario_id);
+  request.set_from(query.from);
+  request.set_to(query.to);
+  request.set_width(query.width);
+  return request;
+}
+
+RunCountQuery FromProto(const v1::CountRunsRequest& request) {
+  RunCountQuery query;
+  query.workspace_id = request.workspace_id();
+  if (request.has_agent_id()) query.agent_id = request.agent_id();
+  if (request.has_scenario_id()) query.scenario_id = request.scenario_id();
+  query.from = request.from();
+  query.to = request.to();
+  query.width = request.width();
+  return query;
+}
+
+v1::RunCountBuckets ToProto(const std::map<int64_t, RunCounts>& counts) {
+  v1::RunCountBuckets buckets;
+  for (const auto& [index, c] : counts) {
+    v1::RunCountBuckets::Bucket* b = buckets.add_buckets();
+    b->set_index(index);
+    b->set_queued(c.queued);
+    b->set_in_progress(c.in_progress);
+    b->set_passed(c.passed);
+    b->set_failed(c.failed);
+    b->set_errored(c.errored);
+    b->set_cancelled(c.cancelled);
+  }
+  return buckets;
+}
+
+std::map<int64_t, RunCounts> FromProto(const v1::RunCountBuckets& buckets) {
+  std::map<int64_t, RunCounts> counts;
+  for (const v1::RunCountBuckets::Bucket& b : buckets.buckets()) {
+    counts[b.index()] = RunCounts{b.queued(), b.in_progress(), b.passed(),
+                                  b.failed(), b.errored(),     b.cancelled()};
+  }
+  return counts;
+}
+
 absl::StatusOr<std::map<int64_t, RunCounts>> RunsStore::CountRuns(const RunCountQuery& query) {
   return db::ReadResult<std::map<int64_t, RunCounts>>(
       *db_, [&](db::Connection& c) -> absl::StatusOr<std::map<int64_t, RunCounts>> {

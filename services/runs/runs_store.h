@@ -63,6 +63,13 @@ struct RunCountQuery {
   int64_t width = 86400;
 };
 
+// The counts and their query as the Agents service's internal CountRuns carries them, for the
+// calls service's stats in another process.
+v1::CountRunsRequest ToProto(const RunCountQuery& query);
+RunCountQuery FromProto(const v1::CountRunsRequest& request);
+v1::RunCountBuckets ToProto(const std::map<int64_t, RunCounts>& counts);
+std::map<int64_t, RunCounts> FromProto(const v1::RunCountBuckets& buckets);
+
 class RunsStore {
  public:
   // Scenarios and agents are the agents service's: the store asks `scenarios` about them.

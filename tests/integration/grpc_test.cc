@@ -484,9 +484,9 @@ TEST_F(GrpcTest, EveryMethodWithoutAnHttpRouteIsClosed) {
   }
   // 5 analysis queue, 5 transcription queue (each with its lease renewal),
   // ReleaseHolderLeases, GetRecordingLocation, Authenticate, ReserveCredits, RefundCredits; the
-  // Agents service's six directory methods and GetCallAgent; the Metrics service's
+  // Agents service's six directory methods, GetCallAgent and CountRuns; the Metrics service's
   // ExistingMetrics, AgentDeleted, ScenarioDeleted, GetIngestCatalog.
-  EXPECT_EQ(internal, 26);
+  EXPECT_EQ(internal, 27);
 }
 
 // The clients one role has of another send the credential: the remote authenticator here.

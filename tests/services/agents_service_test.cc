@@ -411,6 +411,51 @@ TEST_P(AgentsServiceTest, RunsAreQueuedAndWakeTheRunsRole) {
   EXPECT_GRPC_ERROR(stub_->GetRun(Keyed().get(), get, &read), grpc::NOT_FOUND, "not_found");
 }
 
+// The stats' run counts, as the calls service asks them: from the runs store in process, or
+// over the internal CountRuns; by agent and by scenario, per bucket.
+TEST_P(AgentsServiceTest, RunCountsAnswerTheSameInProcessAndOverGrpc) {
+  const v1::Agent agent = CreateAgent(AgentNamed("Booking"));
+  const v1::Scenario first = CreateScenario(ScenarioFor(agent.id(), "First"));
+  const v1::Scenario second = CreateScenario(ScenarioFor(agent.id(), "Second"));
+  for (int64_t scenario : {first.id(), first.id(), second.id()}) {
+    v1::RunScenarioRequest request;
+    request.set_id(scenario);
+    request.set_channel("text");
+    v1::Run run;
+    ASSERT_GRPC_OK(stub_->RunScenario(Keyed().get(), request, &run));
+  }
+  runs::RunCountQuery by_agent;
+  by_agent.workspace_id = tenants_.own;
+  by_agent.agent_id = agent.id();
+  by_agent.from = absl::ToUnixSeconds(absl::Now()) - 3600;
+  by_agent.to = by_agent.from + 7200;
+  by_agent.width = 7200;
+  runs::RunCountQuery by_scenario = by_agent;
+  by_scenario.agent_id.reset();
+  by_scenario.scenario_id = first.id();
+  runs::RunCountQuery other_workspace = by_agent;
+  other_workspace.workspace_id = tenants_.granted;
+
+  calls::RunCounter local = [this](const runs::RunCountQuery& q) { return runs_->CountRuns(q); };
+  calls::RunCounter remote = calls::NewGrpcRunCounter(
+      CreateInternalChannel(server_->address(), testing::kTestInternalCredential));
+  for (const calls::RunCounter& count : {local, remote}) {
+    auto agent_runs = count(by_agent);
+    ASSERT_TRUE(agent_runs.ok()) << agent_runs.status();
+    ASSERT_EQ(agent_runs->size(), 1u);
+    EXPECT_EQ(agent_runs->begin()->first, 0);
+    EXPECT_EQ(agent_runs->begin()->second.queued, 3);
+    EXPECT_EQ(agent_runs->begin()->second.passed, 0);
+    auto scenario_runs = count(by_scenario);
+    ASSERT_TRUE(scenario_runs.ok()) << scenario_runs.status();
+    ASSERT_EQ(scenario_runs->size(), 1u);
+    EXPECT_EQ(scenario_runs->begin()->second.queued, 2);
+    auto none = count(other_workspace);
+    ASSERT_TRUE(none.ok()) << none.status();
+    EXPECT_TRUE(none->empty());
+  }
+}
+
 // A process that serves agents without the scenarios and runs stores answers their methods
 // 503, so the edge can tell the client to retry elsewhere.
 TEST_P(AgentsServiceTest, ScenariosAndRunsNotServedHereAreUnavailable) {
