@@ -371,15 +371,31 @@ absl::StatusOr<v1::Agent> AgentsStore::Create(int64_t workspace_id, const v1::Ag
 }
 
 absl::StatusOr<v1::CallAgent> AgentsStore::GetCallAgent(int64_t workspace_id, int64_t id) {
-  ASSIGN_OR_RETURN(v1::Agent agent, Get(workspace_id, id));
-  v1::CallAgent call_agent;
-  *call_agent.mutable_disabled_metric_ids() = agent.disabled_metric_ids();
-  if (agent.has_silence_threshold_ms()) {
-    call_agent.set_silence_threshold_ms(agent.silence_threshold_ms());
-  }
-  call_agent.set_name(agent.name());
-  call_agent.set_agent_source(agent.agent_source());
-  return call_agent;
+  // One statement of the four columns a call needs, not the whole row with its JSON fields:
+  // every ingest asks it, so it is on the hot path.
+  return db::ReadResult<v1::CallAgent>(
+      *db_, db::kSingleStatementRead, [&](db::Connection& c) -> absl::StatusOr<v1::CallAgent> {
+        ASSIGN_OR_RETURN(auto stmt,
+                         c.Prepare("SELECT disabled_metric_ids, silence_threshold_ms, name, "
+                                   "agent_source FROM agents WHERE id = ? AND workspace_id = ?"));
+        stmt.Bind(1, id).Bind(2, workspace_id);
+        ASSIGN_OR_RETURN(bool found, stmt.Step());
+        if (!found) return NotFoundError(absl::StrCat("agent ", id));
+        const auto disabled = nlohmann::json::parse(stmt.Text(0), nullptr, false);
+        if (!disabled.is_array()) {
+          return InternalError(absl::StrCat("agent ", id, " has a corrupt stored field"));
+        }
+        v1::CallAgent agent;
+        for (const auto& metric : disabled) {
+          if (metric.is_number_integer()) agent.add_disabled_metric_ids(metric.get<int64_t>());
+        }
+        if (std::optional<int64_t> threshold = stmt.OptionalInt64(1)) {
+          agent.set_silence_threshold_ms(static_cast<int32_t>(*threshold));
+        }
+        agent.set_name(stmt.Text(2));
+        agent.set_agent_source(stmt.Text(3));
+        return agent;
+      });
 }
 
 absl::StatusOr<v1::Agent> AgentsStore::Get(int64_t workspace_id, int64_t id) {
