@@ -31,12 +31,15 @@
 #include "services/agents/agents_store.h"
 #include "services/agents/grpc_agents_clients.h"
 #include "services/agents/in_process_agent_directory.h"
+#include "services/agents/in_process_run_agents.h"
 #include "services/agents/in_process_scenario_directory.h"
 #include "services/metrics/grpc_metrics_clients.h"
 #include "services/metrics/in_process_metric_directory.h"
 #include "services/calls/calls_service.h"
 #include "services/calls/calls_store.h"
 #include "services/calls/credits.h"
+#include "services/calls/grpc_calls_clients.h"
+#include "services/calls/in_process_run_calls.h"
 #include "services/calls/recording_downloader.h"
 #include "services/calls/recording_signer.h"
 #include "services/calls/stats_store.h"
@@ -107,6 +110,10 @@ struct ServerState {
   std::unique_ptr<runs::ScenarioDirectory> scenario_directory;
   std::unique_ptr<agents::DeletionListener> remote_metrics_listener;  // metrics elsewhere
   std::unique_ptr<runs::RunsStore> runs_store;
+  // What the runs workers ask the agents and calls services (declared before the workers,
+  // which use them until they stop).
+  std::unique_ptr<runs::RunAgents> run_agents;
+  std::unique_ptr<runs::RunCalls> run_calls;
   std::unique_ptr<runs::RunWorkers> run_workers;
   std::unique_ptr<calls::RecordingSigner> signer;
   // The credit ledger as the calls store reaches it (services/calls/credits.h).

@@ -56,6 +56,12 @@ inline constexpr MethodEntry<AgentsService> kAgentsMethods[] = {
     Unary<&AgentsService::GetScenarioAgents>("GetScenarioAgents", Execution::kPool,
                                              Access::kInternal),
     Unary<&AgentsService::GetAgentPhone>("GetAgentPhone", Execution::kPool, Access::kInternal),
+    // Internal: what the runs workers in other processes read of a run's scenario and agent;
+    // the web channel's credentials travel on no other method.
+    Unary<&AgentsService::GetRunScenario>("GetRunScenario", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::GetRunAgent>("GetRunAgent", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::GetAgentWebChannel>("GetAgentWebChannel", Execution::kPool,
+                                              Access::kInternal),
 };
 
 }  // namespace calleval::agents

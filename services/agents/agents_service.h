@@ -104,6 +104,15 @@ class AgentsService {
                                  v1::ScenarioAgents* response);
   absl::Status GetAgentPhone(const RequestContext& context, const v1::GetAgentPhoneRequest& request,
                              v1::AgentPhone* response);
+  // For runs workers in other processes: a run's scenario and agent, and the agent's web
+  // channel with its credentials (services/runs/run_agents.h).
+  absl::Status GetRunScenario(const RequestContext& context,
+                              const v1::WorkspaceItemRequest& request, v1::Scenario* response);
+  absl::Status GetRunAgent(const RequestContext& context, const v1::WorkspaceItemRequest& request,
+                           v1::Agent* response);
+  absl::Status GetAgentWebChannel(const RequestContext& context,
+                                  const v1::WorkspaceItemRequest& request,
+                                  v1::AgentWebChannel* response);
 
  private:
   absl::StatusOr<ScenariosStore*> Scenarios();

@@ -6,6 +6,7 @@
 #include "common/status_macros.h"
 #include "services/agents/agents_service.h"
 #include "services/agents/in_process_agent_directory.h"
+#include "services/agents/in_process_run_agents.h"
 #include "services/agents/in_process_scenario_directory.h"
 
 namespace calleval::agents {
@@ -80,6 +81,32 @@ absl::Status AgentsService::GetAgentPhone(const RequestContext& /*context*/,
   ASSIGN_OR_RETURN(bool has_phone,
                    store_->HasPhoneNumber(request.workspace_id(), request.agent_id()));
   response->set_has_phone(has_phone);
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::GetRunScenario(const RequestContext& /*context*/,
+                                           const v1::WorkspaceItemRequest& request,
+                                           v1::Scenario* response) {
+  InProcessRunAgents run_agents(store_, scenarios_);
+  ASSIGN_OR_RETURN(*response, run_agents.GetScenario(request.workspace_id(), request.id()));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::GetRunAgent(const RequestContext& /*context*/,
+                                        const v1::WorkspaceItemRequest& request,
+                                        v1::Agent* response) {
+  InProcessRunAgents run_agents(store_, scenarios_);
+  ASSIGN_OR_RETURN(*response, run_agents.GetAgent(request.workspace_id(), request.id()));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::GetAgentWebChannel(const RequestContext& /*context*/,
+                                               const v1::WorkspaceItemRequest& request,
+                                               v1::AgentWebChannel* response) {
+  InProcessRunAgents run_agents(store_, scenarios_);
+  ASSIGN_OR_RETURN(std::optional<WebChannel> channel,
+                   run_agents.GetWebChannel(request.workspace_id(), request.id()));
+  ASSIGN_OR_RETURN(*response, WebChannelToProto(channel));
   return absl::OkStatus();
 }
 

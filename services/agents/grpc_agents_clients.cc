@@ -3,6 +3,7 @@
 #include "calleval/v1/agents.grpc.pb.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "services/agents/in_process_run_agents.h"
 
 namespace calleval::agents {
 namespace {
@@ -106,7 +107,51 @@ class GrpcScenarioDirectory final : public runs::ScenarioDirectory {
   const absl::Duration deadline_;
 };
 
+class GrpcRunAgents final : public runs::RunAgents {
+ public:
+  GrpcRunAgents(std::shared_ptr<grpc::Channel> channel, absl::Duration deadline)
+      : stub_(v1::Agents::NewStub(std::move(channel))), deadline_(deadline) {}
+
+  absl::StatusOr<v1::Scenario> GetScenario(int64_t workspace_id, int64_t scenario_id) override {
+    v1::Scenario reply;
+    RETURN_IF_ERROR(FromGrpcStatus(stub_->GetRunScenario(
+        ContextWithin(deadline_).get(), ItemOf(workspace_id, scenario_id), &reply)));
+    return reply;
+  }
+
+  absl::StatusOr<v1::Agent> GetAgent(int64_t workspace_id, int64_t agent_id) override {
+    v1::Agent reply;
+    RETURN_IF_ERROR(FromGrpcStatus(stub_->GetRunAgent(ContextWithin(deadline_).get(),
+                                                      ItemOf(workspace_id, agent_id), &reply)));
+    return reply;
+  }
+
+  absl::StatusOr<std::optional<WebChannel>> GetWebChannel(int64_t workspace_id,
+                                                          int64_t agent_id) override {
+    v1::AgentWebChannel reply;
+    RETURN_IF_ERROR(FromGrpcStatus(stub_->GetAgentWebChannel(
+        ContextWithin(deadline_).get(), ItemOf(workspace_id, agent_id), &reply)));
+    return WebChannelFromProto(reply);
+  }
+
+ private:
+  static v1::WorkspaceItemRequest ItemOf(int64_t workspace_id, int64_t id) {
+    v1::WorkspaceItemRequest request;
+    request.set_workspace_id(workspace_id);
+    request.set_id(id);
+    return request;
+  }
+
+  std::unique_ptr<v1::Agents::Stub> stub_;
+  const absl::Duration deadline_;
+};
+
 }  // namespace
+
+std::unique_ptr<runs::RunAgents> NewGrpcRunAgents(std::shared_ptr<grpc::Channel> agents,
+                                                  absl::Duration deadline) {
+  return std::make_unique<GrpcRunAgents>(std::move(agents), deadline);
+}
 
 std::unique_ptr<metrics::AgentDirectory> NewGrpcAgentDirectory(
     std::shared_ptr<grpc::Channel> agents, absl::Duration deadline) {

@@ -37,6 +37,10 @@ inline constexpr MethodEntry<CallsService> kCallsMethods[] = {
                                                   Access::kInternal),
     Unary<&CallsService::ReleaseHolderLeases>("ReleaseHolderLeases", Execution::kPool,
                                               Access::kInternal),
+    // Internal: the runs workers' calls, when the runs role runs in another process.
+    Unary<&CallsService::IngestRunCall>("IngestRunCall", Execution::kPool, Access::kInternal),
+    Unary<&CallsService::GetWorkspaceCall>("GetWorkspaceCall", Execution::kPool,
+                                           Access::kInternal),
 };
 
 }  // namespace calleval::calls

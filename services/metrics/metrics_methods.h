@@ -37,6 +37,8 @@ inline constexpr MethodEntry<MetricsService> kMetricsMethods[] = {
     Unary<&MetricsService::AgentDeleted>("AgentDeleted", Execution::kPool, Access::kInternal),
     Unary<&MetricsService::ScenarioDeleted>("ScenarioDeleted", Execution::kPool,
                                             Access::kInternal),
+    Unary<&MetricsService::GetMetricDefinitions>("GetMetricDefinitions", Execution::kPool,
+                                                 Access::kInternal),
 };
 
 }  // namespace calleval::metrics

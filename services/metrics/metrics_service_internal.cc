@@ -1,5 +1,6 @@
 // The Metrics service's internal methods: what the agents service asks and tells the metrics
-// store when the agents role runs in another process (services/metrics/grpc_metrics_clients.h).
+// store when the agents role runs in another process, and what the runs workers ask of the
+// metrics' definitions (services/metrics/grpc_metrics_clients.h).
 // The method table admits only the installation's credential (Access::kInternal).
 
 #include "common/status_macros.h"
@@ -25,6 +26,17 @@ absl::Status MetricsService::ScenarioDeleted(const RequestContext& /*context*/,
                                              const v1::ScenarioDeletedRequest& request,
                                              google::protobuf::Empty* /*response*/) {
   return deps_.store->ScenarioDeleted(request.workspace_id(), request.scenario_id());
+}
+
+absl::Status MetricsService::GetMetricDefinitions(const RequestContext& /*context*/,
+                                                  const v1::GetMetricDefinitionsRequest& request,
+                                                  v1::MetricDefinitions* response) {
+  ASSIGN_OR_RETURN(std::vector<v1::Metric> definitions,
+                   deps_.store->Definitions(request.workspace_id(),
+                                            {request.ids().begin(), request.ids().end()}));
+  response->mutable_metrics()->Add(std::make_move_iterator(definitions.begin()),
+                                   std::make_move_iterator(definitions.end()));
+  return absl::OkStatus();
 }
 
 }  // namespace calleval::metrics

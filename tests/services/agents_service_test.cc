@@ -20,12 +20,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "calleval/v1/agents.grpc.pb.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "common/internal_credential.h"
 #include "common/thread_pool.h"
 #include "services/agents/agents_store.h"
 #include "services/agents/deletion_listener.h"
 #include "services/agents/grpc_agents_clients.h"
 #include "services/agents/in_process_agent_directory.h"
+#include "services/agents/in_process_run_agents.h"
 #include "services/agents/in_process_scenario_directory.h"
 #include "services/agents/scenarios_store.h"
 #include "services/metrics/in_process_metric_directory.h"
@@ -96,7 +98,10 @@ class AgentsServiceTest : public testing::ServiceTest {
   void SetUp() override {
     ServiceTest::SetUp();
     if (HasFatalFailure()) return;
-    agents_ = std::make_unique<AgentsStore>(db());
+    // A credentials key, so web channel credentials can be stored and read back.
+    AgentsStore::Options agents_options;
+    agents_options.credentials_key = std::string(32, 'k');
+    agents_ = std::make_unique<AgentsStore>(db(), std::move(agents_options));
     metric_directory_ = std::make_unique<metrics::InProcessMetricDirectory>(db());
     scenarios_ = std::make_unique<ScenariosStore>(db(), metric_directory_.get());
     scenario_directory_ =
@@ -579,6 +584,75 @@ TEST_P(AgentsServiceTest, DirectoriesAnswerTheSameInProcessAndOverGrpc) {
   EXPECT_THAT(agents_->Get(ws, with_phone.id())->disabled_metric_ids(), ElementsAre(1, 3));
 }
 
+// What a runs worker reads of its run (services/runs/run_agents.h) is the same in process and
+// over the internal methods: the scenario and agent as the public reads answer them, and the
+// agent's web channel with its credential's value, which no public answer carries.
+TEST_P(AgentsServiceTest, RunAgentsAnswerTheSameInProcessAndOverGrpc) {
+  v1::AgentFields voice = AgentNamed("Voice");
+  voice.clear_phone_number();
+  auto& web = *voice.mutable_web_channel()->mutable_fields();
+  web["transport"].set_string_value("websocket");
+  web["websocket_url"].set_string_value("wss://agent.example.com/media");
+  web["auth_token"].set_string_value("tok-run");
+  const v1::Agent with_channel = CreateAgent(voice);
+  const v1::Agent without_channel = CreateAgent(AgentNamed("Phone only"));
+  const v1::Scenario scenario = CreateScenario(ScenarioFor(with_channel.id(), "Books"));
+  v1::AgentFields foreign_fields = AgentNamed("Foreign");
+  foreign_fields.set_client_id(tenants_.granted);
+  const v1::Agent foreign = CreateAgent(foreign_fields);
+  const int64_t ws = tenants_.own;
+
+  InProcessRunAgents local(agents_.get(), scenarios_.get());
+  std::unique_ptr<runs::RunAgents> remote = NewGrpcRunAgents(
+      CreateInternalChannel(server_->address(), testing::kTestInternalCredential));
+  using google::protobuf::util::MessageDifferencer;
+  for (runs::RunAgents* run_agents : {static_cast<runs::RunAgents*>(&local), remote.get()}) {
+    SCOPED_TRACE(run_agents == remote.get() ? "over gRPC" : "in process");
+    absl::StatusOr<v1::Scenario> read_scenario = run_agents->GetScenario(ws, scenario.id());
+    ASSERT_TRUE(read_scenario.ok()) << read_scenario.status();
+    EXPECT_TRUE(MessageDifferencer::Equals(*read_scenario, scenario))
+        << read_scenario->DebugString();
+    absl::StatusOr<v1::Agent> read_agent = run_agents->GetAgent(ws, with_channel.id());
+    ASSERT_TRUE(read_agent.ok()) << read_agent.status();
+    EXPECT_TRUE(MessageDifferencer::Equals(*read_agent, with_channel)) << read_agent->DebugString();
+
+    absl::StatusOr<std::optional<WebChannel>> channel =
+        run_agents->GetWebChannel(ws, with_channel.id());
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    ASSERT_TRUE(channel->has_value());
+    EXPECT_EQ((**channel).fields.value("transport", ""), "websocket");
+    EXPECT_EQ((**channel).fields.value("websocket_url", ""), "wss://agent.example.com/media");
+    EXPECT_EQ((**channel).credentials.value("auth_token", ""), "tok-run");
+    EXPECT_FALSE((**channel).fields.contains("auth_token"));
+    channel = run_agents->GetWebChannel(ws, without_channel.id());
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    EXPECT_FALSE(channel->has_value());
+
+    // Another workspace's agent, a scenario that is not there: NotFound, as the public reads.
+    EXPECT_EQ(run_agents->GetAgent(ws, foreign.id()).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(run_agents->GetWebChannel(ws, foreign.id()).status().code(),
+              absl::StatusCode::kNotFound);
+    EXPECT_EQ(run_agents->GetScenario(ws, scenario.id() + 1000).status().code(),
+              absl::StatusCode::kNotFound);
+  }
+
+  // An API key reads none of it, the credential least of all.
+  v1::WorkspaceItemRequest item;
+  item.set_workspace_id(ws);
+  item.set_id(with_channel.id());
+  v1::AgentWebChannel refused_channel;
+  EXPECT_EQ(stub_->GetAgentWebChannel(Keyed().get(), item, &refused_channel).error_code(),
+            grpc::UNAUTHENTICATED);
+  EXPECT_TRUE(refused_channel.credentials().empty());
+  v1::Agent refused_agent;
+  EXPECT_EQ(stub_->GetRunAgent(Keyed().get(), item, &refused_agent).error_code(),
+            grpc::UNAUTHENTICATED);
+  item.set_id(scenario.id());
+  v1::Scenario refused_scenario;
+  EXPECT_EQ(stub_->GetRunScenario(Keyed().get(), item, &refused_scenario).error_code(),
+            grpc::UNAUTHENTICATED);
+}
+
 // The internal methods answer only the installation's credential: a wrong one, an API key, or
 // a service never given a credential (which must not match an empty header) are refused.
 TEST_P(AgentsServiceTest, InternalMethodsAnswerOnlyTheInternalCredential) {
@@ -624,7 +698,10 @@ TEST_P(AgentsServiceTest, DirectoryCallsHaveADeadline) {
   auto channel = CreateInternalChannel(target, testing::kTestInternalCredential);
   auto agents = NewGrpcAgentDirectory(channel, absl::Milliseconds(300));
   auto scenarios = NewGrpcScenarioDirectory(channel, absl::Milliseconds(300));
+  auto run_agents = NewGrpcRunAgents(channel, absl::Milliseconds(300));
   const absl::Time start = absl::Now();
+  EXPECT_EQ(run_agents->GetWebChannel(tenants_.own, 1).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(agents->ExistingAgents(tenants_.own, {1}).status().code(),
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(scenarios->AgentHasPhone(tenants_.own, 1).status().code(),
