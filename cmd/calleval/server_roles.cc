@@ -84,17 +84,21 @@ absl::Status WireRuns(ServerState* s) {
   s->runs_store =
       std::make_unique<runs::RunsStore>(s->database.get(), s->scenario_directory.get());
   if (HasRole(config, "runs")) {
-    // What a run needs of the agents, calls and metrics services: in this process when the
-    // owning role runs here or no address is given (with SQLite every role shares the data
-    // dir), else over the owner's internal methods, so a runs process never reads another
-    // service's tables.
+    // The run queue and what a run needs of the agents, calls and metrics services: in this
+    // process when the owning role runs here or no address is given (with SQLite every role
+    // shares the data dir), else over the owner's internal methods, so a runs process never
+    // reads another service's tables.
     runs::RunWorkers::Options run_options;
     run_options.workers = config.run_workers;
     run_options.holder = holder;
+    // The run queue is the agents service's too: it queues the runs.
     if (!HasRole(config, "agents") && !config.agents_addr.empty()) {
-      s->run_agents = agents::NewGrpcRunAgents(
-          CreateInternalChannel(config.agents_addr, s->internal_credential));
+      std::shared_ptr<grpc::Channel> agents =
+          CreateInternalChannel(config.agents_addr, s->internal_credential);
+      s->run_queue = agents::NewGrpcRunQueue(agents);
+      s->run_agents = agents::NewGrpcRunAgents(agents);
     } else {
+      s->run_queue = std::make_unique<runs::StoreRunQueue>(s->runs_store.get());
       s->run_agents = std::make_unique<agents::InProcessRunAgents>(s->agents_store.get(),
                                                                    s->scenarios_store.get());
     }
@@ -139,7 +143,7 @@ absl::Status WireRuns(ServerState* s) {
     // An LLM-played caller on the websocket channel hears the agent the way transcription
     // does.
     run_options.deps.make_recognizer = RecognizerFactoryFor(config);
-    s->run_workers = std::make_unique<runs::RunWorkers>(s->runs_store.get(), run_options);
+    s->run_workers = std::make_unique<runs::RunWorkers>(s->run_queue.get(), run_options);
   }
   return absl::OkStatus();
 }
@@ -384,7 +388,7 @@ absl::Status StartRunWorkers(ServerState* s) {
   const std::string& holder = s->holder;
   if (s->run_workers) {
     // What this holder's previous life held resumes at once rather than after its lease.
-    absl::StatusOr<int> released = s->runs_store->ReleaseLeasesOf(holder);
+    absl::StatusOr<int> released = s->run_queue->ReleaseLeasesOf(holder);
     if (!released.ok()) {
       std::cerr << "calleval: could not give back the run leases of " << holder << ": "
                 << released.status() << "\n";

@@ -110,8 +110,9 @@ struct ServerState {
   std::unique_ptr<runs::ScenarioDirectory> scenario_directory;
   std::unique_ptr<agents::DeletionListener> remote_metrics_listener;  // metrics elsewhere
   std::unique_ptr<runs::RunsStore> runs_store;
-  // What the runs workers ask the agents and calls services (declared before the workers,
-  // which use them until they stop).
+  // What the runs workers ask the agents and calls services, the run queue included (declared
+  // before the workers, which use them until they stop).
+  std::unique_ptr<runs::RunQueue> run_queue;
   std::unique_ptr<runs::RunAgents> run_agents;
   std::unique_ptr<runs::RunCalls> run_calls;
   std::unique_ptr<runs::RunWorkers> run_workers;

@@ -62,6 +62,14 @@ inline constexpr MethodEntry<AgentsService> kAgentsMethods[] = {
     Unary<&AgentsService::GetRunAgent>("GetRunAgent", Execution::kPool, Access::kInternal),
     Unary<&AgentsService::GetAgentWebChannel>("GetAgentWebChannel", Execution::kPool,
                                               Access::kInternal),
+    // Internal: the run queue, leased by runs workers in other processes.
+    Unary<&AgentsService::LeaseRun>("LeaseRun", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::RenewRunLease>("RenewRunLease", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::SetRunCall>("SetRunCall", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::FinishRun>("FinishRun", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::ReleaseRun>("ReleaseRun", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::ReleaseRunLeasesOf>("ReleaseRunLeasesOf", Execution::kPool,
+                                              Access::kInternal),
 };
 
 }  // namespace calleval::agents

@@ -113,6 +113,20 @@ class AgentsService {
   absl::Status GetAgentWebChannel(const RequestContext& context,
                                   const v1::WorkspaceItemRequest& request,
                                   v1::AgentWebChannel* response);
+  // The run queue for runs workers in other processes (services/runs/run_queue.h).
+  absl::Status LeaseRun(const RequestContext& context, const v1::LeaseRunRequest& request,
+                        v1::LeaseRunResponse* response);
+  absl::Status RenewRunLease(const RequestContext& context, const v1::RenewRunLeaseRequest& request,
+                             google::protobuf::Empty* response);
+  absl::Status SetRunCall(const RequestContext& context, const v1::SetRunCallRequest& request,
+                          google::protobuf::Empty* response);
+  absl::Status FinishRun(const RequestContext& context, const v1::FinishRunRequest& request,
+                         google::protobuf::Empty* response);
+  absl::Status ReleaseRun(const RequestContext& context, const v1::ReleaseRunRequest& request,
+                          google::protobuf::Empty* response);
+  absl::Status ReleaseRunLeasesOf(const RequestContext& context,
+                                  const v1::ReleaseRunLeasesOfRequest& request,
+                                  v1::ReleaseRunLeasesOfResponse* response);
 
  private:
   absl::StatusOr<ScenariosStore*> Scenarios();

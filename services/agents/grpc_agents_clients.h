@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "services/metrics/agent_directory.h"
 #include "services/runs/run_agents.h"
+#include "services/runs/run_queue.h"
 #include "services/runs/scenario_directory.h"
 
 namespace calleval::agents {
@@ -30,5 +31,10 @@ std::unique_ptr<runs::ScenarioDirectory> NewGrpcScenarioDirectory(
 // For the runs workers.
 std::unique_ptr<runs::RunAgents> NewGrpcRunAgents(std::shared_ptr<grpc::Channel> agents,
                                                   absl::Duration deadline = kAgentsCallDeadline);
+
+// The run queue for the runs workers. Renew, SetCall, Finish and Release with a token that no
+// longer holds the lease answer kFailedPrecondition, as the store does.
+std::unique_ptr<runs::RunQueue> NewGrpcRunQueue(std::shared_ptr<grpc::Channel> agents,
+                                                absl::Duration deadline = kAgentsCallDeadline);
 
 }  // namespace calleval::agents

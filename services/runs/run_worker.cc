@@ -255,7 +255,7 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
       return Failed(std::string(call_id.status().message()));
     }
     job.call_id = *call_id;
-    if (absl::Status s = store_->SetCall(job.run_id, job.token, *call_id); !s.ok()) {
+    if (absl::Status s = queue_->SetCall(job.run_id, job.token, *call_id); !s.ok()) {
       std::cerr << "runs: run " << job.run_id << ": " << s << "\n";
     }
   }
@@ -293,7 +293,7 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
 }
 
 bool RunWorkers::WorkOnce() {
-  auto job = store_->Lease(options_.lease, options_.max_attempts, options_.holder);
+  auto job = queue_->Lease(options_.lease, options_.max_attempts, options_.holder);
   if (!job.ok()) {
     std::cerr << "runs: lease failed: " << job.status() << "\n";
     return false;
@@ -306,7 +306,7 @@ bool RunWorkers::WorkOnce() {
     const int64_t run_id = leased.run_id;
     const std::string token = leased.token;
     held = heartbeat_->Hold([this, run_id, token] {
-      return store_->Renew(run_id, token, options_.lease);
+      return queue_->Renew(run_id, token, options_.lease);
     });
   }
   std::optional<RunOutcome> outcome = Execute(leased, held.get());
@@ -315,8 +315,8 @@ bool RunWorkers::WorkOnce() {
     std::cerr << "runs: run " << leased.run_id << ": lease lost, outcome dropped\n";
     return true;
   }
-  absl::Status reported = outcome ? store_->Finish(leased.run_id, leased.token, *outcome)
-                                  : store_->Release(leased.run_id, leased.token);
+  absl::Status reported = outcome ? queue_->Finish(leased.run_id, leased.token, *outcome)
+                                  : queue_->Release(leased.run_id, leased.token);
   if (!reported.ok()) std::cerr << "runs: run " << leased.run_id << ": " << reported << "\n";
   return true;
 }

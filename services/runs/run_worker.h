@@ -27,6 +27,7 @@
 #include "services/agents/web_channel.h"
 #include "services/runs/run_agents.h"
 #include "services/runs/run_calls.h"
+#include "services/runs/run_queue.h"
 #include "services/runs/runs_store.h"
 #include "services/runs/speech_synthesizer.h"
 #include "services/scoring/speech_to_text.h"
@@ -75,13 +76,14 @@ class RunWorkers {
     // a dead worker's run is taken over within it.
     absl::Duration lease = absl::Seconds(30);
     int max_attempts = 3;
-    // This process's lease holder id, carried by the tokens it takes (RunsStore::Lease).
+    // This process's lease holder id, carried by the tokens it takes (RunQueue::Lease).
     std::string holder;
     // How long a run waits for its call to be scored before it fails.
     absl::Duration scoring_timeout = absl::Minutes(30);
     RunDependencies deps;
   };
-  RunWorkers(RunsStore* store, Options options) : store_(store), options_(std::move(options)) {}
+  // `queue` must outlive the workers.
+  RunWorkers(RunQueue* queue, Options options) : queue_(queue), options_(std::move(options)) {}
   ~RunWorkers() { Stop(); }
 
   void Start();
@@ -107,7 +109,7 @@ class RunWorkers {
   absl::StatusOr<int64_t> WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
                                        const v1::Agent& agent, std::string* end_reason);
 
-  RunsStore* store_;
+  RunQueue* queue_;
   Options options_;
   // Renews the leases of the runs in progress (one thread for the pool).
   std::unique_ptr<LeaseHeartbeat> heartbeat_;

@@ -485,9 +485,10 @@ TEST_F(GrpcTest, EveryMethodWithoutAnHttpRouteIsClosed) {
   // 5 analysis queue, 5 transcription queue (each with its lease renewal),
   // ReleaseHolderLeases, the runs workers' IngestRunCall and GetWorkspaceCall; Authenticate,
   // ReserveCredits, RefundCredits; the Agents service's six directory methods and the runs
-  // workers' GetRunScenario, GetRunAgent, GetAgentWebChannel; the Metrics service's
-  // ExistingMetrics, AgentDeleted, ScenarioDeleted and GetMetricDefinitions.
-  EXPECT_EQ(internal, 29);
+  // workers' GetRunScenario, GetRunAgent, GetAgentWebChannel and the run queue's six (LeaseRun,
+  // RenewRunLease, SetRunCall, FinishRun, ReleaseRun, ReleaseRunLeasesOf); the Metrics
+  // service's ExistingMetrics, AgentDeleted, ScenarioDeleted and GetMetricDefinitions.
+  EXPECT_EQ(internal, 35);
 }
 
 // The clients one role has of another send the credential: the remote authenticator here.

@@ -385,11 +385,13 @@ TEST(SplitRolesTest, AgentsAndMetricsAskEachOtherAcrossProcesses) {
   std::filesystem::remove_all(dir);
 }
 
-// The runs and scoring roles in a process of their own, reaching agents, calls and metrics in
-// another by address: the run's scenario and agent come over GetRunScenario and GetRunAgent,
-// its call goes in over IngestRunCall with its origin, is leased and scored over the analysis
-// queue, read back over GetWorkspaceCall, and judged by the definitions GetMetricDefinitions
-// answers. The scenario's stats count the run's call, so its origin crossed the hop.
+// The runs and scoring roles in a process of their own, with a data dir (and so a database)
+// of its own, reaching agents, calls and metrics in another by address: the run is leased over
+// LeaseRun, its scenario and agent come over GetRunScenario and GetRunAgent, its call goes in
+// over IngestRunCall with its origin, is leased and scored over the analysis queue, read back
+// over GetWorkspaceCall, judged by the definitions GetMetricDefinitions answers, and the run
+// reported over FinishRun. The scenario's stats count the run's call, so its origin crossed
+// the hop.
 TEST(SplitRolesTest, TextRunInARunsProcessApartCompletesThroughTheOtherRoles) {
   FakeOpenAiServer llm;
   llm.SetDefault(R"({"message": "Done, Friday it is. Anything else?", "end_call": false})");
@@ -404,8 +406,10 @@ TEST(SplitRolesTest, TextRunInARunsProcessApartCompletesThroughTheOtherRoles) {
   ASSERT_TRUE(backend.ok()) << backend.status();
   const std::string backend_addr = absl::StrCat("127.0.0.1:", (*backend)->grpc_port());
 
+  const std::string runs_dir = testing::MakeTempDir("split_runs_apart");
   ServerConfig runs_config;
-  runs_config.data_dir = dir;
+  runs_config.data_dir = runs_dir;
+  runs_config.internal_credential_file = dir + "/internal-credential";
   runs_config.grpc_addr = "127.0.0.1:0";
   runs_config.roles = {"runs", "scoring"};
   runs_config.agents_addr = runs_config.calls_addr = runs_config.metrics_addr = backend_addr;
@@ -483,6 +487,7 @@ TEST(SplitRolesTest, TextRunInARunsProcessApartCompletesThroughTheOtherRoles) {
 
   runs_process->reset();
   backend->reset();
+  std::filesystem::remove_all(runs_dir);
   std::filesystem::remove_all(dir);
 }
 

@@ -202,8 +202,9 @@ TEST(WebsocketRunTest, RunDialsATwilioAgentRecordsStereoAndMeasuresItsLatency) {
 
 // The runs role in a process of its own, reaching the agents, calls and metrics roles of
 // another only by address (docs/architecture.md, "In one process or apart"). The runs process
-// is given another credentials key: it could not unseal the agent's auth_token from the shared
-// table, so the token the agent receives came over GetAgentWebChannel. The recording the runs
+// has a data dir, and so a database and a credentials key, of its own: it leases the run, reads
+// the agent and its auth_token, and ingests the call over the other process's internal methods,
+// never from the tables. Only the blob store of recordings is shared: the recording the runs
 // process stored is the call's, served by the other process's edge.
 TEST(WebsocketRunTest, RunsRoleApartReachesTheOtherRolesByAddress) {
   AgentLog log;
@@ -217,15 +218,12 @@ TEST(WebsocketRunTest, RunsRoleApartReachesTheOtherRolesByAddress) {
   ASSERT_TRUE(backend.ok()) << backend.status();
   const std::string backend_addr = absl::StrCat("127.0.0.1:", (*backend)->grpc_port());
 
-  const std::string runs_key_file = dir + "/runs-credentials-key";
-  {
-    std::ofstream out(runs_key_file, std::ios::binary);
-    out << std::string(32, 'r');
-  }
-  ServerConfig runs_config = testing::TestServerConfig(dir);
+  const std::string runs_dir = testing::MakeTempDir("websocket_run_apart_runs");
+  ServerConfig runs_config = testing::TestServerConfig(runs_dir);
   runs_config.roles = {"runs"};
   runs_config.agents_addr = runs_config.calls_addr = runs_config.metrics_addr = backend_addr;
-  runs_config.credentials_key_file = runs_key_file;
+  runs_config.internal_credential_file = dir + "/internal-credential";
+  runs_config.recordings_url = dir + "/recordings";
   auto runs_process = Server::Start(runs_config);
   ASSERT_TRUE(runs_process.ok()) << runs_process.status();
 
@@ -290,6 +288,7 @@ TEST(WebsocketRunTest, RunsRoleApartReachesTheOtherRolesByAddress) {
 
   runs_process->reset();
   backend->reset();
+  std::filesystem::remove_all(runs_dir);
   std::filesystem::remove_all(dir);
 }
 
