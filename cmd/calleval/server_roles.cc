@@ -65,21 +65,6 @@ scoring::RecognizerFactory RecognizerFactoryFor(const ServerConfig& config) {
   };
 }
 
-// The run a runs worker's ingest is for (services/runs/run_worker.cc puts run_id and
-// scenario_id in the metadata). Only the runs role's own ingests are read this way; a pushed
-// call's metadata never sets the origin.
-calls::RunOrigin RunOriginOf(const v1::IngestCallRequest& request) {
-  calls::RunOrigin origin;
-  const auto& fields = request.metadata().fields();
-  if (auto it = fields.find("run_id"); it != fields.end() && it->second.has_number_value()) {
-    origin.run_id = static_cast<int64_t>(it->second.number_value());
-  }
-  if (auto it = fields.find("scenario_id"); it != fields.end() && it->second.has_number_value()) {
-    origin.scenario_id = static_cast<int64_t>(it->second.number_value());
-  }
-  return origin;
-}
-
 }  // namespace
 
 absl::Status WireAccounts(ServerState* s) {
@@ -96,56 +81,42 @@ absl::Status WireRuns(ServerState* s) {
   const ServerConfig& config = s->config;
   const std::string& holder = s->holder;
   ServerState* const state_for_hooks = s;
-  metrics::MetricsStore* metrics_store = s->metrics_store.get();
   s->runs_store =
       std::make_unique<runs::RunsStore>(s->database.get(), s->scenario_directory.get());
   if (HasRole(config, "runs")) {
-    // Runs talk to the other roles through their stores: with SQLite every role of an
-    // installation shares the data dir.
+    // The run queue and what a run needs of the agents, calls and metrics services: in this
+    // process when the owning role runs here or no address is given (with SQLite every role
+    // shares the data dir), else over the owner's internal methods, so a runs process never
+    // reads another service's tables.
     runs::RunWorkers::Options run_options;
     run_options.workers = config.run_workers;
     run_options.holder = holder;
-    agents::ScenariosStore* scenarios = s->scenarios_store.get();
-    agents::AgentsStore* agents_store = s->agents_store.get();
-    calls::CallsStore* calls_store = s->calls_store.get();
-    run_options.deps.scenario = [scenarios](int64_t ws, int64_t id) {
-      return scenarios->Get(ws, id);
-    };
-    run_options.deps.agent = [agents_store](int64_t ws, int64_t id) {
-      return agents_store->Get(ws, id);
-    };
-    run_options.deps.ingest = [calls_store, state_for_hooks](int64_t ws,
-                                                             const v1::IngestCallRequest& request) {
-      absl::StatusOr<v1::Call> call =
-          calls_store->Ingest(ws, request, nullptr, RunOriginOf(request));
-      // A text call is ready for scoring at once.
-      if (call.ok() && state_for_hooks->scoring_workers) {
-        state_for_hooks->scoring_workers->Notify();
-      }
-      return call;
-    };
-    run_options.deps.call = [calls_store](int64_t ws, const std::string& key) {
-      return calls_store->Get(ws, key);
-    };
-    run_options.deps.metric_definitions = [metrics_store](int64_t ws,
-                                                          const std::vector<int64_t>& ids) {
-      return metrics_store->Definitions(ws, ids);
-    };
+    // The run queue is the agents service's too: it queues the runs.
+    if (!HasRole(config, "agents") && !config.agents_addr.empty()) {
+      std::shared_ptr<grpc::Channel> agents =
+          CreateInternalChannel(config.agents_addr, s->internal_credential);
+      s->run_queue = agents::NewGrpcRunQueue(agents);
+      s->run_agents = agents::NewGrpcRunAgents(agents);
+    } else {
+      s->run_queue = std::make_unique<runs::StoreRunQueue>(s->runs_store.get());
+      s->run_agents = std::make_unique<agents::InProcessRunAgents>(s->agents_store.get(),
+                                                                   s->scenarios_store.get());
+    }
+    if (!HasRole(config, "calls") && !config.calls_addr.empty()) {
+      s->run_calls =
+          calls::NewGrpcRunCalls(CreateInternalChannel(config.calls_addr, s->internal_credential));
+    } else {
+      // A run's call is ready for scoring at once (a recording is stored already).
+      s->run_calls = std::make_unique<calls::InProcessRunCalls>(
+          s->calls_store.get(), [state_for_hooks](const v1::Call&) {
+            if (state_for_hooks->scoring_workers) state_for_hooks->scoring_workers->Notify();
+          });
+    }
+    run_options.deps.metric_definitions = s->metric_definitions;
+    run_options.deps.agents = s->run_agents.get();
+    run_options.deps.calls = s->run_calls.get();
     run_options.deps.llm = s->llm.get();
-    run_options.deps.web_channel = [agents_store](int64_t ws, int64_t id) {
-      return agents_store->GetWebChannel(ws, id);
-    };
-    run_options.deps.ingest_recorded = [calls_store, state_for_hooks](
-                                           int64_t ws, const v1::IngestCallRequest& request,
-                                           const std::string& wav) {
-      absl::StatusOr<v1::Call> call = calls_store->Ingest(ws, request, &wav, RunOriginOf(request));
-      // The recording is stored already: the call is ready for scoring at once.
-      if (call.ok() && state_for_hooks->scoring_workers) {
-        state_for_hooks->scoring_workers->Notify();
-      }
-      return call;
-    };
-    run_options.deps.scratch_dir = s->scratch_dir;
+    run_options.deps.recordings = s->recordings.get();
     if (!config.tts_base_url.empty()) {
       runs::OpenAiSpeechConfig tts;
       tts.base_url = config.tts_base_url;
@@ -163,7 +134,7 @@ absl::Status WireRuns(ServerState* s) {
     // An LLM-played caller on the websocket channel hears the agent the way transcription
     // does.
     run_options.deps.make_recognizer = RecognizerFactoryFor(config);
-    s->run_workers = std::make_unique<runs::RunWorkers>(s->runs_store.get(), run_options);
+    s->run_workers = std::make_unique<runs::RunWorkers>(s->run_queue.get(), run_options);
   }
   return absl::OkStatus();
 }
@@ -421,7 +392,7 @@ absl::Status StartRunWorkers(ServerState* s) {
   const std::string& holder = s->holder;
   if (s->run_workers) {
     // What this holder's previous life held resumes at once rather than after its lease.
-    absl::StatusOr<int> released = s->runs_store->ReleaseLeasesOf(holder);
+    absl::StatusOr<int> released = s->run_queue->ReleaseLeasesOf(holder);
     if (!released.ok()) {
       std::cerr << "calleval: could not give back the run leases of " << holder << ": "
                 << released.status() << "\n";

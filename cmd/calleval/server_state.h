@@ -31,6 +31,7 @@
 #include "services/agents/agents_store.h"
 #include "services/agents/grpc_agents_clients.h"
 #include "services/agents/in_process_agent_directory.h"
+#include "services/agents/in_process_run_agents.h"
 #include "services/agents/in_process_scenario_directory.h"
 #include "services/metrics/grpc_metrics_clients.h"
 #include "services/metrics/in_process_metric_directory.h"
@@ -38,6 +39,8 @@
 #include "services/calls/calls_store.h"
 #include "services/calls/credits.h"
 #include "services/calls/owner_directories.h"
+#include "services/calls/grpc_calls_clients.h"
+#include "services/calls/in_process_run_calls.h"
 #include "services/calls/recording_downloader.h"
 #include "services/calls/recording_locator.h"
 #include "services/calls/recording_signer.h"
@@ -109,6 +112,11 @@ struct ServerState {
   std::unique_ptr<runs::ScenarioDirectory> scenario_directory;
   std::unique_ptr<agents::DeletionListener> remote_metrics_listener;  // metrics elsewhere
   std::unique_ptr<runs::RunsStore> runs_store;
+  // What the runs workers ask the agents and calls services, the run queue included (declared
+  // before the workers, which use them until they stop).
+  std::unique_ptr<runs::RunQueue> run_queue;
+  std::unique_ptr<runs::RunAgents> run_agents;
+  std::unique_ptr<runs::RunCalls> run_calls;
   std::unique_ptr<runs::RunWorkers> run_workers;
   std::unique_ptr<calls::RecordingSigner> signer;
   // Where the edge finds a call's recording when it serves a presigned link: the calls store
@@ -118,6 +126,8 @@ struct ServerState {
   std::unique_ptr<calls::Credits> credits;
   // What the calls and stats stores ask of a call's agent (services/calls/owner_directories.h).
   calls::AgentLookup call_agents;
+  // The metrics' definitions, from the metrics store here or the metrics role's internal method.
+  calls::MetricDefinitions metric_definitions;
   std::unique_ptr<calls::CallsStore> calls_store;
   std::unique_ptr<calls::StatsStore> stats_store;
   std::unique_ptr<calls::RecordingDownloader> downloader;

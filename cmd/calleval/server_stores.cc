@@ -246,10 +246,17 @@ absl::Status OpenCallsAndMetricsStores(ServerState* s) {
           return metrics_store->Catalog(workspace_id, agent_id);
         });
   }
-  calls_options.definitions = [metrics_store](int64_t workspace_id,
-                                              const std::vector<int64_t>& ids) {
-    return metrics_store->Definitions(workspace_id, ids);
-  };
+  // The metrics' definitions calls are judged by: put into scoring jobs, read by run workers.
+  if (metrics_remote) {
+    s->metric_definitions = metrics::NewGrpcMetricDefinitions(
+        CreateInternalChannel(config.metrics_addr, s->internal_credential));
+  } else {
+    s->metric_definitions = [metrics_store](int64_t workspace_id,
+                                            const std::vector<int64_t>& ids) {
+      return metrics_store->Definitions(workspace_id, ids);
+    };
+  }
+  calls_options.definitions = s->metric_definitions;
   if (!config.llm_base_url.empty() &&
       (HasRole(config, "scoring") || HasRole(config, "metrics") || HasRole(config, "runs"))) {
     LlmConfig llm;

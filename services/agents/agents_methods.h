@@ -59,6 +59,20 @@ inline constexpr MethodEntry<AgentsService> kAgentsMethods[] = {
     // Asked by calls on every ingest: a point read, answered inline.
     Unary<&AgentsService::GetCallAgent>("GetCallAgent", Execution::kPointRead, Access::kInternal),
     Unary<&AgentsService::CountRuns>("CountRuns", Execution::kPool, Access::kInternal),
+    // Internal: what the runs workers in other processes read of a run's scenario and agent;
+    // the web channel's credentials travel on no other method.
+    Unary<&AgentsService::GetRunScenario>("GetRunScenario", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::GetRunAgent>("GetRunAgent", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::GetAgentWebChannel>("GetAgentWebChannel", Execution::kPool,
+                                              Access::kInternal),
+    // Internal: the run queue, leased by runs workers in other processes.
+    Unary<&AgentsService::LeaseRun>("LeaseRun", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::RenewRunLease>("RenewRunLease", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::SetRunCall>("SetRunCall", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::FinishRun>("FinishRun", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::ReleaseRun>("ReleaseRun", Execution::kPool, Access::kInternal),
+    Unary<&AgentsService::ReleaseRunLeasesOf>("ReleaseRunLeasesOf", Execution::kPool,
+                                              Access::kInternal),
 };
 
 }  // namespace calleval::agents

@@ -108,6 +108,29 @@ class AgentsService {
                             v1::CallAgent* response);
   absl::Status CountRuns(const RequestContext& context, const v1::CountRunsRequest& request,
                          v1::RunCountBuckets* response);
+  // For runs workers in other processes: a run's scenario and agent, and the agent's web
+  // channel with its credentials (services/runs/run_agents.h).
+  absl::Status GetRunScenario(const RequestContext& context,
+                              const v1::WorkspaceItemRequest& request, v1::Scenario* response);
+  absl::Status GetRunAgent(const RequestContext& context, const v1::WorkspaceItemRequest& request,
+                           v1::Agent* response);
+  absl::Status GetAgentWebChannel(const RequestContext& context,
+                                  const v1::WorkspaceItemRequest& request,
+                                  v1::AgentWebChannel* response);
+  // The run queue for runs workers in other processes (services/runs/run_queue.h).
+  absl::Status LeaseRun(const RequestContext& context, const v1::LeaseRunRequest& request,
+                        v1::LeaseRunResponse* response);
+  absl::Status RenewRunLease(const RequestContext& context, const v1::RenewRunLeaseRequest& request,
+                             google::protobuf::Empty* response);
+  absl::Status SetRunCall(const RequestContext& context, const v1::SetRunCallRequest& request,
+                          google::protobuf::Empty* response);
+  absl::Status FinishRun(const RequestContext& context, const v1::FinishRunRequest& request,
+                         google::protobuf::Empty* response);
+  absl::Status ReleaseRun(const RequestContext& context, const v1::ReleaseRunRequest& request,
+                          google::protobuf::Empty* response);
+  absl::Status ReleaseRunLeasesOf(const RequestContext& context,
+                                  const v1::ReleaseRunLeasesOfRequest& request,
+                                  v1::ReleaseRunLeasesOfResponse* response);
 
  private:
   absl::StatusOr<ScenariosStore*> Scenarios();

@@ -3,10 +3,15 @@
 // in-process directory a process with both roles uses, so the two paths cannot drift. The
 // method table admits only the installation's credential (Access::kInternal).
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "services/agents/agents_service.h"
 #include "services/agents/in_process_agent_directory.h"
+#include "services/agents/in_process_run_agents.h"
 #include "services/agents/in_process_scenario_directory.h"
+#include "services/runs/run_queue.h"
 
 namespace calleval::agents {
 namespace {
@@ -96,6 +101,88 @@ absl::Status AgentsService::CountRuns(const RequestContext& /*context*/,
   ASSIGN_OR_RETURN(runs::RunsStore * runs, Runs());
   ASSIGN_OR_RETURN(auto counts, runs->CountRuns(runs::FromProto(request)));
   *response = runs::ToProto(counts);
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::GetRunScenario(const RequestContext& /*context*/,
+                                           const v1::WorkspaceItemRequest& request,
+                                           v1::Scenario* response) {
+  InProcessRunAgents run_agents(store_, scenarios_);
+  ASSIGN_OR_RETURN(*response, run_agents.GetScenario(request.workspace_id(), request.id()));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::GetRunAgent(const RequestContext& /*context*/,
+                                        const v1::WorkspaceItemRequest& request,
+                                        v1::Agent* response) {
+  InProcessRunAgents run_agents(store_, scenarios_);
+  ASSIGN_OR_RETURN(*response, run_agents.GetAgent(request.workspace_id(), request.id()));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::GetAgentWebChannel(const RequestContext& /*context*/,
+                                               const v1::WorkspaceItemRequest& request,
+                                               v1::AgentWebChannel* response) {
+  InProcessRunAgents run_agents(store_, scenarios_);
+  ASSIGN_OR_RETURN(std::optional<WebChannel> channel,
+                   run_agents.GetWebChannel(request.workspace_id(), request.id()));
+  ASSIGN_OR_RETURN(*response, WebChannelToProto(channel));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::LeaseRun(const RequestContext& /*context*/,
+                                     const v1::LeaseRunRequest& request,
+                                     v1::LeaseRunResponse* response) {
+  ASSIGN_OR_RETURN(runs::RunsStore * store, Runs());
+  runs::StoreRunQueue queue(store);
+  ASSIGN_OR_RETURN(std::optional<runs::RunJob> job,
+                   queue.Lease(absl::Seconds(std::max(1, request.lease_seconds())),
+                               std::max(1, request.max_attempts()), request.holder()));
+  if (job) *response->mutable_run() = runs::ToProto(*job);
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::RenewRunLease(const RequestContext& /*context*/,
+                                          const v1::RenewRunLeaseRequest& request,
+                                          google::protobuf::Empty* /*response*/) {
+  ASSIGN_OR_RETURN(runs::RunsStore * store, Runs());
+  return runs::StoreRunQueue(store).Renew(request.run_id(), request.token(),
+                                          absl::Seconds(std::max(1, request.lease_seconds())));
+}
+
+absl::Status AgentsService::SetRunCall(const RequestContext& /*context*/,
+                                       const v1::SetRunCallRequest& request,
+                                       google::protobuf::Empty* /*response*/) {
+  ASSIGN_OR_RETURN(runs::RunsStore * store, Runs());
+  return runs::StoreRunQueue(store).SetCall(request.run_id(), request.token(), request.call_id());
+}
+
+absl::Status AgentsService::FinishRun(const RequestContext& /*context*/,
+                                      const v1::FinishRunRequest& request,
+                                      google::protobuf::Empty* /*response*/) {
+  ASSIGN_OR_RETURN(runs::RunsStore * store, Runs());
+  if (request.status() != "completed" && request.status() != "failed") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a run ends completed or failed, not ", request.status()));
+  }
+  runs::RunOutcome outcome{request.status(), std::nullopt, request.end_reason(), request.error()};
+  if (request.has_passed()) outcome.passed = request.passed();
+  return runs::StoreRunQueue(store).Finish(request.run_id(), request.token(), outcome);
+}
+
+absl::Status AgentsService::ReleaseRun(const RequestContext& /*context*/,
+                                       const v1::ReleaseRunRequest& request,
+                                       google::protobuf::Empty* /*response*/) {
+  ASSIGN_OR_RETURN(runs::RunsStore * store, Runs());
+  return runs::StoreRunQueue(store).Release(request.run_id(), request.token());
+}
+
+absl::Status AgentsService::ReleaseRunLeasesOf(const RequestContext& /*context*/,
+                                               const v1::ReleaseRunLeasesOfRequest& request,
+                                               v1::ReleaseRunLeasesOfResponse* response) {
+  ASSIGN_OR_RETURN(runs::RunsStore * store, Runs());
+  ASSIGN_OR_RETURN(int released, runs::StoreRunQueue(store).ReleaseLeasesOf(request.holder()));
+  response->set_released(released);
   return absl::OkStatus();
 }
 

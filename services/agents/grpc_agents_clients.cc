@@ -3,6 +3,7 @@
 #include "calleval/v1/agents.grpc.pb.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "services/agents/in_process_run_agents.h"
 
 namespace calleval::agents {
 namespace {
@@ -106,7 +107,127 @@ class GrpcScenarioDirectory final : public runs::ScenarioDirectory {
   const absl::Duration deadline_;
 };
 
+class GrpcRunAgents final : public runs::RunAgents {
+ public:
+  GrpcRunAgents(std::shared_ptr<grpc::Channel> channel, absl::Duration deadline)
+      : stub_(v1::Agents::NewStub(std::move(channel))), deadline_(deadline) {}
+
+  absl::StatusOr<v1::Scenario> GetScenario(int64_t workspace_id, int64_t scenario_id) override {
+    v1::Scenario reply;
+    RETURN_IF_ERROR(FromGrpcStatus(stub_->GetRunScenario(
+        ContextWithin(deadline_).get(), ItemOf(workspace_id, scenario_id), &reply)));
+    return reply;
+  }
+
+  absl::StatusOr<v1::Agent> GetAgent(int64_t workspace_id, int64_t agent_id) override {
+    v1::Agent reply;
+    RETURN_IF_ERROR(FromGrpcStatus(stub_->GetRunAgent(ContextWithin(deadline_).get(),
+                                                      ItemOf(workspace_id, agent_id), &reply)));
+    return reply;
+  }
+
+  absl::StatusOr<std::optional<WebChannel>> GetWebChannel(int64_t workspace_id,
+                                                          int64_t agent_id) override {
+    v1::AgentWebChannel reply;
+    RETURN_IF_ERROR(FromGrpcStatus(stub_->GetAgentWebChannel(
+        ContextWithin(deadline_).get(), ItemOf(workspace_id, agent_id), &reply)));
+    return WebChannelFromProto(reply);
+  }
+
+ private:
+  static v1::WorkspaceItemRequest ItemOf(int64_t workspace_id, int64_t id) {
+    v1::WorkspaceItemRequest request;
+    request.set_workspace_id(workspace_id);
+    request.set_id(id);
+    return request;
+  }
+
+  std::unique_ptr<v1::Agents::Stub> stub_;
+  const absl::Duration deadline_;
+};
+
+class GrpcRunQueue final : public runs::RunQueue {
+ public:
+  GrpcRunQueue(std::shared_ptr<grpc::Channel> channel, absl::Duration deadline)
+      : stub_(v1::Agents::NewStub(std::move(channel))), deadline_(deadline) {}
+
+  absl::StatusOr<std::optional<runs::RunJob>> Lease(absl::Duration lease, int max_attempts,
+                                                    absl::string_view holder) override {
+    v1::LeaseRunRequest request;
+    request.set_lease_seconds(static_cast<int32_t>(absl::ToInt64Seconds(lease)));
+    request.set_max_attempts(max_attempts);
+    request.set_holder(std::string(holder));
+    v1::LeaseRunResponse reply;
+    RETURN_IF_ERROR(
+        FromGrpcStatus(stub_->LeaseRun(ContextWithin(deadline_).get(), request, &reply)));
+    if (!reply.has_run()) return std::nullopt;
+    return std::optional<runs::RunJob>(runs::FromProto(reply.run()));
+  }
+
+  absl::Status Renew(int64_t run_id, absl::string_view token, absl::Duration lease) override {
+    v1::RenewRunLeaseRequest request;
+    request.set_run_id(run_id);
+    request.set_token(std::string(token));
+    request.set_lease_seconds(static_cast<int32_t>(absl::ToInt64Seconds(lease)));
+    google::protobuf::Empty reply;
+    return FromGrpcStatus(stub_->RenewRunLease(ContextWithin(deadline_).get(), request, &reply));
+  }
+
+  absl::Status SetCall(int64_t run_id, absl::string_view token, int64_t call_id) override {
+    v1::SetRunCallRequest request;
+    request.set_run_id(run_id);
+    request.set_token(std::string(token));
+    request.set_call_id(call_id);
+    google::protobuf::Empty reply;
+    return FromGrpcStatus(stub_->SetRunCall(ContextWithin(deadline_).get(), request, &reply));
+  }
+
+  absl::Status Finish(int64_t run_id, absl::string_view token,
+                      const runs::RunOutcome& outcome) override {
+    v1::FinishRunRequest request;
+    request.set_run_id(run_id);
+    request.set_token(std::string(token));
+    request.set_status(outcome.status);
+    if (outcome.passed) request.set_passed(*outcome.passed);
+    request.set_end_reason(outcome.end_reason);
+    request.set_error(outcome.error);
+    google::protobuf::Empty reply;
+    return FromGrpcStatus(stub_->FinishRun(ContextWithin(deadline_).get(), request, &reply));
+  }
+
+  absl::Status Release(int64_t run_id, absl::string_view token) override {
+    v1::ReleaseRunRequest request;
+    request.set_run_id(run_id);
+    request.set_token(std::string(token));
+    google::protobuf::Empty reply;
+    return FromGrpcStatus(stub_->ReleaseRun(ContextWithin(deadline_).get(), request, &reply));
+  }
+
+  absl::StatusOr<int> ReleaseLeasesOf(absl::string_view holder) override {
+    v1::ReleaseRunLeasesOfRequest request;
+    request.set_holder(std::string(holder));
+    v1::ReleaseRunLeasesOfResponse reply;
+    RETURN_IF_ERROR(FromGrpcStatus(
+        stub_->ReleaseRunLeasesOf(ContextWithin(deadline_).get(), request, &reply)));
+    return reply.released();
+  }
+
+ private:
+  std::unique_ptr<v1::Agents::Stub> stub_;
+  const absl::Duration deadline_;
+};
+
 }  // namespace
+
+std::unique_ptr<runs::RunQueue> NewGrpcRunQueue(std::shared_ptr<grpc::Channel> agents,
+                                                absl::Duration deadline) {
+  return std::make_unique<GrpcRunQueue>(std::move(agents), deadline);
+}
+
+std::unique_ptr<runs::RunAgents> NewGrpcRunAgents(std::shared_ptr<grpc::Channel> agents,
+                                                  absl::Duration deadline) {
+  return std::make_unique<GrpcRunAgents>(std::move(agents), deadline);
+}
 
 std::unique_ptr<metrics::AgentDirectory> NewGrpcAgentDirectory(
     std::shared_ptr<grpc::Channel> agents, absl::Duration deadline) {

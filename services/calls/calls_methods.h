@@ -40,6 +40,10 @@ inline constexpr MethodEntry<CallsService> kCallsMethods[] = {
     // Internal: a point read for an edge in another process serving a presigned link.
     Unary<&CallsService::GetRecordingLocation>("GetRecordingLocation", Execution::kPointRead,
                                                Access::kInternal),
+    // Internal: the runs workers' calls, when the runs role runs in another process.
+    Unary<&CallsService::IngestRunCall>("IngestRunCall", Execution::kPool, Access::kInternal),
+    Unary<&CallsService::GetWorkspaceCall>("GetWorkspaceCall", Execution::kPool,
+                                           Access::kInternal),
 };
 
 }  // namespace calleval::calls

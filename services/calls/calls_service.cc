@@ -2,6 +2,7 @@
 
 #include "common/status_macros.h"
 #include "services/calls/calls_methods.h"
+#include "services/calls/in_process_run_calls.h"
 
 namespace calleval::calls {
 
@@ -172,6 +173,30 @@ absl::Status CallsService::GetRecordingLocation(const RequestContext& /*context*
   response->set_key(recording.key);
   response->set_content_type(recording.content_type);
   response->set_bytes(recording.bytes);
+  return absl::OkStatus();
+}
+
+absl::Status CallsService::IngestRunCall(const RequestContext& /*context*/,
+                                         const v1::IngestRunCallRequest& request,
+                                         v1::Call* response) {
+  std::optional<runs::RunRecording> recording;
+  if (!request.recording_key().empty()) {
+    recording = runs::RunRecording{request.recording_key(), request.recording_content_type(),
+                                   request.recording_bytes()};
+  }
+  InProcessRunCalls calls(store_, on_ingest_);
+  ASSIGN_OR_RETURN(*response,
+                   calls.Ingest(request.workspace_id(), request.call(),
+                                runs::RunCallOrigin{request.run_id(), request.scenario_id()},
+                                recording));
+  return absl::OkStatus();
+}
+
+absl::Status CallsService::GetWorkspaceCall(const RequestContext& /*context*/,
+                                            const v1::GetWorkspaceCallRequest& request,
+                                            v1::Call* response) {
+  InProcessRunCalls calls(store_, nullptr);
+  ASSIGN_OR_RETURN(*response, calls.Get(request.workspace_id(), request.call_identifier_or_id()));
   return absl::OkStatus();
 }
 

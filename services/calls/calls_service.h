@@ -92,6 +92,12 @@ class CallsService {
   absl::Status GetRecordingLocation(const RequestContext& context,
                                     const v1::GetRecordingLocationRequest& request,
                                     v1::RecordingLocation* response);
+  // For runs workers in other processes (internal): a run's call stored, with its run origin
+  // and its recording's blob key as the request names them; a call read back by id or key.
+  absl::Status IngestRunCall(const RequestContext& context,
+                             const v1::IngestRunCallRequest& request, v1::Call* response);
+  absl::Status GetWorkspaceCall(const RequestContext& context,
+                                const v1::GetWorkspaceCallRequest& request, v1::Call* response);
 
  private:
   CallsStore* store_;

@@ -7,6 +7,7 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -20,6 +21,7 @@
 #include "common/status_macros.h"
 #include "services/calls/call_rules.h"
 #include "services/calls/query_rows.h"
+#include "services/runs/run_calls.h"
 
 #include "services/calls/call_rows.h"
 
@@ -97,10 +99,25 @@ std::string CallsStore::RecordingKey(int64_t call_id) { return absl::StrCat(call
 
 absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
                                             const v1::IngestCallRequest& request,
-                                            const std::string* recorded_wav,
+                                            const StoredRecording* recording,
                                             const RunOrigin& origin) {
-  const bool recorded = recorded_wav != nullptr;
-  RETURN_IF_ERROR(ValidateIngest(request, recorded));
+  const bool recorded = recording != nullptr;
+  // Whatever refuses the call below, the recording made for it goes.
+  auto forget_recorded = [&] {
+    if (recorded && options_.recordings != nullptr) {
+      options_.recordings->Delete(recording->key).IgnoreError();
+    }
+  };
+  if (recorded && !absl::StartsWith(recording->key, runs::kRunRecordingPrefix)) {
+    // Only recordings the runs workers made are named this way: never another call's object.
+    return absl::InvalidArgumentError(absl::StrCat("a recorded call's key must start with ",
+                                                   runs::kRunRecordingPrefix, ", not ",
+                                                   recording->key));
+  }
+  if (absl::Status valid = ValidateIngest(request, recorded); !valid.ok()) {
+    forget_recorded();
+    return valid;
+  }
   const std::string observation_type = ObservationTypeOf(request, recorded);
   const bool has_recording = observation_type == "voice";
   if (has_recording && !recorded) {
@@ -112,10 +129,21 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
                              {{"recording_url", std::string(url.message())}});
     }
   }
-  ASSIGN_OR_RETURN(AgentInfo agent, agents_(workspace_id, request.agent_id()));
+  absl::StatusOr<AgentInfo> found_agent = agents_(workspace_id, request.agent_id());
+  if (!found_agent.ok()) {
+    forget_recorded();
+    return found_agent.status();
+  }
+  const AgentInfo& agent = *found_agent;
   std::vector<CustomMetricInfo> custom;
   if (options_.catalog) {
-    ASSIGN_OR_RETURN(custom, options_.catalog(workspace_id, request.agent_id()));
+    absl::StatusOr<std::vector<CustomMetricInfo>> catalog =
+        options_.catalog(workspace_id, request.agent_id());
+    if (!catalog.ok()) {
+      forget_recorded();
+      return catalog.status();
+    }
+    custom = *std::move(catalog);
   }
   auto find_custom = [&](int64_t id) -> const CustomMetricInfo* {
     auto it = absl::c_find_if(custom, [id](const CustomMetricInfo& m) { return m.id == id; });
@@ -189,25 +217,9 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
     call_time = absl::ToUnixSeconds(t);
   }
 
-  // A recording the runs role made goes into the blob store first, under a key of its own, and
+  // A recording the runs role made is in the blob store already, under a key of its own, and
   // the call's row names it: a failed insert deletes the object, and a crash in between leaves
   // an object no call names (never a call without its recording).
-  std::string recorded_key;
-  int64_t recorded_bytes = 0;
-  if (recorded) {
-    if (options_.recordings == nullptr) {
-      return InternalError("no blob store for recordings");
-    }
-    recorded_key = absl::StrCat("runs/", HexEncode(RandomBytes(16)));
-    ASSIGN_OR_RETURN(BlobSource source, FileBlobSource(*recorded_wav));
-    recorded_bytes = source.size;
-    RETURN_IF_ERROR(options_.recordings->Put(recorded_key, source, "audio/wav"));
-    std::error_code ignored;
-    std::filesystem::remove(*recorded_wav, ignored);
-  }
-  auto forget_recorded = [&] {
-    if (recorded) options_.recordings->Delete(recorded_key).IgnoreError();
-  };
 
   // On PostgreSQL the call and its planned metrics are one statement on its own (no BEGIN, no
   // COMMIT): one round trip. A call with a recording of the runs role names it in a second
@@ -274,9 +286,14 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
         if (!one_statement) RETURN_IF_ERROR(WritePlannedMetrics(c, id, planned, planned_costs));
         if (recorded) {
           ASSIGN_OR_RETURN(auto stored,
-                           c.Prepare("UPDATE calls SET recording_content_type = 'audio/wav', "
+                           c.Prepare("UPDATE calls SET recording_content_type = ?, "
                                      "recording_bytes = ?, recording_key = ? WHERE id = ?"));
-          stored.Bind(1, recorded_bytes).Bind(2, recorded_key).Bind(3, id);
+          stored
+              .Bind(1, recording->content_type.empty() ? std::string("audio/wav")
+                                                       : recording->content_type)
+              .Bind(2, recording->bytes)
+              .Bind(3, recording->key)
+              .Bind(4, id);
           RETURN_IF_ERROR(stored.Run());
         }
         return id;

@@ -133,11 +133,13 @@ class CallsStore {
 
   // Validates and stores a call; answers with the record (analysis_status pending) and, when
   // some metric_ids cannot be scored, ignored_metric_ids.
-  // `recorded_wav`, when given, is a WAV file the service recorded itself (a run's
-  // conversation): the call is a voice call whose recording is stored at once (the file is
-  // moved into the recordings directory) instead of downloaded; recording_url stays null.
+  // `recorded`, when given, is a recording the service made itself (a run's conversation),
+  // already in the blob store under a key starting with "runs/": the call is a voice call
+  // whose recording is stored at once instead of downloaded; recording_url stays null. When
+  // the call is not stored (refused, or its call_identifier taken) the object is deleted, so
+  // no object outlives an ingest that did not name it.
   absl::StatusOr<v1::Call> Ingest(int64_t workspace_id, const v1::IngestCallRequest& request,
-                                  const std::string* recorded_wav = nullptr,
+                                  const StoredRecording* recorded = nullptr,
                                   const RunOrigin& origin = {});
   // An all-digit key is tried as the integer id first, then as a call_identifier.
   absl::StatusOr<v1::Call> Get(int64_t workspace_id, absl::string_view id_or_identifier);

@@ -73,4 +73,21 @@ std::unique_ptr<agents::DeletionListener> NewGrpcDeletionListener(
   return std::make_unique<GrpcDeletionListener>(std::move(metrics), deadline);
 }
 
+MetricDefinitions NewGrpcMetricDefinitions(std::shared_ptr<grpc::Channel> metrics,
+                                           absl::Duration deadline) {
+  std::shared_ptr<v1::Metrics::Stub> stub = v1::Metrics::NewStub(std::move(metrics));
+  return [stub, deadline](int64_t workspace_id,
+                          const std::vector<int64_t>& ids) -> absl::StatusOr<std::vector<v1::Metric>> {
+    if (ids.empty()) return std::vector<v1::Metric>();
+    v1::GetMetricDefinitionsRequest request;
+    request.set_workspace_id(workspace_id);
+    request.mutable_ids()->Add(ids.begin(), ids.end());
+    v1::MetricDefinitions reply;
+    RETURN_IF_ERROR(FromGrpcStatus(
+        stub->GetMetricDefinitions(ContextWithin(deadline).get(), request, &reply)));
+    return std::vector<v1::Metric>(std::make_move_iterator(reply.mutable_metrics()->begin()),
+                                   std::make_move_iterator(reply.mutable_metrics()->end()));
+  };
+}
+
 }  // namespace calleval::metrics

@@ -9,9 +9,13 @@
 
 #include <grpcpp/channel.h>
 
+#include <functional>
 #include <memory>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "calleval/v1/metrics.pb.h"
 #include "services/agents/deletion_listener.h"
 #include "services/agents/metric_directory.h"
 
@@ -34,5 +38,13 @@ std::unique_ptr<agents::MetricDirectory> NewGrpcMetricDirectory(
 // asks first), so a late one never takes links a client made since (docs/architecture.md).
 std::unique_ptr<agents::DeletionListener> NewGrpcDeletionListener(
     std::shared_ptr<grpc::Channel> metrics, absl::Duration deadline = kMetricsCallDeadline);
+
+// The definitions of those `ids` that exist in the workspace (MetricsStore::Definitions), the
+// shape of calls::MetricDefinitions and of the runs workers' metric_definitions.
+using MetricDefinitions = std::function<absl::StatusOr<std::vector<v1::Metric>>(
+    int64_t workspace_id, const std::vector<int64_t>& ids)>;
+// Asks the Metrics service's internal GetMetricDefinitions; no question for no ids.
+MetricDefinitions NewGrpcMetricDefinitions(std::shared_ptr<grpc::Channel> metrics,
+                                           absl::Duration deadline = kMetricsCallDeadline);
 
 }  // namespace calleval::metrics

@@ -40,6 +40,8 @@ inline constexpr MethodEntry<MetricsService> kMetricsMethods[] = {
     // Internal: asked by the calls service in another process on every ingest; one statement.
     Unary<&MetricsService::GetIngestCatalog>("GetIngestCatalog", Execution::kPointRead,
                                              Access::kInternal),
+    Unary<&MetricsService::GetMetricDefinitions>("GetMetricDefinitions", Execution::kPool,
+                                                 Access::kInternal),
 };
 
 }  // namespace calleval::metrics

@@ -51,8 +51,9 @@ class MetricsService {
     // Null without an LLM provider: generate answers 503 llm_unavailable.
     LlmClient* llm = nullptr;
     AgentBriefLookup agent_briefs;
-    // Admits the internal methods (ExistingMetrics, AgentDeleted, ScenarioDeleted) for calls
-    // carrying it (common/internal_credential.h); empty, they refuse every call.
+    // Admits the internal methods (ExistingMetrics, AgentDeleted, ScenarioDeleted,
+    // GetMetricDefinitions) for calls carrying it (common/internal_credential.h); empty, they
+    // refuse every call.
     std::string internal_credential;
   };
   explicit MetricsService(Dependencies deps)
@@ -108,6 +109,10 @@ class MetricsService {
   absl::Status GetIngestCatalog(const RequestContext& context,
                                 const v1::GetIngestCatalogRequest& request,
                                 v1::IngestCatalog* response);
+  // For the runs workers in other processes: the definitions of metrics of the workspace.
+  absl::Status GetMetricDefinitions(const RequestContext& context,
+                                    const v1::GetMetricDefinitionsRequest& request,
+                                    v1::MetricDefinitions* response);
 
  private:
   Dependencies deps_;

@@ -1,11 +1,10 @@
 #include "services/runs/run_worker.h"
 
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/crypto.h"
 #include "common/errors.h"
 #include "services/runs/text_channel.h"
 #include "services/runs/voice_session.h"
@@ -30,6 +29,36 @@ std::string UnservedTransport(const std::string& transport) {
 bool Cancelled(const absl::Status& status) {
   return status.code() == absl::StatusCode::kCancelled ||
          absl::StrContains(status.message(), "llm_cancelled");
+}
+
+// The call a run's conversation becomes: call_identifier "run-<id>", the scenario's metrics,
+// and the run in the metadata for the clients reading the call (the calls service takes the
+// run's origin from the ingest's own fields, never from the metadata).
+v1::IngestCallRequest RunCallRequest(const RunJob& job, const v1::Scenario& scenario,
+                                     const std::string& end_reason) {
+  v1::IngestCallRequest ingest;
+  ingest.set_call_identifier(absl::StrCat("run-", job.run_id));
+  ingest.set_agent_id(job.agent_id);
+  for (int64_t id : scenario.metric_ids()) ingest.add_metric_ids(id);
+  auto& metadata = *ingest.mutable_metadata()->mutable_fields();
+  metadata["run_id"].set_number_value(static_cast<double>(job.run_id));
+  metadata["scenario_id"].set_number_value(static_cast<double>(job.scenario_id));
+  metadata["end_reason"].set_string_value(end_reason);
+  return ingest;
+}
+
+// Ingests the run's call; the call's id.
+absl::StatusOr<int64_t> IngestRunCall(RunCalls& calls, const RunJob& job,
+                                      const v1::IngestCallRequest& ingest,
+                                      const std::optional<RunRecording>& recording) {
+  absl::StatusOr<v1::Call> call = calls.Ingest(
+      job.workspace_id, ingest, RunCallOrigin{job.run_id, job.scenario_id}, recording);
+  if (!call.ok() && call.status().code() == absl::StatusCode::kAlreadyExists) {
+    // A lease that died between the ingest and SetCall: the call is there already.
+    call = calls.Get(job.workspace_id, ingest.call_identifier());
+  }
+  if (!call.ok()) return call.status();
+  return call->id();
 }
 
 }  // namespace
@@ -81,22 +110,9 @@ absl::StatusOr<int64_t> RunWorkers::TextRun(const RunJob& job, const v1::Scenari
   if (!conversation.ok()) return conversation.status();
   *end_reason = conversation->end_reason;
 
-  v1::IngestCallRequest ingest;
-  ingest.set_call_identifier(absl::StrCat("run-", job.run_id));
-  ingest.set_agent_id(job.agent_id);
+  v1::IngestCallRequest ingest = RunCallRequest(job, scenario, conversation->end_reason);
   for (const v1::Turn& turn : conversation->transcript) *ingest.add_transcript() = turn;
-  for (int64_t id : scenario.metric_ids()) ingest.add_metric_ids(id);
-  auto& metadata = *ingest.mutable_metadata()->mutable_fields();
-  metadata["run_id"].set_number_value(static_cast<double>(job.run_id));
-  metadata["scenario_id"].set_number_value(static_cast<double>(job.scenario_id));
-  metadata["end_reason"].set_string_value(conversation->end_reason);
-  absl::StatusOr<v1::Call> call = options_.deps.ingest(job.workspace_id, ingest);
-  if (!call.ok() && call.status().code() == absl::StatusCode::kAlreadyExists) {
-    // A lease that died between the ingest and SetCall: the call is there already.
-    call = options_.deps.call(job.workspace_id, ingest.call_identifier());
-  }
-  if (!call.ok()) return call.status();
-  return call->id();
+  return IngestRunCall(*options_.deps.calls, job, ingest, std::nullopt);
 }
 
 absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
@@ -108,11 +124,11 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
         "llm_unavailable: without a caller_script the caller is played by the LLM provider from "
         "persona and goal, and none is configured");
   }
-  if (!deps.web_channel || !deps.ingest_recorded) {
+  if (deps.recordings == nullptr) {
     return absl::FailedPreconditionError("the websocket channel is not configured here");
   }
   absl::StatusOr<std::optional<agents::WebChannel>> channel =
-      deps.web_channel(job.workspace_id, job.agent_id);
+      deps.agents->GetWebChannel(job.workspace_id, job.agent_id);
   if (!channel.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("the agent's web channel cannot be read: ", channel.status().message()));
@@ -181,36 +197,27 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
   }
   *end_reason = recording->end_reason;
 
-  const std::string path = absl::StrCat(deps.scratch_dir, "/run-", job.run_id, ".wav.tmp");
-  {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    const std::string wav = EncodeStereoWav(*recording);
-    out.write(wav.data(), static_cast<std::streamsize>(wav.size()));
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  // The recording goes into the blob store from here, under a key of its own, and the ingest
+  // names it: the bytes never travel to the calls service. The calls service deletes the
+  // object when it does not store the call; a crash in between leaves an object no call names.
+  const std::string wav = EncodeStereoWav(*recording);
+  RunRecording stored{absl::StrCat(kRunRecordingPrefix, HexEncode(RandomBytes(16))), "audio/wav",
+                      static_cast<int64_t>(wav.size())};
+  if (absl::Status put = deps.recordings->Put(stored.key, StringBlobSource(wav), "audio/wav");
+      !put.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("the run's recording cannot be stored: ", put.message()));
   }
-  v1::IngestCallRequest ingest;
-  ingest.set_call_identifier(absl::StrCat("run-", job.run_id));
-  ingest.set_agent_id(job.agent_id);
-  for (int64_t id : scenario.metric_ids()) ingest.add_metric_ids(id);
-  auto& metadata = *ingest.mutable_metadata()->mutable_fields();
-  metadata["run_id"].set_number_value(static_cast<double>(job.run_id));
-  metadata["scenario_id"].set_number_value(static_cast<double>(job.scenario_id));
-  metadata["end_reason"].set_string_value(recording->end_reason);
-  absl::StatusOr<v1::Call> call = deps.ingest_recorded(job.workspace_id, ingest, path);
-  if (!call.ok() && call.status().code() == absl::StatusCode::kAlreadyExists) {
-    call = deps.call(job.workspace_id, ingest.call_identifier());
-  }
-  std::error_code ec;
-  std::filesystem::remove(path, ec);  // moved on success; a leftover otherwise
-  if (!call.ok()) return call.status();
-  return call->id();
+  return IngestRunCall(*deps.calls, job, RunCallRequest(job, scenario, recording->end_reason),
+                       stored);
 }
 
 std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat::Held* held) {
   const RunDependencies& deps = options_.deps;
-  absl::StatusOr<v1::Scenario> scenario = deps.scenario(job.workspace_id, job.scenario_id);
+  absl::StatusOr<v1::Scenario> scenario =
+      deps.agents->GetScenario(job.workspace_id, job.scenario_id);
   if (!scenario.ok()) return Failed(absl::StrCat("scenario ", job.scenario_id, " is gone"));
-  absl::StatusOr<v1::Agent> agent = deps.agent(job.workspace_id, job.agent_id);
+  absl::StatusOr<v1::Agent> agent = deps.agents->GetAgent(job.workspace_id, job.agent_id);
   if (!agent.ok()) return Failed(absl::StrCat("agent ", job.agent_id, " is gone"));
 
   std::string end_reason;
@@ -248,7 +255,7 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
       return Failed(std::string(call_id.status().message()));
     }
     job.call_id = *call_id;
-    if (absl::Status s = store_->SetCall(job.run_id, job.token, *call_id); !s.ok()) {
+    if (absl::Status s = queue_->SetCall(job.run_id, job.token, *call_id); !s.ok()) {
       std::cerr << "runs: run " << job.run_id << ": " << s << "\n";
     }
   }
@@ -258,8 +265,7 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
   while (true) {
     if (workers_.stopping()) return std::nullopt;
     if (held != nullptr && held->lost()) return std::nullopt;
-    absl::StatusOr<v1::Call> call =
-        deps.call(job.workspace_id, absl::StrCat(*job.call_id));
+    absl::StatusOr<v1::Call> call = deps.calls->Get(job.workspace_id, absl::StrCat(*job.call_id));
     if (!call.ok()) return Failed(absl::StrCat("the run's call is gone: ", call.status().message()));
     const std::string& status = call->analysis_status();
     if (status == "completed") {
@@ -287,7 +293,7 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
 }
 
 bool RunWorkers::WorkOnce() {
-  auto job = store_->Lease(options_.lease, options_.max_attempts, options_.holder);
+  auto job = queue_->Lease(options_.lease, options_.max_attempts, options_.holder);
   if (!job.ok()) {
     std::cerr << "runs: lease failed: " << job.status() << "\n";
     return false;
@@ -300,7 +306,7 @@ bool RunWorkers::WorkOnce() {
     const int64_t run_id = leased.run_id;
     const std::string token = leased.token;
     held = heartbeat_->Hold([this, run_id, token] {
-      return store_->Renew(run_id, token, options_.lease);
+      return queue_->Renew(run_id, token, options_.lease);
     });
   }
   std::optional<RunOutcome> outcome = Execute(leased, held.get());
@@ -309,8 +315,8 @@ bool RunWorkers::WorkOnce() {
     std::cerr << "runs: run " << leased.run_id << ": lease lost, outcome dropped\n";
     return true;
   }
-  absl::Status reported = outcome ? store_->Finish(leased.run_id, leased.token, *outcome)
-                                  : store_->Release(leased.run_id, leased.token);
+  absl::Status reported = outcome ? queue_->Finish(leased.run_id, leased.token, *outcome)
+                                  : queue_->Release(leased.run_id, leased.token);
   if (!reported.ok()) std::cerr << "runs: run " << leased.run_id << ": " << reported << "\n";
   return true;
 }

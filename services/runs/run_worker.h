@@ -19,39 +19,38 @@
 #include "calleval/v1/agents.pb.h"
 #include "calleval/v1/calls.pb.h"
 #include "calleval/v1/metrics.pb.h"
+#include "common/blob_store.h"
 #include "common/llm_client.h"
 #include "common/lease_heartbeat.h"
 #include "common/polling_workers.h"
 #include "common/url_guard.h"
 #include "services/agents/web_channel.h"
+#include "services/runs/run_agents.h"
+#include "services/runs/run_calls.h"
+#include "services/runs/run_queue.h"
 #include "services/runs/runs_store.h"
 #include "services/runs/speech_synthesizer.h"
 #include "services/scoring/speech_to_text.h"
 
 namespace calleval::runs {
 
-// What a run needs from the other services of the installation.
+// What a run needs from the other services of the installation: each service's part through
+// the interface it answers, in this process or over its internal methods, so the workers never
+// read another service's tables.
 struct RunDependencies {
-  std::function<absl::StatusOr<v1::Scenario>(int64_t workspace_id, int64_t id)> scenario;
-  std::function<absl::StatusOr<v1::Agent>(int64_t workspace_id, int64_t id)> agent;
-  std::function<absl::StatusOr<v1::Call>(int64_t workspace_id, const v1::IngestCallRequest&)>
-      ingest;
-  std::function<absl::StatusOr<v1::Call>(int64_t workspace_id, const std::string& id_or_key)>
-      call;
+  // The agents service's part: the run's scenario and agent, the agent's web channel. Must
+  // outlive the workers.
+  RunAgents* agents = nullptr;
+  // The calls service's part: the run's call ingested and read back. Must outlive the workers.
+  RunCalls* calls = nullptr;
+  // The metrics service's part: the definitions of a call's metrics (MetricsStore::Definitions).
   std::function<absl::StatusOr<std::vector<v1::Metric>>(int64_t workspace_id,
                                                         const std::vector<int64_t>& ids)>
       metric_definitions;
   LlmClient* llm = nullptr;  // null: the text channel is unavailable
-  // The websocket channel: the agent's web channel with its credentials, a call ingested with
-  // the run's own recording (moved from `recorded_wav`), and where recordings are written first
-  // (on the recordings' filesystem).
-  std::function<absl::StatusOr<std::optional<agents::WebChannel>>(int64_t workspace_id,
-                                                                  int64_t agent_id)>
-      web_channel;
-  std::function<absl::StatusOr<v1::Call>(int64_t workspace_id, const v1::IngestCallRequest&,
-                                         const std::string& recorded_wav)>
-      ingest_recorded;
-  std::string scratch_dir;
+  // The websocket channel: where a run's recording is put (the installation's blob store,
+  // --recordings-url) before its call is ingested naming it; null: websocket runs fail.
+  BlobStore* recordings = nullptr;
   // Hears the agent's turns for a caller played by the LLM over the websocket channel (the
   // embedded recognizer or an OpenAI-compatible transcriptions endpoint); null: such runs fail.
   std::function<absl::StatusOr<std::unique_ptr<scoring::SpeechRecognizer>>(
@@ -77,13 +76,14 @@ class RunWorkers {
     // a dead worker's run is taken over within it.
     absl::Duration lease = absl::Seconds(30);
     int max_attempts = 3;
-    // This process's lease holder id, carried by the tokens it takes (RunsStore::Lease).
+    // This process's lease holder id, carried by the tokens it takes (RunQueue::Lease).
     std::string holder;
     // How long a run waits for its call to be scored before it fails.
     absl::Duration scoring_timeout = absl::Minutes(30);
     RunDependencies deps;
   };
-  RunWorkers(RunsStore* store, Options options) : store_(store), options_(std::move(options)) {}
+  // `queue` must outlive the workers.
+  RunWorkers(RunQueue* queue, Options options) : queue_(queue), options_(std::move(options)) {}
   ~RunWorkers() { Stop(); }
 
   void Start();
@@ -109,7 +109,7 @@ class RunWorkers {
   absl::StatusOr<int64_t> WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
                                        const v1::Agent& agent, std::string* end_reason);
 
-  RunsStore* store_;
+  RunQueue* queue_;
   Options options_;
   // Renews the leases of the runs in progress (one thread for the pool).
   std::unique_ptr<LeaseHeartbeat> heartbeat_;

@@ -483,10 +483,14 @@ TEST_F(GrpcTest, EveryMethodWithoutAnHttpRouteIsClosed) {
     }
   }
   // 5 analysis queue, 5 transcription queue (each with its lease renewal),
-  // ReleaseHolderLeases, GetRecordingLocation, Authenticate, ReserveCredits, RefundCredits; the
-  // Agents service's six directory methods, GetCallAgent and CountRuns; the Metrics service's
-  // ExistingMetrics, AgentDeleted, ScenarioDeleted, GetIngestCatalog.
-  EXPECT_EQ(internal, 27);
+  // ReleaseHolderLeases, the edge's GetRecordingLocation, the runs workers' IngestRunCall and
+  // GetWorkspaceCall; Authenticate, ReserveCredits, RefundCredits; the Agents service's six
+  // directory methods, the calls service's GetCallAgent and CountRuns, the runs workers'
+  // GetRunScenario, GetRunAgent, GetAgentWebChannel and the run queue's six (LeaseRun,
+  // RenewRunLease, SetRunCall, FinishRun, ReleaseRun, ReleaseRunLeasesOf); the Metrics
+  // service's ExistingMetrics, AgentDeleted, ScenarioDeleted, GetIngestCatalog and
+  // GetMetricDefinitions.
+  EXPECT_EQ(internal, 39);
 }
 
 // The clients one role has of another send the credential: the remote authenticator here.

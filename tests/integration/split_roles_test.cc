@@ -20,6 +20,7 @@
 #include "common/status_macros.h"
 #include "tests/integration/http_client.h"
 #include "tests/integration/test_server.h"
+#include "tests/support/fake_openai_server.h"
 #include "tests/support/test_http_server.h"
 
 namespace calleval {
@@ -381,6 +382,112 @@ TEST(SplitRolesTest, AgentsAndMetricsAskEachOtherAcrossProcesses) {
   database->reset();
   metrics->reset();
   agents->reset();
+  std::filesystem::remove_all(dir);
+}
+
+// The runs and scoring roles in a process of their own, with a data dir (and so a database)
+// of its own, reaching agents, calls and metrics in another by address: the run is leased over
+// LeaseRun, its scenario and agent come over GetRunScenario and GetRunAgent, its call goes in
+// over IngestRunCall with its origin, is leased and scored over the analysis queue, read back
+// over GetWorkspaceCall, judged by the definitions GetMetricDefinitions answers, and the run
+// reported over FinishRun. The scenario's stats count the run's call, so its origin crossed
+// the hop.
+TEST(SplitRolesTest, TextRunInARunsProcessApartCompletesThroughTheOtherRoles) {
+  FakeOpenAiServer llm;
+  llm.SetDefault(R"({"message": "Done, Friday it is. Anything else?", "end_call": false})");
+  const std::string dir = testing::MakeTempDir("split_runs");
+  ServerConfig backend_config;
+  backend_config.data_dir = dir;
+  backend_config.grpc_addr = "127.0.0.1:0";
+  backend_config.http_addr = "127.0.0.1:0";
+  backend_config.roles = {"edge", "accounts", "agents", "calls", "metrics"};
+  backend_config.access_log = false;
+  auto backend = Server::Start(backend_config);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  const std::string backend_addr = absl::StrCat("127.0.0.1:", (*backend)->grpc_port());
+
+  const std::string runs_dir = testing::MakeTempDir("split_runs_apart");
+  ServerConfig runs_config;
+  runs_config.data_dir = runs_dir;
+  runs_config.internal_credential_file = dir + "/internal-credential";
+  runs_config.grpc_addr = "127.0.0.1:0";
+  runs_config.roles = {"runs", "scoring"};
+  runs_config.agents_addr = runs_config.calls_addr = runs_config.metrics_addr = backend_addr;
+  runs_config.workers = 1;
+  runs_config.run_workers = 1;
+  runs_config.llm_base_url = llm.base_url();
+  runs_config.llm_api_key = llm.api_key();
+  runs_config.llm_model = "gpt-test";
+  auto runs_process = Server::Start(runs_config);
+  ASSERT_TRUE(runs_process.ok()) << runs_process.status();
+
+  testing::HttpClient client((*backend)->http_base_url());
+  client.set_api_key((*backend)->bootstrap()->key.api_key);
+  auto agent = client.Post("/api/v1/agents",
+                           json{{"name", "Scheduler"},
+                                {"phone_number", "+14155550123"},
+                                {"language_id", 1},
+                                {"instructions", "You reschedule appointments."},
+                                {"opening_message", {{"text", "Smile Clinic, how can I help?"}}}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+  const int64_t agent_id = agent.json()["id"];
+  // Passes when the caller names Friday: RunPassed reads its structured_output from the
+  // definitions.
+  auto metric = client.Post("/api/v1/metrics",
+                            json{{"name", "Caller chose Friday"},
+                                 {"metrics_type", "specific_text_/_phrase_check"},
+                                 {"phrases", {"Friday"}},
+                                 {"speaker", "User"},
+                                 {"agent_ids", {agent_id}},
+                                 {"structured_output",
+                                  {{{"condition", "equals"},
+                                    {"set_metrics_name", "friday"},
+                                    {"as_metrics_expected_value", "true"},
+                                    {"outcome_classification", "meets_expectations"}},
+                                   {{"condition", "equals"},
+                                    {"set_metrics_name", "friday"},
+                                    {"as_metrics_expected_value", "false"},
+                                    {"outcome_classification", "requires_attention"}}}}});
+  ASSERT_EQ(metric.status, 201) << metric.body;
+  const int64_t metric_id = metric.json()["id"];
+  auto scenario = client.Post(
+      "/api/v1/scenarios",
+      json{{"agent_id", agent_id},
+           {"name", "Move to Friday"},
+           {"caller_script", {"I need to move my appointment.", "Friday works for me."}},
+           {"metric_ids", {metric_id}}});
+  ASSERT_EQ(scenario.status, 201) << scenario.body;
+  const int64_t scenario_id = scenario.json()["id"];
+  auto queued =
+      client.Post(absl::StrCat("/api/v1/scenarios/", scenario_id, "/run"), json{{"channel", "text"}});
+  ASSERT_EQ(queued.status, 202) << queued.body;
+
+  json run;
+  for (int i = 0; i < 1200; ++i) {
+    run = client.Get(absl::StrCat("/api/v1/runs/", queued.json()["id"].get<int64_t>())).json();
+    if (run["status"] == "completed" || run["status"] == "failed") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(run["passed"], true) << run.dump();
+  EXPECT_EQ(run["end_reason"], "script_finished");
+
+  const json call =
+      client.Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
+  EXPECT_EQ(call["call_identifier"], absl::StrCat("run-", run["id"].get<int64_t>()));
+  EXPECT_EQ(call["observation_type"], "text");
+  EXPECT_EQ(call["analysis_status"], "completed");
+  ASSERT_EQ(call["metric_results"].size(), 1u) << call.dump();
+  EXPECT_EQ(call["metric_results"][0]["structured_output"]["outcome_classification"],
+            "meets_expectations");
+  auto stats = client.Get(absl::StrCat("/api/v1/scenarios/", scenario_id, "/stats"));
+  ASSERT_EQ(stats.status, 200) << stats.body;
+  EXPECT_EQ(stats.json()["total"]["calls"]["completed"], 1) << stats.body;
+  EXPECT_EQ(stats.json()["total"]["runs"]["passed"], 1) << stats.body;
+
+  runs_process->reset();
+  backend->reset();
+  std::filesystem::remove_all(runs_dir);
   std::filesystem::remove_all(dir);
 }
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -196,6 +197,98 @@ TEST(WebsocketRunTest, RunDialsATwilioAgentRecordsStereoAndMeasuresItsLatency) {
   }
 
   server->reset();
+  std::filesystem::remove_all(dir);
+}
+
+// The runs role in a process of its own, reaching the agents, calls and metrics roles of
+// another only by address (docs/architecture.md, "In one process or apart"). The runs process
+// has a data dir, and so a database and a credentials key, of its own: it leases the run, reads
+// the agent and its auth_token, and ingests the call over the other process's internal methods,
+// never from the tables. Only the blob store of recordings is shared: the recording the runs
+// process stored is the call's, served by the other process's edge.
+TEST(WebsocketRunTest, RunsRoleApartReachesTheOtherRolesByAddress) {
+  AgentLog log;
+  WebSocketTestServer agent_server([&log](runs::WebSocketConnection& c) { TwilioAgent(c, &log); });
+
+  const std::string dir = testing::MakeTempDir("websocket_run_apart");
+  ServerConfig backend_config = testing::TestServerConfig(dir);
+  backend_config.roles = {"edge", "accounts", "agents", "calls", "metrics", "scoring"};
+  backend_config.workers = 2;
+  auto backend = Server::Start(backend_config);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  const std::string backend_addr = absl::StrCat("127.0.0.1:", (*backend)->grpc_port());
+
+  const std::string runs_dir = testing::MakeTempDir("websocket_run_apart_runs");
+  ServerConfig runs_config = testing::TestServerConfig(runs_dir);
+  runs_config.roles = {"runs"};
+  runs_config.agents_addr = runs_config.calls_addr = runs_config.metrics_addr = backend_addr;
+  runs_config.internal_credential_file = dir + "/internal-credential";
+  runs_config.recordings_url = dir + "/recordings";
+  auto runs_process = Server::Start(runs_config);
+  ASSERT_TRUE(runs_process.ok()) << runs_process.status();
+
+  HttpClient client((*backend)->http_base_url());
+  client.set_api_key((*backend)->bootstrap()->key.api_key);
+  HttpResponse agent = client.Post(
+      "/api/v1/agents", json{{"name", "Voice bot"},
+                             {"language_id", 1},
+                             {"instructions", "Book cleanings."},
+                             {"web_channel",
+                              {{"transport", "websocket"},
+                               {"websocket_url", agent_server.url("/agent")},
+                               {"auth_token", "tok-apart"}}}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+  HttpResponse scenario = client.Post(
+      "/api/v1/scenarios",
+      json{{"agent_id", agent.json()["id"]},
+           {"name", "Book a cleaning"},
+           {"caller_script", {"Hi, I would like to book a cleaning.", "Friday morning, please."}},
+           {"metric_ids", {1}}});
+  ASSERT_EQ(scenario.status, 201) << scenario.body;
+  HttpResponse queued = client.Post(
+      absl::StrCat("/api/v1/scenarios/", scenario.json()["id"].get<int64_t>(), "/run"),
+      json{{"channel", "web"}});
+  ASSERT_EQ(queued.status, 202) << queued.body;
+
+  json run;
+  for (int i = 0; i < 1200; ++i) {
+    run = client.Get(absl::StrCat("/api/v1/runs/", queued.json()["id"].get<int64_t>())).json();
+    if (run["status"] == "completed" || run["status"] == "failed") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "script_finished");
+  EXPECT_EQ(run["passed"], true);
+  {
+    std::lock_guard<std::mutex> lock(log.mu);
+    EXPECT_EQ(log.auth_token, "tok-apart");
+    EXPECT_EQ(log.answers, 2);
+  }
+
+  const json call =
+      client.Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
+  EXPECT_EQ(call["call_identifier"], absl::StrCat("run-", run["id"].get<int64_t>()));
+  EXPECT_EQ(call["observation_type"], "voice");
+  EXPECT_EQ(call["analysis_status"], "completed");
+  EXPECT_TRUE(call["recording_url"].is_null());
+  ASSERT_TRUE(call["presigned_recording_url"].is_string()) << call.dump();
+  const std::string link = call["presigned_recording_url"];
+  HttpClient raw(link.substr(0, link.find("/recordings/")));
+  HttpResponse wav = raw.Get(link.substr(link.find("/recordings/")));
+  ASSERT_EQ(wav.status, 200);
+  ASSERT_GT(wav.body.size(), 44u);
+  EXPECT_EQ(wav.body.substr(0, 4), "RIFF");
+  EXPECT_EQ(static_cast<uint8_t>(wav.body[22]), 2);  // channels
+  // The scenario's stats count the run's call: its origin crossed the hop.
+  HttpResponse stats = client.Get(
+      absl::StrCat("/api/v1/scenarios/", scenario.json()["id"].get<int64_t>(), "/stats"));
+  ASSERT_EQ(stats.status, 200) << stats.body;
+  EXPECT_EQ(stats.json()["total"]["calls"]["completed"], 1) << stats.body;
+  EXPECT_EQ(stats.json()["total"]["runs"]["passed"], 1) << stats.body;
+
+  runs_process->reset();
+  backend->reset();
+  std::filesystem::remove_all(runs_dir);
   std::filesystem::remove_all(dir);
 }
 

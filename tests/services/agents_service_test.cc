@@ -21,12 +21,14 @@
 #include "absl/synchronization/mutex.h"
 #include "calleval/v1/agents.grpc.pb.h"
 #include "common/errors.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "common/internal_credential.h"
 #include "common/thread_pool.h"
 #include "services/agents/agents_store.h"
 #include "services/agents/deletion_listener.h"
 #include "services/agents/grpc_agents_clients.h"
 #include "services/agents/in_process_agent_directory.h"
+#include "services/agents/in_process_run_agents.h"
 #include "services/agents/in_process_scenario_directory.h"
 #include "services/agents/scenarios_store.h"
 #include "services/calls/owner_directories.h"
@@ -98,7 +100,10 @@ class AgentsServiceTest : public testing::ServiceTest {
   void SetUp() override {
     ServiceTest::SetUp();
     if (HasFatalFailure()) return;
-    agents_ = std::make_unique<AgentsStore>(db());
+    // A credentials key, so web channel credentials can be stored and read back.
+    AgentsStore::Options agents_options;
+    agents_options.credentials_key = std::string(32, 'k');
+    agents_ = std::make_unique<AgentsStore>(db(), std::move(agents_options));
     metric_directory_ = std::make_unique<metrics::InProcessMetricDirectory>(db());
     scenarios_ = std::make_unique<ScenariosStore>(db(), metric_directory_.get());
     scenario_directory_ =
@@ -664,6 +669,190 @@ TEST_P(AgentsServiceTest, CallAgentAnswersTheSameInProcessAndOverGrpc) {
   EXPECT_EQ(keyed(tenants_.own, agent.id()).status().code(), absl::StatusCode::kUnauthenticated);
 }
 
+// What a runs worker reads of its run (services/runs/run_agents.h) is the same in process and
+// over the internal methods: the scenario and agent as the public reads answer them, and the
+// agent's web channel with its credential's value, which no public answer carries.
+TEST_P(AgentsServiceTest, RunAgentsAnswerTheSameInProcessAndOverGrpc) {
+  v1::AgentFields voice = AgentNamed("Voice");
+  voice.clear_phone_number();
+  auto& web = *voice.mutable_web_channel()->mutable_fields();
+  web["transport"].set_string_value("websocket");
+  web["websocket_url"].set_string_value("wss://agent.example.com/media");
+  web["auth_token"].set_string_value("tok-run");
+  const v1::Agent with_channel = CreateAgent(voice);
+  const v1::Agent without_channel = CreateAgent(AgentNamed("Phone only"));
+  const v1::Scenario scenario = CreateScenario(ScenarioFor(with_channel.id(), "Books"));
+  v1::AgentFields foreign_fields = AgentNamed("Foreign");
+  foreign_fields.set_client_id(tenants_.granted);
+  const v1::Agent foreign = CreateAgent(foreign_fields);
+  const int64_t ws = tenants_.own;
+
+  InProcessRunAgents local(agents_.get(), scenarios_.get());
+  std::unique_ptr<runs::RunAgents> remote = NewGrpcRunAgents(
+      CreateInternalChannel(server_->address(), testing::kTestInternalCredential));
+  using google::protobuf::util::MessageDifferencer;
+  for (runs::RunAgents* run_agents : {static_cast<runs::RunAgents*>(&local), remote.get()}) {
+    SCOPED_TRACE(run_agents == remote.get() ? "over gRPC" : "in process");
+    absl::StatusOr<v1::Scenario> read_scenario = run_agents->GetScenario(ws, scenario.id());
+    ASSERT_TRUE(read_scenario.ok()) << read_scenario.status();
+    EXPECT_TRUE(MessageDifferencer::Equals(*read_scenario, scenario))
+        << read_scenario->DebugString();
+    absl::StatusOr<v1::Agent> read_agent = run_agents->GetAgent(ws, with_channel.id());
+    ASSERT_TRUE(read_agent.ok()) << read_agent.status();
+    EXPECT_TRUE(MessageDifferencer::Equals(*read_agent, with_channel)) << read_agent->DebugString();
+
+    absl::StatusOr<std::optional<WebChannel>> channel =
+        run_agents->GetWebChannel(ws, with_channel.id());
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    ASSERT_TRUE(channel->has_value());
+    EXPECT_EQ((**channel).fields.value("transport", ""), "websocket");
+    EXPECT_EQ((**channel).fields.value("websocket_url", ""), "wss://agent.example.com/media");
+    EXPECT_EQ((**channel).credentials.value("auth_token", ""), "tok-run");
+    EXPECT_FALSE((**channel).fields.contains("auth_token"));
+    channel = run_agents->GetWebChannel(ws, without_channel.id());
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    EXPECT_FALSE(channel->has_value());
+
+    // Another workspace's agent, a scenario that is not there: NotFound, as the public reads.
+    EXPECT_EQ(run_agents->GetAgent(ws, foreign.id()).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(run_agents->GetWebChannel(ws, foreign.id()).status().code(),
+              absl::StatusCode::kNotFound);
+    EXPECT_EQ(run_agents->GetScenario(ws, scenario.id() + 1000).status().code(),
+              absl::StatusCode::kNotFound);
+  }
+
+  // An API key reads none of it, the credential least of all.
+  v1::WorkspaceItemRequest item;
+  item.set_workspace_id(ws);
+  item.set_id(with_channel.id());
+  v1::AgentWebChannel refused_channel;
+  EXPECT_EQ(stub_->GetAgentWebChannel(Keyed().get(), item, &refused_channel).error_code(),
+            grpc::UNAUTHENTICATED);
+  EXPECT_TRUE(refused_channel.credentials().empty());
+  v1::Agent refused_agent;
+  EXPECT_EQ(stub_->GetRunAgent(Keyed().get(), item, &refused_agent).error_code(),
+            grpc::UNAUTHENTICATED);
+  item.set_id(scenario.id());
+  v1::Scenario refused_scenario;
+  EXPECT_EQ(stub_->GetRunScenario(Keyed().get(), item, &refused_scenario).error_code(),
+            grpc::UNAUTHENTICATED);
+}
+
+// The run queue a runs worker leases (services/runs/run_queue.h) behaves the same through the
+// runs store and over the internal methods: a lease hands out the run once, a renewal, the
+// call and the outcome need the token that holds it (a stale one is refused and changes
+// nothing), a release does not count the attempt, and a restarted holder gives back its leases.
+TEST_P(AgentsServiceTest, RunQueueAnswersTheSameInProcessAndOverGrpc) {
+  const v1::Agent agent = CreateAgent(AgentNamed("Booking"));
+  const v1::Scenario scenario = CreateScenario(ScenarioFor(agent.id(), "Books"));
+  auto queue_run = [&] {
+    v1::RunScenarioRequest request;
+    request.set_id(scenario.id());
+    request.set_channel("text");
+    v1::Run run;
+    const grpc::Status status = stub_->RunScenario(Keyed().get(), request, &run);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return run;
+  };
+  auto read_run = [&](int64_t id) {
+    v1::GetRunRequest request;
+    request.set_id(id);
+    v1::Run run;
+    const grpc::Status status = stub_->GetRun(Keyed().get(), request, &run);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return run;
+  };
+  const absl::Duration lease = absl::Seconds(30);
+  runs::StoreRunQueue local(runs_.get());
+  std::unique_ptr<runs::RunQueue> remote = NewGrpcRunQueue(
+      CreateInternalChannel(server_->address(), testing::kTestInternalCredential));
+  for (runs::RunQueue* queue : {static_cast<runs::RunQueue*>(&local), remote.get()}) {
+    SCOPED_TRACE(queue == remote.get() ? "over gRPC" : "in process");
+    const std::string holder = queue == remote.get() ? "remote-host/runs" : "local-host/runs";
+    const v1::Run queued = queue_run();
+
+    absl::StatusOr<std::optional<runs::RunJob>> leased = queue->Lease(lease, 3, holder);
+    ASSERT_TRUE(leased.ok()) << leased.status();
+    ASSERT_TRUE(leased->has_value());
+    runs::RunJob job = **leased;
+    EXPECT_EQ(job.run_id, queued.id());
+    EXPECT_EQ(job.workspace_id, tenants_.own);
+    EXPECT_EQ(job.scenario_id, scenario.id());
+    EXPECT_EQ(job.agent_id, agent.id());
+    EXPECT_EQ(job.channel, "text");
+    EXPECT_EQ(job.attempts, 1);
+    EXPECT_FALSE(job.call_id.has_value());
+    EXPECT_FALSE(job.token.empty());
+    absl::StatusOr<std::optional<runs::RunJob>> none = queue->Lease(lease, 3, holder);
+    ASSERT_TRUE(none.ok()) << none.status();
+    EXPECT_FALSE(none->has_value());  // held
+
+    EXPECT_TRUE(queue->Renew(job.run_id, job.token, lease).ok());
+    const std::string stale = job.token + "-stale";
+    EXPECT_EQ(queue->Renew(job.run_id, stale, lease).code(),
+              absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(queue->SetCall(job.run_id, stale, 99).code(), absl::StatusCode::kFailedPrecondition);
+    ASSERT_TRUE(queue->SetCall(job.run_id, job.token, 77).ok());
+    EXPECT_EQ(read_run(job.run_id).call_id(), 77);
+
+    // Given back untried: the next lease takes it again, the attempt not counted, the call kept.
+    ASSERT_TRUE(queue->Release(job.run_id, job.token).ok());
+    leased = queue->Lease(lease, 3, holder);
+    ASSERT_TRUE(leased.ok() && leased->has_value()) << leased.status();
+    EXPECT_EQ((**leased).run_id, job.run_id);
+    EXPECT_EQ((**leased).attempts, 1);
+    EXPECT_EQ((**leased).call_id, std::optional<int64_t>(77));
+    const runs::RunOutcome passed{"completed", true, "script_finished", ""};
+    EXPECT_EQ(queue->Finish(job.run_id, job.token, passed).code(),
+              absl::StatusCode::kFailedPrecondition);  // the released lease's token
+    EXPECT_EQ(read_run(job.run_id).status(), "in_progress");
+    job = **leased;
+    ASSERT_TRUE(queue->Finish(job.run_id, job.token, passed).ok());
+    const v1::Run finished = read_run(job.run_id);
+    EXPECT_EQ(finished.status(), "completed");
+    EXPECT_TRUE(finished.passed());
+    EXPECT_EQ(finished.end_reason(), "script_finished");
+
+    // A restarted holder gives back what its previous life held; another holder's stay.
+    const v1::Run second = queue_run();
+    leased = queue->Lease(lease, 3, holder);
+    ASSERT_TRUE(leased.ok() && leased->has_value()) << leased.status();
+    EXPECT_EQ((**leased).run_id, second.id());
+    absl::StatusOr<int> released = queue->ReleaseLeasesOf("another-host/runs");
+    ASSERT_TRUE(released.ok()) << released.status();
+    EXPECT_EQ(*released, 0);
+    released = queue->ReleaseLeasesOf(holder);
+    ASSERT_TRUE(released.ok()) << released.status();
+    EXPECT_EQ(*released, 1);
+    leased = queue->Lease(lease, 3, holder);
+    ASSERT_TRUE(leased.ok() && leased->has_value()) << leased.status();
+    EXPECT_EQ((**leased).run_id, second.id());
+    EXPECT_EQ((**leased).attempts, 2);
+    ASSERT_TRUE(queue->Finish(second.id(), (**leased).token,
+                              runs::RunOutcome{"failed", std::nullopt, "", "stopped by the test"})
+                    .ok());
+    EXPECT_EQ(read_run(second.id()).status(), "failed");
+  }
+
+  // An API key leases nothing.
+  queue_run();
+  v1::LeaseRunRequest lease_request;
+  lease_request.set_lease_seconds(30);
+  lease_request.set_max_attempts(3);
+  v1::LeaseRunResponse refused;
+  EXPECT_EQ(stub_->LeaseRun(Keyed().get(), lease_request, &refused).error_code(),
+            grpc::UNAUTHENTICATED);
+  EXPECT_FALSE(refused.has_run());
+  v1::ReleaseRunLeasesOfRequest release_request;
+  release_request.set_holder("local-host/runs");
+  v1::ReleaseRunLeasesOfResponse released;
+  EXPECT_EQ(stub_->ReleaseRunLeasesOf(Keyed().get(), release_request, &released).error_code(),
+            grpc::UNAUTHENTICATED);
+  absl::StatusOr<std::optional<runs::RunJob>> still_queued = local.Lease(lease, 3, "check");
+  ASSERT_TRUE(still_queued.ok()) << still_queued.status();
+  EXPECT_TRUE(still_queued->has_value());
+}
+
 // The internal methods answer only the installation's credential: a wrong one, an API key, or
 // a service never given a credential (which must not match an empty header) are refused.
 TEST_P(AgentsServiceTest, InternalMethodsAnswerOnlyTheInternalCredential) {
@@ -709,7 +898,13 @@ TEST_P(AgentsServiceTest, DirectoryCallsHaveADeadline) {
   auto channel = CreateInternalChannel(target, testing::kTestInternalCredential);
   auto agents = NewGrpcAgentDirectory(channel, absl::Milliseconds(300));
   auto scenarios = NewGrpcScenarioDirectory(channel, absl::Milliseconds(300));
+  auto run_agents = NewGrpcRunAgents(channel, absl::Milliseconds(300));
+  auto run_queue = NewGrpcRunQueue(channel, absl::Milliseconds(300));
   const absl::Time start = absl::Now();
+  EXPECT_EQ(run_queue->Lease(absl::Seconds(30), 3, "holder").status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(run_agents->GetWebChannel(tenants_.own, 1).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(agents->ExistingAgents(tenants_.own, {1}).status().code(),
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(scenarios->AgentHasPhone(tenants_.own, 1).status().code(),

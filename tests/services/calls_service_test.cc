@@ -13,12 +13,16 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "common/internal_credential.h"
+#include "common/status_macros.h"
 #include "calleval/v1/calls.grpc.pb.h"
 #include "common/internal_credential.h"
 #include "common/thread_pool.h"
 #include "services/agents/agents_store.h"
 #include "services/calls/calls_store.h"
 #include "services/calls/recording_locator.h"
+#include "services/calls/grpc_calls_clients.h"
+#include "services/calls/in_process_run_calls.h"
 #include "services/calls/recording_signer.h"
 #include "tests/services/service_test_support.h"
 
@@ -146,8 +150,9 @@ class CallsServiceTest : public testing::ServiceTest {
   // A voice call whose recording the service recorded itself (a run's conversation): stored at
   // once, so the transcription queue has something to hand out.
   int64_t IngestRecordedVoiceCall(const std::string& identifier) {
-    const std::string wav = absl::StrCat(recordings_dir_, "/", identifier, ".scratch.wav");
-    std::ofstream(wav, std::ios::binary) << std::string(44, '\0');
+    const StoredRecording wav{absl::StrCat("runs/", identifier), "audio/wav", 44};
+    EXPECT_TRUE(
+        recordings_->Put(wav.key, StringBlobSource(std::string(44, '\0')), wav.content_type).ok());
     v1::IngestCallRequest request;
     request.set_call_identifier(identifier);
     request.set_agent_id(agent_id_);
@@ -319,7 +324,9 @@ TEST_P(CallsServiceTest, QueueMethodsRefuseAnythingButTheInternalCredential) {
       EXPECT_GRPC_ERROR(status, grpc::UNAUTHENTICATED, "unauthenticated");
     }
   }
-  EXPECT_THAT(internal, SizeIs(12));
+  // The analysis and transcription queues, ReleaseHolderLeases, the edge's
+  // GetRecordingLocation, and the runs workers' IngestRunCall and GetWorkspaceCall.
+  EXPECT_THAT(internal, SizeIs(14));
   EXPECT_EQ(Read("queued").analysis_status(), "pending");
   EXPECT_TRUE(LeaseAnalysis().has_value());  // still there for the credential
 }
@@ -668,6 +675,118 @@ TEST_P(CallsServiceTest, RecordingLocationAnswersTheSameInProcessAndOverGrpc) {
   RecordingLocator keyed = NewGrpcRecordingLocator(
       CreateInternalChannel(server_->address(), tenants_.key));
   EXPECT_EQ(keyed(recorded).status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+// A runs worker's calls (services/runs/run_calls.h) are stored and read the same in process
+// and over the internal methods: the run's origin from the request's own fields, a recording
+// the worker stored named by its key, the ingest hook run; a recording whose call is not stored
+// is deleted. An API key is refused.
+TEST_P(CallsServiceTest, RunCallsAnswerTheSameInProcessAndOverGrpc) {
+  std::vector<int64_t> hooked;
+  InProcessRunCalls local(store_.get(), [&hooked](const v1::Call& call) {
+    hooked.push_back(call.id());
+  });
+  std::unique_ptr<runs::RunCalls> remote =
+      NewGrpcRunCalls(CreateInternalChannel(server_->address(), kTestInternalCredential));
+  auto origin_of = [&](int64_t call_id) {
+    std::pair<int64_t, int64_t> origin{-1, -1};
+    EXPECT_TRUE(db()->Read([&](db::Connection& c) -> absl::Status {
+                      ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT run_id, scenario_id FROM "
+                                                            "calls WHERE id = ?"));
+                      stmt.Bind(1, call_id);
+                      ASSIGN_OR_RETURN(bool row, stmt.Step());
+                      if (row) origin = {stmt.Int64(0), stmt.Int64(1)};
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    return origin;
+  };
+  auto put = [&](const std::string& key) {
+    EXPECT_TRUE(recordings_->Put(key, StringBlobSource("RIFF-run"), "audio/wav").ok());
+    return runs::RunRecording{key, "audio/wav", 8};
+  };
+  auto exists = [&](const std::string& key) { return recordings_->Stat(key).ok(); };
+
+  int n = 0;
+  for (runs::RunCalls* calls : {static_cast<runs::RunCalls*>(&local), remote.get()}) {
+    SCOPED_TRACE(calls == remote.get() ? "over gRPC" : "in process");
+    const std::string tag = absl::StrCat(++n);
+    const size_t hooks_before = calls == remote.get() ? ingested().size() : hooked.size();
+
+    // A text run: its transcript, its origin.
+    v1::IngestCallRequest text = TextCall("run-text-" + tag, agent_id_);
+    absl::StatusOr<v1::Call> stored =
+        calls->Ingest(tenants_.own, text, runs::RunCallOrigin{40 + n, 7}, std::nullopt);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    EXPECT_EQ(stored->observation_type(), "text");
+    EXPECT_EQ(origin_of(stored->id()), std::make_pair(int64_t{40 + n}, int64_t{7}));
+
+    // A voice run: the recording the worker stored is the call's, with nothing to download.
+    v1::IngestCallRequest voice;
+    voice.set_call_identifier("run-voice-" + tag);
+    voice.set_agent_id(agent_id_);
+    const runs::RunRecording recording = put("runs/voice-" + tag);
+    absl::StatusOr<v1::Call> recorded =
+        calls->Ingest(tenants_.own, voice, runs::RunCallOrigin{50 + n, 8}, recording);
+    ASSERT_TRUE(recorded.ok()) << recorded.status();
+    EXPECT_EQ(recorded->observation_type(), "voice");
+    EXPECT_FALSE(recorded->has_recording_url());
+    absl::StatusOr<StoredRecording> kept = store_->GetRecording(recorded->id());
+    ASSERT_TRUE(kept.ok()) << kept.status();
+    EXPECT_EQ(kept->key, recording.key);
+    EXPECT_EQ(kept->content_type, "audio/wav");
+    EXPECT_EQ(kept->bytes, 8);
+    EXPECT_TRUE(exists(recording.key));
+    EXPECT_EQ(origin_of(recorded->id()), std::make_pair(int64_t{50 + n}, int64_t{8}));
+    EXPECT_EQ((calls == remote.get() ? ingested().size() : hooked.size()) - hooks_before, 2u);
+
+    // A resumed run finds its call taken: AlreadyExists, and the second recording goes.
+    const runs::RunRecording again = put("runs/voice-again-" + tag);
+    EXPECT_EQ(calls->Ingest(tenants_.own, voice, runs::RunCallOrigin{50 + n, 8}, again)
+                  .status()
+                  .code(),
+              absl::StatusCode::kAlreadyExists);
+    EXPECT_FALSE(exists(again.key));
+    // A refused call (no such agent) deletes its recording too.
+    v1::IngestCallRequest orphan = voice;
+    orphan.set_call_identifier("run-orphan-" + tag);
+    orphan.set_agent_id(agent_id_ + 1000);
+    const runs::RunRecording refused = put("runs/orphan-" + tag);
+    EXPECT_FALSE(calls->Ingest(tenants_.own, orphan, runs::RunCallOrigin{}, refused).ok());
+    EXPECT_FALSE(exists(refused.key));
+    // Only the runs workers' recordings are named this way, never another call's object.
+    EXPECT_EQ(calls
+                  ->Ingest(tenants_.own, orphan, runs::RunCallOrigin{},
+                           runs::RunRecording{CallsStore::RecordingKey(stored->id()), "", 1})
+                  .status()
+                  .code(),
+              absl::StatusCode::kInvalidArgument);
+
+    // Read back by id and by identifier, in the workspace only.
+    absl::StatusOr<v1::Call> by_id = calls->Get(tenants_.own, absl::StrCat(recorded->id()));
+    ASSERT_TRUE(by_id.ok()) << by_id.status();
+    EXPECT_EQ(by_id->SerializeAsString(), Read("run-voice-" + tag).SerializeAsString());
+    absl::StatusOr<v1::Call> by_key = calls->Get(tenants_.own, "run-text-" + tag);
+    ASSERT_TRUE(by_key.ok()) << by_key.status();
+    EXPECT_EQ(by_key->id(), stored->id());
+    EXPECT_EQ(calls->Get(tenants_.granted, "run-text-" + tag).status().code(),
+              absl::StatusCode::kNotFound);
+  }
+
+  // An API key stores and reads nothing.
+  v1::IngestRunCallRequest ingest;
+  ingest.set_workspace_id(tenants_.own);
+  *ingest.mutable_call() = TextCall("run-keyed", agent_id_);
+  ingest.set_run_id(1);
+  v1::Call refused;
+  EXPECT_EQ(stub_->IngestRunCall(Keyed().get(), ingest, &refused).error_code(),
+            grpc::UNAUTHENTICATED);
+  v1::GetWorkspaceCallRequest get;
+  get.set_workspace_id(tenants_.own);
+  get.set_call_identifier_or_id("run-text-1");
+  EXPECT_EQ(stub_->GetWorkspaceCall(Keyed().get(), get, &refused).error_code(),
+            grpc::UNAUTHENTICATED);
+  EXPECT_EQ(store_->Get(tenants_.own, "run-keyed").status().code(), absl::StatusCode::kNotFound);
 }
 
 CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(CallsServiceTest);

@@ -591,6 +591,49 @@ TEST_P(MetricsServiceTest, MetricDirectoryAnswersTheSameInProcessAndOverGrpc) {
             absl::StatusCode::kUnauthenticated);
 }
 
+// The definitions a runs worker judges a run's call by (and, later, the calls store) are the
+// same in process and over GetMetricDefinitions: those that exist in the workspace, standard
+// ones included, in the order asked. An API key is refused.
+TEST_P(MetricsServiceTest, MetricDefinitionsAnswerTheSameInProcessAndOverGrpc) {
+  const v1::Metric own = CreateMetric(LlmMetric("Greets the caller"));
+  const v1::Metric second = CreateMetric(LlmMetric("Says goodbye"));
+  v1::CreateMetricRequest granted_request;
+  granted_request.set_client_id(tenants_.granted);
+  *granted_request.mutable_metric() = LlmMetric("Greets in the other workspace");
+  v1::Metric granted;
+  ASSERT_GRPC_OK(stub_->CreateMetric(Keyed().get(), granted_request, &granted));
+  const std::vector<int64_t> asked = {second.id(), granted.id(), 1, own.id(), granted.id() + 1000};
+
+  absl::StatusOr<std::vector<v1::Metric>> local = store_->Definitions(tenants_.own, asked);
+  ASSERT_TRUE(local.ok()) << local.status();
+  ASSERT_THAT(*local, SizeIs(3));
+  EXPECT_EQ((*local)[0].id(), second.id());
+  EXPECT_EQ((*local)[1].id(), 1);
+  EXPECT_EQ((*local)[2].id(), own.id());
+  const MetricDefinitions remote = NewGrpcMetricDefinitions(
+      CreateInternalChannel(server_->address(), testing::kTestInternalCredential));
+  absl::StatusOr<std::vector<v1::Metric>> answered = remote(tenants_.own, asked);
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  ASSERT_EQ(answered->size(), local->size());
+  for (size_t i = 0; i < local->size(); ++i) {
+    EXPECT_EQ((*answered)[i].SerializeAsString(), (*local)[i].SerializeAsString()) << i;
+  }
+  absl::StatusOr<std::vector<v1::Metric>> none = remote(tenants_.own, {});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+
+  v1::GetMetricDefinitionsRequest request;
+  request.set_workspace_id(tenants_.own);
+  request.add_ids(own.id());
+  v1::MetricDefinitions refused;
+  EXPECT_EQ(stub_->GetMetricDefinitions(Keyed().get(), request, &refused).error_code(),
+            grpc::UNAUTHENTICATED);
+  EXPECT_TRUE(refused.metrics().empty());
+  const MetricDefinitions wrong = NewGrpcMetricDefinitions(
+      CreateInternalChannel(server_->address(), "not-this-installations-credential"));
+  EXPECT_EQ(wrong(tenants_.own, {own.id()}).status().code(), absl::StatusCode::kUnauthenticated);
+}
+
 // Deletion notices over gRPC remove the link rows (read here from the table itself: every
 // answer of the store already leaves out links to what is gone). A notice for an id that names
 // an agent or scenario (a late one, the id handed out again) leaves its links alone.

@@ -213,8 +213,8 @@ class StatsStoreTest : public ::testing::TestWithParam<db::Backend> {
     r.set_call_identifier(identifier);
     r.set_agent_id(agent_);
     r.set_call_timestamp(FormatTimestamp(absl::FromUnixSeconds(t)));
-    const std::string wav = dir_ + "/incoming.wav";
-    std::ofstream(wav) << "RIFF";
+    const StoredRecording wav{absl::StrCat("runs/", identifier), "audio/wav", 4};
+    EXPECT_TRUE(recordings_->Put(wav.key, StringBlobSource("RIFF"), wav.content_type).ok());
     RunOrigin origin;
     if (run.has_value()) {
       origin.run_id = *run;

@@ -1,0 +1,26 @@
+#include "services/calls/in_process_run_calls.h"
+
+namespace calleval::calls {
+
+absl::StatusOr<v1::Call> InProcessRunCalls::Ingest(
+    int64_t workspace_id, const v1::IngestCallRequest& request, const runs::RunCallOrigin& origin,
+    const std::optional<runs::RunRecording>& recording) {
+  RunOrigin run_origin;
+  run_origin.run_id = origin.run_id;
+  run_origin.scenario_id = origin.scenario_id;
+  std::optional<StoredRecording> stored;
+  if (recording.has_value()) {
+    stored = StoredRecording{recording->key, recording->content_type, recording->bytes};
+  }
+  absl::StatusOr<v1::Call> call =
+      store_->Ingest(workspace_id, request, stored ? &*stored : nullptr, run_origin);
+  if (call.ok() && on_ingest_) on_ingest_(*call);
+  return call;
+}
+
+absl::StatusOr<v1::Call> InProcessRunCalls::Get(int64_t workspace_id,
+                                                const std::string& id_or_key) {
+  return store_->Get(workspace_id, id_or_key);
+}
+
+}  // namespace calleval::calls

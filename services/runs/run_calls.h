@@ -1,0 +1,49 @@
+#pragma once
+
+// What the runs workers ask the calls service, which owns the calls table: ingest a run's
+// conversation as a call, and read a call back while it is scored. Answered by the calls store
+// of this process (calls::InProcessRunCalls) when the calls role runs here, by the Calls
+// service's internal methods otherwise (calls::NewGrpcRunCalls).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "calleval/v1/calls.pb.h"
+
+namespace calleval::runs {
+
+// The run a call comes from: a scenario's stats count the calls of its runs.
+struct RunCallOrigin {
+  int64_t run_id = 0;
+  int64_t scenario_id = 0;
+};
+
+// A run's recording, put in the installation's blob store by the runs worker itself (under
+// kRunRecordingPrefix): the calls service records the key, the bytes never travel to it.
+struct RunRecording {
+  std::string key;
+  std::string content_type;
+  int64_t bytes = 0;
+};
+
+// Run recordings' keys start with this; the calls service refuses any other key.
+inline constexpr char kRunRecordingPrefix[] = "runs/";
+
+class RunCalls {
+ public:
+  virtual ~RunCalls() = default;
+
+  // Stores the run's call: a voice call whose recording is stored already when `recording` is
+  // given (the calls service deletes that object when the call is not stored), else a text
+  // call. AlreadyExists when the call_identifier is taken (a run resumed after its ingest).
+  virtual absl::StatusOr<v1::Call> Ingest(int64_t workspace_id,
+                                          const v1::IngestCallRequest& request,
+                                          const RunCallOrigin& origin,
+                                          const std::optional<RunRecording>& recording) = 0;
+  // An all-digit key is tried as the integer id first, then as a call_identifier.
+  virtual absl::StatusOr<v1::Call> Get(int64_t workspace_id, const std::string& id_or_key) = 0;
+};
+
+}  // namespace calleval::runs
