@@ -22,6 +22,7 @@
 #include "tests/integration/test_server.h"
 #include "tests/support/fake_openai_server.h"
 #include "tests/support/test_http_server.h"
+#include "tests/support/test_postgres.h"
 
 namespace calleval {
 namespace {
@@ -489,6 +490,178 @@ TEST(SplitRolesTest, TextRunInARunsProcessApartCompletesThroughTheOtherRoles) {
   backend->reset();
   std::filesystem::remove_all(runs_dir);
   std::filesystem::remove_all(dir);
+}
+
+// Each process on a PostgreSQL database of its own, sharing nothing with the others but the
+// recordings' blob store, the signing key and the internal credential: whatever a role read of
+// another's tables itself would be missing from its database, so it must ask the owner, as pods
+// on separate nodes do. (SQLite cannot stand in: its tables keep their workspace references.) the calls
+// role plans an ingest with the agent and the metric catalog it asks of the agents and metrics
+// process, and the edge serves a presigned link from the recording's location it asks of the
+// calls process.
+TEST(SplitRolesTest, EachRoleOnADatabaseOfItsOwnAsksTheOwners) {
+  const std::string owners_dir = testing::MakeTempDir("own_owners");
+  const std::string calls_dir = testing::MakeTempDir("own_calls");
+  const std::string edge_dir = testing::MakeTempDir("own_edge");
+  const std::string shared = testing::MakeTempDir("own_shared");
+  const std::string credential_file = shared + "/internal-credential";
+  std::ofstream(credential_file) << "own-databases-internal-credential\n";
+  const std::string signing_key_file = shared + "/signing-key";
+  std::ofstream(signing_key_file) << "own-databases-signing-key-0123456789abcdef\n";
+  const std::string recordings_url = shared + "/recordings";
+  const int edge_port = FreePort();
+  const std::string edge_url = absl::StrCat("http://127.0.0.1:", edge_port);
+  absl::StatusOr<testing::TestPostgres*> postgres = testing::TestPostgres::Shared();
+  ASSERT_TRUE(postgres.ok()) << postgres.status();
+  std::string database_urls[3];
+  for (std::string& url : database_urls) {
+    absl::StatusOr<std::string> created = (*postgres)->NewDatabase();
+    ASSERT_TRUE(created.ok()) << created.status();
+    url = *created;
+  }
+
+  ServerConfig owners_config;
+  owners_config.database_url = database_urls[0];
+  owners_config.internal_credential_file = credential_file;
+  owners_config.signing_key_file = signing_key_file;
+  owners_config.data_dir = owners_dir;
+  owners_config.grpc_addr = "127.0.0.1:0";
+  owners_config.roles = {"accounts", "agents", "metrics"};
+  auto owners = Server::Start(owners_config);
+  ASSERT_TRUE(owners.ok()) << owners.status();
+  const std::string owners_addr = absl::StrCat("127.0.0.1:", (*owners)->grpc_port());
+
+  ServerConfig calls_config;
+  calls_config.database_url = database_urls[1];
+  calls_config.internal_credential_file = credential_file;
+  calls_config.signing_key_file = signing_key_file;
+  calls_config.recordings_url = recordings_url;
+  calls_config.data_dir = calls_dir;
+  calls_config.grpc_addr = "127.0.0.1:0";
+  calls_config.roles = {"calls", "scoring"};
+  calls_config.workers = 1;
+  calls_config.public_base_url = edge_url;
+  calls_config.allow_private_hosts = {"127.0.0.1"};
+  calls_config.accounts_addr = calls_config.agents_addr = calls_config.metrics_addr = owners_addr;
+  auto calls = Server::Start(calls_config);
+  ASSERT_TRUE(calls.ok()) << calls.status();
+  const std::string calls_addr = absl::StrCat("127.0.0.1:", (*calls)->grpc_port());
+
+  ServerConfig edge_config;
+  edge_config.database_url = database_urls[2];
+  edge_config.internal_credential_file = credential_file;
+  edge_config.signing_key_file = signing_key_file;
+  edge_config.recordings_url = recordings_url;
+  edge_config.data_dir = edge_dir;
+  edge_config.http_addr = absl::StrCat("127.0.0.1:", edge_port);
+  edge_config.roles = {"edge"};
+  edge_config.accounts_addr = edge_config.agents_addr = edge_config.metrics_addr = owners_addr;
+  edge_config.calls_addr = calls_addr;
+  edge_config.access_log = false;
+  auto edge = Server::Start(edge_config);
+  ASSERT_TRUE(edge.ok()) << edge.status();
+
+  testing::HttpClient client(edge_url);
+  client.set_api_key((*owners)->bootstrap()->key.api_key);
+  auto agent = client.Post("/api/v1/agents", json{{"name", "own databases"},
+                                                  {"phone_number", "+14155550123"},
+                                                  {"language_id", 1},
+                                                  {"instructions", "x"}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+  const int64_t agent_id = agent.json()["id"];
+  const std::string agent_path = absl::StrCat("/api/v1/agents/", agent_id);
+  ASSERT_EQ(client.Put(agent_path + "/standard_metrics",
+                       json{{"disabled_metric_keys", {"user_sentiment"}}}.dump())
+                .status,
+            200);
+  auto for_agent = client.Post("/api/v1/metrics", json{{"name", "For this agent"},
+                                                       {"metrics_type", "code_as_judge"},
+                                                       {"code_snippet", "metric['result'] = True"},
+                                                       {"credit_cost", 3},
+                                                       {"agent_ids", {agent_id}}});
+  ASSERT_EQ(for_agent.status, 201) << for_agent.body;
+  auto other_agent = client.Post("/api/v1/agents", json{{"name", "someone else"},
+                                                        {"phone_number", "+14155550124"},
+                                                        {"language_id", 1},
+                                                        {"instructions", "x"}});
+  ASSERT_EQ(other_agent.status, 201) << other_agent.body;
+  ASSERT_EQ(client
+                .Post("/api/v1/metrics", json{{"name", "For the other agent"},
+                                              {"metrics_type", "code_as_judge"},
+                                              {"code_snippet", "metric['result'] = True"},
+                                              {"agent_ids", {other_agent.json()["id"]}}})
+                .status,
+            201);
+
+  // Planned from what the owners answered: task_completion (user_sentiment is off for the
+  // agent) and the custom metric that applies to it, at its cost; scored in the calls process,
+  // the custom metric's definition asked of the metrics process.
+  auto ingest = client.Post("/api/public/v1/calls",
+                            json{{"call_identifier", "own-1"},
+                                 {"agent_id", agent_id},
+                                 {"transcript", {{{"role", "User"}, {"content", "Hello?"}}}}});
+  ASSERT_EQ(ingest.status, 201) << ingest.body;
+  json scored = client.WaitForAnalysis("own-1");
+  ASSERT_EQ(scored["analysis_status"], "completed") << scored.dump();
+  ASSERT_EQ(scored["standard_metrics"].size(), 1u) << scored.dump();
+  EXPECT_EQ(scored["standard_metrics"][0]["standard_metric_key"], "task_completion") << scored.dump();
+  ASSERT_EQ(scored["metric_results"].size(), 1u) << scored.dump();
+  EXPECT_EQ(scored["metric_results"][0]["metric_id"], for_agent.json()["id"]) << scored.dump();
+  EXPECT_EQ(scored["metric_results"][0]["status"], "completed") << scored.dump();
+  EXPECT_EQ(scored["credits_used"], 3) << scored.dump();
+  // An agent the owners do not know is ingest's 422, across the hop.
+  auto unknown = client.Post("/api/public/v1/calls",
+                             json{{"call_identifier", "own-2"},
+                                  {"agent_id", agent_id + 1000},
+                                  {"transcript", {{{"role", "User"}, {"content", "Hi"}}}}});
+  EXPECT_EQ(unknown.status, 422) << unknown.body;
+  EXPECT_EQ(unknown.json()["error"]["details"][0]["field"], "agent_id") << unknown.body;
+
+  // A recorded call: downloaded by the calls process into the shared store, its link served by
+  // the edge, whose own database has no calls.
+  TestHttpServer files;
+  files.Serve("/r.wav", "RIFF-own-databases", "audio/wav");
+  ASSERT_EQ(client
+                .Post("/api/public/v1/calls", json{{"call_identifier", "own-voice"},
+                                                   {"agent_id", agent_id},
+                                                   {"recording_url", files.url("/r.wav")}})
+                .status,
+            201);
+  json call;
+  for (int i = 0; i < 200; ++i) {
+    call = client.Get("/api/public/v1/calls/own-voice").json();
+    if (call["presigned_recording_url"].is_string()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(call["presigned_recording_url"].is_string()) << call.dump();
+  const std::string link = call["presigned_recording_url"];
+  testing::HttpClient anonymous(edge_url);
+  testing::HttpResponse served = anonymous.Get(link);
+  EXPECT_EQ(served.status, 200) << served.body;
+  EXPECT_EQ(served.body, "RIFF-own-databases");
+
+  // The agent's stats, answered by the calls process: its calls from its own tables, the runs
+  // counted by the agents process (which queued this one; no runs role runs it).
+  auto scenario = client.Post("/api/v1/scenarios", json{{"agent_id", agent_id},
+                                                        {"name", "Book a table"},
+                                                        {"caller_script", {"Hello"}}});
+  ASSERT_EQ(scenario.status, 201) << scenario.body;
+  auto run = client.Post(absl::StrCat("/api/v1/scenarios/", scenario.json()["id"].get<int64_t>(),
+                                      "/run"),
+                         json{{"channel", "text"}});
+  ASSERT_EQ(run.status, 202) << run.body;
+  auto stats = client.Get(agent_path + "/stats?bucket=day");
+  ASSERT_EQ(stats.status, 200) << stats.body;
+  EXPECT_EQ(stats.json()["total"]["calls"]["total"], 2) << stats.body;
+  EXPECT_EQ(stats.json()["total"]["runs"]["queued"], 1) << stats.body;
+  EXPECT_EQ(client.Get(absl::StrCat("/api/v1/agents/", agent_id + 1000, "/stats")).status, 404);
+
+  edge->reset();
+  calls->reset();
+  owners->reset();
+  for (const std::string& dir : {owners_dir, calls_dir, edge_dir, shared}) {
+    std::filesystem::remove_all(dir);
+  }
 }
 
 }  // namespace
