@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Every role its own process, as pods run them, on one PostgreSQL: nothing lost in a crash.
+"""Every role its own process, as pods run them: nothing lost in a crash, nothing shared.
 
 Edge, accounts, agents, metrics, calls and runs each run as a `calleval serve --roles=<role>`
-process, with three scoring processes beside them, every one with an empty working dir of its
-own; they reach each other over gRPC with the installation's shared key files (the internal
-credential, the link-signing key, the credentials key), as Secrets mounted into pods. 200 calls
+process, with three scoring processes beside them, every one with an empty working dir and a
+PostgreSQL database of its own: whatever a role read of another's tables itself would be missing
+from its database, so the results come out right only if every role asks the owner. They reach
+each other over gRPC with the installation's shared key files (the internal credential, the
+link-signing key, the credentials key), as Secrets mounted into pods. 200 calls
 go in through the edge, 100 of them with recordings served by a local HTTP server. While they are
 scored, one scoring process is killed with SIGKILL in the middle of an analysis, and the calls
 process is killed and started again. Then every acknowledged call reaches a final state, none is
@@ -123,14 +125,15 @@ def results(call):
 
 
 class Installation:
-    """The processes of one installation, on one database and one set of key files."""
+    """The processes of one installation and its key files; each process on the database
+    `database_for(process name)` gives it."""
 
-    def __init__(self, tmp, name, database_url, files_host, recordings_url=None, env=None):
+    def __init__(self, tmp, name, database_for, files_host, recordings_url=None, env=None):
         self.tmp = tmp
         self.recordings_url = recordings_url
         self.env = env
         self.name = name
-        self.database_url = database_url
+        self.database_for = database_for
         self.keys = os.path.join(tmp, name + "-keys")
         os.makedirs(self.keys)
         for key, content in (("internal-credential", secrets.token_hex(32) + "\n"),
@@ -144,9 +147,9 @@ class Installation:
         self.files_host = files_host
         self.processes = {}
 
-    def flags(self, role, grpc_port):
+    def flags(self, name, role, grpc_port):
         return [
-            "--database-url", self.database_url,
+            "--database-url", self.database_for(name).url,
             "--roles", role,
             "--grpc-addr", f"127.0.0.1:{grpc_port}",
             "--accounts-addr", f"127.0.0.1:{self.grpc['accounts']}",
@@ -165,7 +168,7 @@ class Installation:
     def start(self, name, role, grpc_port, *extra):
         work = os.path.join(self.tmp, f"{self.name}-{name}")
         os.makedirs(work, exist_ok=True)
-        flags = self.flags(role, grpc_port) + list(extra)
+        flags = self.flags(name, role, grpc_port) + list(extra)
         if role == "edge" or role == "all":
             flags += ["--http-addr", f"127.0.0.1:{self.http_port}"]
         process = ServeProcess(CALLEVAL, work, *flags, grpc=role != "edge", env=self.env)
@@ -248,7 +251,7 @@ class MultiProcessTest(unittest.TestCase):
     def test_roles_apart_lose_nothing_and_score_as_one_process(self):
         # The reference: one process, all roles.
         single_db = TestDatabase(os.path.join(self.tmp, "single-db"))
-        single = Installation(self.tmp, "single", single_db.url, "127.0.0.1")
+        single = Installation(self.tmp, "single", lambda name: single_db, "127.0.0.1")
         self.installations.append(single)
         key = single.start_single()
         say("one process: started; ingesting")
@@ -267,9 +270,15 @@ class MultiProcessTest(unittest.TestCase):
         listening = self.s3.stdout.readline().split()
         self.assertEqual(listening[:1], ["listening"], listening)
         env = dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER")
-        split_db = TestDatabase(os.path.join(self.tmp, "split-db"))
+        databases = {}
+
+        def database_for(name):
+            # A process started again keeps its database, as a pod keeps its URL.
+            if name not in databases:
+                databases[name] = TestDatabase(os.path.join(self.tmp, f"split-db-{name}"))
+            return databases[name]
         split = Installation(
-            self.tmp, "split", split_db.url, "127.0.0.1",
+            self.tmp, "split", database_for, "127.0.0.1",
             recordings_url=f"s3://recordings/calls?endpoint=http://127.0.0.1:{listening[1]}",
             env=env)
         self.installations.append(split)
@@ -283,7 +292,7 @@ class MultiProcessTest(unittest.TestCase):
         deadline = time.time() + 60
         killed_holding = None
         while time.time() < deadline and killed_holding is None:
-            held = split_db.rows("SELECT id FROM calls WHERE analysis_status = 'processing' "
+            held = databases["calls"].rows("SELECT id FROM calls WHERE analysis_status = 'processing' "
                                  "AND analysis_token LIKE 'scoring-0:%' LIMIT 1")
             if held:
                 split.processes["scoring-0"].proc.send_signal(signal.SIGKILL)
@@ -299,7 +308,7 @@ class MultiProcessTest(unittest.TestCase):
         split.start("calls", "calls", split.grpc["calls"])
 
         say("roles apart: calls restarted")
-        self.assertEqual(self.wait_final(split_db, 240), 0)
+        self.assertEqual(self.wait_final(databases["calls"], 240), 0)
         elapsed = time.time() - started
         got = self.read_all(split.base, key, ids)
         self.assertEqual(len(got), CALLS)
@@ -316,8 +325,9 @@ class MultiProcessTest(unittest.TestCase):
         self.assertGreater(statuses.get("completed", 0), RECORDED // 2, statuses)
 
         # No metric charged twice, none refunded twice; the balance is what the calls used.
-        repeated = split_db.rows("SELECT call_id, metric_id, kind, COUNT(*) FROM credit_ledger "
-                                 "GROUP BY call_id, metric_id, kind HAVING COUNT(*) > 1")
+        repeated = databases["accounts"].rows(
+            "SELECT call_id, metric_id, kind, COUNT(*) FROM credit_ledger "
+            "GROUP BY call_id, metric_id, kind HAVING COUNT(*) > 1")
         self.assertEqual(repeated, [])
         used = sum(call.get("credits_used") or 0 for call in got.values())
         workspace = request(split.base, key, "GET", "/api/v1/workspaces/current")
