@@ -214,11 +214,25 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
 
 std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat::Held* held) {
   const RunDependencies& deps = options_.deps;
+  // Only NotFound ends the run: any other error (the agents role restarting, a deadline) gives
+  // the lease back, and the run is tried again once the scenario and agent can be read.
   absl::StatusOr<v1::Scenario> scenario =
       deps.agents->GetScenario(job.workspace_id, job.scenario_id);
-  if (!scenario.ok()) return Failed(absl::StrCat("scenario ", job.scenario_id, " is gone"));
+  if (!scenario.ok()) {
+    if (scenario.status().code() == absl::StatusCode::kNotFound) {
+      return Failed(absl::StrCat("scenario ", job.scenario_id, " is gone"));
+    }
+    std::cerr << "runs: run " << job.run_id << ": " << scenario.status() << "\n";
+    return std::nullopt;
+  }
   absl::StatusOr<v1::Agent> agent = deps.agents->GetAgent(job.workspace_id, job.agent_id);
-  if (!agent.ok()) return Failed(absl::StrCat("agent ", job.agent_id, " is gone"));
+  if (!agent.ok()) {
+    if (agent.status().code() == absl::StatusCode::kNotFound) {
+      return Failed(absl::StrCat("agent ", job.agent_id, " is gone"));
+    }
+    std::cerr << "runs: run " << job.run_id << ": " << agent.status() << "\n";
+    return std::nullopt;
+  }
 
   std::string end_reason;
   if (!job.call_id) {
@@ -266,7 +280,16 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
     if (workers_.stopping()) return std::nullopt;
     if (held != nullptr && held->lost()) return std::nullopt;
     absl::StatusOr<v1::Call> call = deps.calls->Get(job.workspace_id, absl::StrCat(*job.call_id));
-    if (!call.ok()) return Failed(absl::StrCat("the run's call is gone: ", call.status().message()));
+    if (!call.ok()) {
+      if (call.status().code() == absl::StatusCode::kNotFound) {
+        return Failed(absl::StrCat("the run's call is gone: ", call.status().message()));
+      }
+      // The calls role did not answer this time (a restart, a deadline): asked again below,
+      // until the scoring timeout.
+      if (absl::Now() >= give_up) return Failed("the run's call was not scored in time");
+      absl::SleepFor(absl::Milliseconds(250));
+      continue;
+    }
     const std::string& status = call->analysis_status();
     if (status == "completed") {
       std::vector<int64_t> ids;

@@ -98,8 +98,9 @@ class RunWorkers {
  private:
   // Leases one run and holds it to its end; false when none was queued.
   bool WorkOnce();
-  // Runs one leased job to its end; nullopt when it was interrupted by Stop() (released) or
-  // its lease was lost (`held`, may be null).
+  // Runs one leased job to its end; nullopt when it was interrupted by Stop() or the agents
+  // service could not answer for the scenario or agent (released, tried again), or when its
+  // lease was lost (`held`, may be null).
   std::optional<RunOutcome> Execute(RunJob& job, const LeaseHeartbeat::Held* held);
   // Holds the conversation of a text run and ingests it; the call's id.
   absl::StatusOr<int64_t> TextRun(const RunJob& job, const v1::Scenario& scenario,

@@ -1,0 +1,167 @@
+// The runs workers against fakes of the interfaces they reach other services through
+// (services/runs/run_queue.h, run_agents.h, run_calls.h): what ends a run and what gives its
+// lease back to be tried again. With the owners in other processes, an error that is not
+// NotFound is an owner that could not answer (a restart, a deadline), not a run that is broken.
+
+#include "services/runs/run_worker.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+
+namespace calleval::runs {
+namespace {
+
+// One queued run; records what the workers report.
+class FakeRunQueue final : public RunQueue {
+ public:
+  explicit FakeRunQueue(RunJob job) { queued_.push_back(std::move(job)); }
+
+  absl::StatusOr<std::optional<RunJob>> Lease(absl::Duration, int, absl::string_view) override {
+    absl::MutexLock lock(&mu_);
+    if (queued_.empty()) return std::nullopt;
+    RunJob job = queued_.front();
+    queued_.pop_front();
+    job.token = absl::StrCat("token-", ++leases_);
+    return job;
+  }
+  absl::Status Renew(int64_t, absl::string_view, absl::Duration) override {
+    return absl::OkStatus();
+  }
+  absl::Status SetCall(int64_t, absl::string_view, int64_t) override { return absl::OkStatus(); }
+  absl::Status Finish(int64_t, absl::string_view, const RunOutcome& outcome) override {
+    absl::MutexLock lock(&mu_);
+    outcomes_.push_back(outcome);
+    return absl::OkStatus();
+  }
+  absl::Status Release(int64_t run_id, absl::string_view) override {
+    absl::MutexLock lock(&mu_);
+    ++releases_;
+    RunJob job;
+    job.run_id = run_id;
+    job.workspace_id = 1;
+    job.scenario_id = 2;
+    job.agent_id = 3;
+    job.channel = "text";
+    queued_.push_back(job);  // ready again
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int> ReleaseLeasesOf(absl::string_view) override { return 0; }
+
+  // Waits until a run was reported, at most 10 s.
+  std::vector<RunOutcome> WaitForOutcome() {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](std::vector<RunOutcome>* o) { return !o->empty(); }, &outcomes_),
+                         absl::Seconds(10));
+    return outcomes_;
+  }
+  int releases() {
+    absl::MutexLock lock(&mu_);
+    return releases_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::deque<RunJob> queued_ ABSL_GUARDED_BY(mu_);
+  std::vector<RunOutcome> outcomes_ ABSL_GUARDED_BY(mu_);
+  int leases_ ABSL_GUARDED_BY(mu_) = 0;
+  int releases_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Answers each GetScenario with the next of `scenario_answers`; the agent is never reached
+// in these tests unless the scenario is read.
+class FakeRunAgents final : public RunAgents {
+ public:
+  explicit FakeRunAgents(std::vector<absl::Status> scenario_answers)
+      : scenario_answers_(std::move(scenario_answers)) {}
+
+  absl::StatusOr<v1::Scenario> GetScenario(int64_t, int64_t) override {
+    absl::MutexLock lock(&mu_);
+    const absl::Status answer = asked_ < scenario_answers_.size() ? scenario_answers_[asked_]
+                                                                  : scenario_answers_.back();
+    ++asked_;
+    return answer;
+  }
+  absl::StatusOr<v1::Agent> GetAgent(int64_t, int64_t) override {
+    return absl::NotFoundError("agent 3 not found");
+  }
+  absl::StatusOr<std::optional<agents::WebChannel>> GetWebChannel(int64_t, int64_t) override {
+    return std::nullopt;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<absl::Status> scenario_answers_;
+  size_t asked_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class NoCalls final : public RunCalls {
+ public:
+  absl::StatusOr<v1::Call> Ingest(int64_t, const v1::IngestCallRequest&, const RunCallOrigin&,
+                                  const std::optional<RunRecording>&) override {
+    return absl::InternalError("no call is ingested in these tests");
+  }
+  absl::StatusOr<v1::Call> Get(int64_t, const std::string&) override {
+    return absl::InternalError("no call is read in these tests");
+  }
+};
+
+RunJob TextJob() {
+  RunJob job;
+  job.run_id = 7;
+  job.workspace_id = 1;
+  job.scenario_id = 2;
+  job.agent_id = 3;
+  job.channel = "text";
+  return job;
+}
+
+RunWorkers::Options OptionsWith(RunAgents* agents, RunCalls* calls) {
+  RunWorkers::Options options;
+  options.workers = 1;
+  options.poll_interval = absl::Milliseconds(10);
+  options.lease = absl::ZeroDuration();  // no heartbeat
+  options.deps.agents = agents;
+  options.deps.calls = calls;
+  return options;
+}
+
+TEST(RunWorkersTest, AScenarioThatIsGoneEndsTheRunFailed) {
+  FakeRunQueue queue(TextJob());
+  FakeRunAgents agents({absl::NotFoundError("scenario 2 not found")});
+  NoCalls calls;
+  RunWorkers workers(&queue, OptionsWith(&agents, &calls));
+  workers.Start();
+  const std::vector<RunOutcome> outcomes = queue.WaitForOutcome();
+  workers.Stop();
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].status, "failed");
+  EXPECT_EQ(outcomes[0].error, "scenario 2 is gone");
+  EXPECT_EQ(queue.releases(), 0);
+}
+
+TEST(RunWorkersTest, AnAgentsServiceThatCannotAnswerGivesTheLeaseBack) {
+  FakeRunQueue queue(TextJob());
+  // Unavailable twice (the agents role restarting), then the scenario is read: NotFound here,
+  // so the run ends once the answer is a real one.
+  FakeRunAgents agents({absl::UnavailableError("connection refused"),
+                        absl::DeadlineExceededError("deadline"),
+                        absl::NotFoundError("scenario 2 not found")});
+  NoCalls calls;
+  RunWorkers workers(&queue, OptionsWith(&agents, &calls));
+  workers.Start();
+  const std::vector<RunOutcome> outcomes = queue.WaitForOutcome();
+  workers.Stop();
+  EXPECT_EQ(queue.releases(), 2);
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].error, "scenario 2 is gone");
+}
+
+}  // namespace
+}  // namespace calleval::runs
