@@ -79,7 +79,7 @@ OTHER_ENV = {"PGPASSWORD", "PGPASSFILE", "PGSSLMODE", "PGSSLROOTCERT", "PGCONNEC
 # Roles that read or write recordings (docs/blob-store.md, "How the service uses it"), and those
 # that seal or unseal agents' web channel credentials (--credentials-key-file).
 RECORDING_ROLES = {"calls", "runs", "scoring", "edge"}
-CREDENTIALS_KEY_ROLES = {"agents", "runs"}
+CREDENTIALS_KEY_ROLES = {"agents"}
 # Key files every pod that reads them must share, and the roles that read them.
 SHARED_FILES = {"internal-credential-file": None, "signing-key-file": {"calls", "edge"},
                 "credentials-key-file": CREDENTIALS_KEY_ROLES}
