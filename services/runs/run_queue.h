@@ -1,10 +1,10 @@
 #pragma once
 
-// The run queue as the runs workers lease it. The runs table is the agents service's (it
-// queues runs: RunScenario, CreateBatchRun), so the workers reach it through this interface:
-// over the runs store of this process (StoreRunQueue) when the agents role runs here or no
-// address is given, over the Agents service's internal LeaseRun, RenewRunLease, SetRunCall,
-// FinishRun, ReleaseRun and ReleaseRunLeasesOf otherwise (agents::NewGrpcRunQueue).
+// The run queue as the runs workers lease it. The runs store is served by the Agents service,
+// which queues the runs (RunScenario, CreateBatchRun), so the workers reach it through this
+// interface: over the runs store of this process (StoreRunQueue) when the agents role runs here
+// or no address is given, over the Agents service's internal LeaseRun, RenewRunLease,
+// SetRunCall, FinishRun, ReleaseRun and ReleaseRunLeasesOf otherwise (agents::NewGrpcRunQueue).
 //
 // Every call but Lease and ReleaseLeasesOf names the run and the lease's token: a token that
 // no longer holds the lease (it expired and another worker took the run) is refused with
