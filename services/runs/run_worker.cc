@@ -296,9 +296,15 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
       for (const auto& r : call->metric_results()) ids.push_back(r.metric_id());
       absl::StatusOr<std::vector<v1::Metric>> definitions =
           ids.empty() ? std::vector<v1::Metric>() : deps.metric_definitions(job.workspace_id, ids);
-      RunOutcome done{"completed", RunPassed(*call, definitions.ok() ? *definitions
-                                                                     : std::vector<v1::Metric>()),
-                      end_reason, ""};
+      if (!definitions.ok()) {
+        // Judged without its metrics' definitions, a run could pass that did not: the metrics
+        // role is asked again, like the calls role above, until the scoring timeout.
+        std::cerr << "runs: run " << job.run_id << ": " << definitions.status() << "\n";
+        if (absl::Now() >= give_up) return Failed("the run's metrics could not be read in time");
+        absl::SleepFor(absl::Milliseconds(250));
+        continue;
+      }
+      RunOutcome done{"completed", RunPassed(*call, *definitions), end_reason, ""};
       if (done.end_reason.empty()) {
         auto it = call->metadata().fields().find("end_reason");
         if (it != call->metadata().fields().end()) done.end_reason = it->second.string_value();

@@ -163,5 +163,71 @@ TEST(RunWorkersTest, AnAgentsServiceThatCannotAnswerGivesTheLeaseBack) {
   EXPECT_EQ(outcomes[0].error, "scenario 2 is gone");
 }
 
+// A run whose call is scored is judged by its metrics' definitions: while the metrics role
+// cannot answer, it is asked again rather than judged without them (a failed metric with a
+// structured_output would let the run pass).
+class ReadableRunAgents final : public RunAgents {
+ public:
+  absl::StatusOr<v1::Scenario> GetScenario(int64_t, int64_t id) override {
+    v1::Scenario scenario;
+    scenario.set_id(id);
+    return scenario;
+  }
+  absl::StatusOr<v1::Agent> GetAgent(int64_t, int64_t id) override {
+    v1::Agent agent;
+    agent.set_id(id);
+    return agent;
+  }
+  absl::StatusOr<std::optional<agents::WebChannel>> GetWebChannel(int64_t, int64_t) override {
+    return std::nullopt;
+  }
+};
+
+class ScoredCall final : public RunCalls {
+ public:
+  absl::StatusOr<v1::Call> Ingest(int64_t, const v1::IngestCallRequest&, const RunCallOrigin&,
+                                  const std::optional<RunRecording>&) override {
+    return absl::InternalError("the run's call is ingested already");
+  }
+  absl::StatusOr<v1::Call> Get(int64_t, const std::string&) override {
+    v1::Call call;
+    call.set_analysis_status("completed");
+    v1::MetricResult* result = call.add_metric_results();
+    result->set_metric_id(101);
+    result->set_status("failed");
+    return call;
+  }
+};
+
+TEST(RunWorkersTest, AMetricsServiceThatCannotAnswerIsAskedAgainBeforeTheRunIsJudged) {
+  RunJob job = TextJob();
+  job.call_id = 42;  // the conversation was held and ingested in an earlier lease
+  FakeRunQueue queue(job);
+  ReadableRunAgents agents;
+  ScoredCall calls;
+  RunWorkers::Options options = OptionsWith(&agents, &calls);
+  absl::Mutex mu;
+  int asked = 0;
+  options.deps.metric_definitions =
+      [&](int64_t, const std::vector<int64_t>& ids) -> absl::StatusOr<std::vector<v1::Metric>> {
+    absl::MutexLock lock(&mu);
+    if (++asked <= 2) return absl::UnavailableError("connection refused");
+    v1::Metric judged;
+    judged.set_id(ids.at(0));
+    judged.add_structured_output()->set_outcome_classification("meets_expectations");
+    return std::vector<v1::Metric>{judged};
+  };
+  RunWorkers workers(&queue, options);
+  workers.Start();
+  const std::vector<RunOutcome> outcomes = queue.WaitForOutcome();
+  workers.Stop();
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].status, "completed");
+  ASSERT_TRUE(outcomes[0].passed.has_value());
+  EXPECT_FALSE(*outcomes[0].passed);
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(asked, 3);
+}
+
 }  // namespace
 }  // namespace calleval::runs
