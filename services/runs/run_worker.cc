@@ -116,7 +116,9 @@ absl::StatusOr<int64_t> RunWorkers::TextRun(const RunJob& job, const v1::Scenari
 }
 
 absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
-                                                 const v1::Agent& agent, std::string* end_reason) {
+                                                 const v1::Agent& agent,
+                                                 const agents::WebChannel& web,
+                                                 std::string* end_reason) {
   const RunDependencies& deps = options_.deps;
   const bool scripted = scenario.caller_script_size() > 0;
   if (!scripted && (deps.llm == nullptr || !deps.make_recognizer)) {
@@ -127,16 +129,6 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
   if (deps.recordings == nullptr) {
     return absl::FailedPreconditionError("the websocket channel is not configured here");
   }
-  absl::StatusOr<std::optional<agents::WebChannel>> channel =
-      deps.agents->GetWebChannel(job.workspace_id, job.agent_id);
-  if (!channel.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the agent's web channel cannot be read: ", channel.status().message()));
-  }
-  if (!channel->has_value()) {
-    return absl::FailedPreconditionError("the agent has no web_channel to reach it over the web");
-  }
-  const agents::WebChannel& web = **channel;
   WebSocketOptions ws_options;
   ws_options.guard = deps.url_guard;
   ws_options.ca_file = deps.agent_ca_file;
@@ -247,7 +239,21 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
       }
       const std::string transport = agent->transport();
       if (transport != "websocket") return Failed(UnservedTransport(transport));
-      call_id = WebsocketRun(job, *scenario, *agent, &end_reason);
+      // With its credentials, from the agents role: like the scenario and the agent above, only
+      // NotFound ends the run; an owner that cannot answer gives the lease back.
+      absl::StatusOr<std::optional<agents::WebChannel>> channel =
+          deps.agents->GetWebChannel(job.workspace_id, job.agent_id);
+      if (!channel.ok()) {
+        if (channel.status().code() == absl::StatusCode::kNotFound) {
+          return Failed(absl::StrCat("agent ", job.agent_id, " is gone"));
+        }
+        std::cerr << "runs: run " << job.run_id << ": " << channel.status() << "\n";
+        return std::nullopt;
+      }
+      if (!channel->has_value()) {
+        return Failed("the agent has no web_channel to reach it over the web");
+      }
+      call_id = WebsocketRun(job, *scenario, *agent, **channel, &end_reason);
     } else {
       if (agent->agent_source() != "internal") {
         return Failed(absl::StrCat("the text channel reaches internal agents only; this agent is ",

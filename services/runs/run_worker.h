@@ -105,10 +105,11 @@ class RunWorkers {
   // Holds the conversation of a text run and ingests it; the call's id.
   absl::StatusOr<int64_t> TextRun(const RunJob& job, const v1::Scenario& scenario,
                                   const v1::Agent& agent, std::string* end_reason);
-  // Calls the agent's websocket as the caller, records both sides and ingests the recording;
-  // the call's id. kCancelled when the workers stop.
+  // Calls the agent's websocket (`web`, with its credentials) as the caller, records both sides
+  // and ingests the recording; the call's id. kCancelled when the workers stop.
   absl::StatusOr<int64_t> WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
-                                       const v1::Agent& agent, std::string* end_reason);
+                                       const v1::Agent& agent, const agents::WebChannel& web,
+                                       std::string* end_reason);
 
   RunQueue* queue_;
   Options options_;

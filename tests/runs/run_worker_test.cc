@@ -28,6 +28,7 @@ class FakeRunQueue final : public RunQueue {
     RunJob job = queued_.front();
     queued_.pop_front();
     job.token = absl::StrCat("token-", ++leases_);
+    leased_ = job;
     return job;
   }
   absl::Status Renew(int64_t, absl::string_view, absl::Duration) override {
@@ -39,16 +40,10 @@ class FakeRunQueue final : public RunQueue {
     outcomes_.push_back(outcome);
     return absl::OkStatus();
   }
-  absl::Status Release(int64_t run_id, absl::string_view) override {
+  absl::Status Release(int64_t, absl::string_view) override {
     absl::MutexLock lock(&mu_);
     ++releases_;
-    RunJob job;
-    job.run_id = run_id;
-    job.workspace_id = 1;
-    job.scenario_id = 2;
-    job.agent_id = 3;
-    job.channel = "text";
-    queued_.push_back(job);  // ready again
+    queued_.push_back(leased_);  // ready again
     return absl::OkStatus();
   }
   absl::StatusOr<int> ReleaseLeasesOf(absl::string_view) override { return 0; }
@@ -69,6 +64,7 @@ class FakeRunQueue final : public RunQueue {
  private:
   absl::Mutex mu_;
   std::deque<RunJob> queued_ ABSL_GUARDED_BY(mu_);
+  RunJob leased_ ABSL_GUARDED_BY(mu_);  // the one run, as last handed out
   std::vector<RunOutcome> outcomes_ ABSL_GUARDED_BY(mu_);
   int leases_ ABSL_GUARDED_BY(mu_) = 0;
   int releases_ ABSL_GUARDED_BY(mu_) = 0;
@@ -166,8 +162,13 @@ TEST(RunWorkersTest, AnAgentsServiceThatCannotAnswerGivesTheLeaseBack) {
 // A run whose call is scored is judged by its metrics' definitions: while the metrics role
 // cannot answer, it is asked again rather than judged without them (a failed metric with a
 // structured_output would let the run pass).
+// A scenario and a websocket agent that can be read; the agent's web channel answers each
+// read with the next of `web_channel_answers` (none: it has none).
 class ReadableRunAgents final : public RunAgents {
  public:
+  explicit ReadableRunAgents(std::vector<absl::Status> web_channel_answers = {})
+      : web_channel_answers_(std::move(web_channel_answers)) {}
+
   absl::StatusOr<v1::Scenario> GetScenario(int64_t, int64_t id) override {
     v1::Scenario scenario;
     scenario.set_id(id);
@@ -176,11 +177,24 @@ class ReadableRunAgents final : public RunAgents {
   absl::StatusOr<v1::Agent> GetAgent(int64_t, int64_t id) override {
     v1::Agent agent;
     agent.set_id(id);
+    (*agent.mutable_web_channel()->mutable_fields())["transport"].set_string_value("websocket");
+    agent.set_transport("websocket");
     return agent;
   }
   absl::StatusOr<std::optional<agents::WebChannel>> GetWebChannel(int64_t, int64_t) override {
-    return std::nullopt;
+    absl::MutexLock lock(&mu_);
+    if (web_channel_answers_.empty()) return std::nullopt;
+    const absl::Status answer = web_channel_asked_ < web_channel_answers_.size()
+                                    ? web_channel_answers_[web_channel_asked_]
+                                    : web_channel_answers_.back();
+    ++web_channel_asked_;
+    return answer;
   }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<absl::Status> web_channel_answers_;
+  size_t web_channel_asked_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class ScoredCall final : public RunCalls {
@@ -227,6 +241,25 @@ TEST(RunWorkersTest, AMetricsServiceThatCannotAnswerIsAskedAgainBeforeTheRunIsJu
   EXPECT_FALSE(*outcomes[0].passed);
   absl::MutexLock lock(&mu);
   EXPECT_EQ(asked, 3);
+}
+
+// The agent's web channel, with its credentials, comes from the agents role too: while it
+// cannot be read the lease goes back, and only an agent that is gone ends the run.
+TEST(RunWorkersTest, AWebChannelThatCannotBeReadGivesTheLeaseBack) {
+  RunJob job = TextJob();
+  job.channel = "web";
+  FakeRunQueue queue(job);
+  ReadableRunAgents agents({absl::UnavailableError("connection refused"),
+                            absl::NotFoundError("agent 3 not found")});
+  NoCalls calls;
+  RunWorkers workers(&queue, OptionsWith(&agents, &calls));
+  workers.Start();
+  const std::vector<RunOutcome> outcomes = queue.WaitForOutcome();
+  workers.Stop();
+  EXPECT_EQ(queue.releases(), 1);
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].status, "failed");
+  EXPECT_EQ(outcomes[0].error, "agent 3 is gone");
 }
 
 }  // namespace
