@@ -77,7 +77,9 @@ const std::vector<Flag>& Flags() {
                  "database (calleval.db), recordings, signing key, bootstrap key"),
       StringFlag("database-url", "URL", &ServerConfig::database_url,
                  "the database: sqlite://PATH (or a path) or postgres://USER@HOST/DB?... "
-                 "(libpq's URI form; a password is better in PGPASSWORD or ~/.pgpass)",
+                 "(libpq's URI form; a password is better in PGPASSWORD or ~/.pgpass); "
+                 "unused, and none opened, by a process of edge, scoring or runs roles given "
+                 "the four --*-addr",
                  "sqlite://<data-dir>/calleval.db"),
       StringFlag("http-addr", "HOST:PORT", &ServerConfig::http_addr,
                  "the JSON edge; port 0 picks a free port (printed at start)"),

@@ -81,8 +81,10 @@ absl::Status WireRuns(ServerState* s) {
   const ServerConfig& config = s->config;
   const std::string& holder = s->holder;
   ServerState* const state_for_hooks = s;
-  s->runs_store =
-      std::make_unique<runs::RunsStore>(s->database.get(), s->scenario_directory.get());
+  if (s->database) {
+    s->runs_store =
+        std::make_unique<runs::RunsStore>(s->database.get(), s->scenario_directory.get());
+  }
   if (HasRole(config, "runs")) {
     // The run queue and what a run needs of the agents, calls and metrics services: in this
     // process when the owning role runs here or no address is given (with SQLite every role

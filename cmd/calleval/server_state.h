@@ -59,6 +59,11 @@ inline bool HasRole(const ServerConfig& config, const std::string& role) {
   return config.roles.count(role) > 0;
 }
 
+// Whether this process opens the database: it hosts a role that owns tables (accounts, agents,
+// calls, metrics), or one of those runs at no address it was given, so the shared database is
+// read in process instead (docs/architecture.md, "In one process or apart").
+bool ReadsTheDatabase(const ServerConfig& config);
+
 // Whether any role besides the edge runs here (then the process serves gRPC).
 inline bool RunsGrpcRoles(const ServerConfig& config) {
   for (const std::string& role : config.roles) {

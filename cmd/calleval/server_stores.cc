@@ -103,6 +103,18 @@ absl::Status WriteBootstrapKey(const std::string& path, const std::string& key) 
 
 }  // namespace
 
+bool ReadsTheDatabase(const ServerConfig& config) {
+  const std::pair<const char*, const std::string*> owners[] = {
+      {"accounts", &config.accounts_addr},
+      {"agents", &config.agents_addr},
+      {"calls", &config.calls_addr},
+      {"metrics", &config.metrics_addr}};
+  for (const auto& [role, address] : owners) {
+    if (HasRole(config, role) || address->empty()) return true;
+  }
+  return false;
+}
+
 // Call ingest's view of agents: the agent must be in the workspace (else 422 agent_not_found);
 // its disabled metrics decide which metric_ids are ignored.
 absl::Status OpenStores(ServerState* s) {
@@ -142,20 +154,25 @@ absl::Status OpenStores(ServerState* s) {
                        ? LoadOrCreateInternalCredential((data_dir / "internal-credential").string())
                        : ReadInternalCredential(config.internal_credential_file));
 
-  // Stores. With SQLite every role of an installation shares the data dir, the edge included
-  // (it serves presigned recordings from it).
-  const std::string database_url =
-      config.database_url.empty() ? (data_dir / "calleval.db").string() : config.database_url;
-  ASSIGN_OR_RETURN(s->database, db::Database::Open(database_url, SchemaMigrations()));
+  // Stores. With SQLite every role of an installation shares the data dir. A process whose
+  // roles own no table and that knows where every owner runs (an edge, scoring or runs pod
+  // given the four addresses) asks them everything and opens no database at all, so it needs
+  // no database URL and holds no database credentials.
+  if (ReadsTheDatabase(config)) {
+    const std::string database_url =
+        config.database_url.empty() ? (data_dir / "calleval.db").string() : config.database_url;
+    ASSIGN_OR_RETURN(s->database, db::Database::Open(database_url, SchemaMigrations()));
+  }
   // Short reads stay on the calling thread where the database is in this process; set before
   // any method table is registered (common/method_execution.h).
-  SetPointReadsInline(s->database->backend() == db::Backend::kSqlite);
+  SetPointReadsInline(s->database != nullptr &&
+                      s->database->backend() == db::Backend::kSqlite);
   s->pool = std::make_unique<ThreadPool>(kStoreThreads);
   s->sandbox_pool = std::make_unique<ThreadPool>(std::max(1, config.sandbox_pool_threads),
                                                  std::max(1, config.sandbox_pool_queue));
   s->llm_pool = std::make_unique<ThreadPool>(std::max(1, config.llm_pool_threads),
                                              std::max(1, config.llm_pool_queue));
-  s->accounts_store = std::make_unique<accounts::AccountsStore>(s->database.get());
+  if (s->database) s->accounts_store = std::make_unique<accounts::AccountsStore>(s->database.get());
   if (HasRole(config, "accounts")) {
     ASSIGN_OR_RETURN(s->bootstrap, s->accounts_store->BootstrapIfEmpty());
     if (s->bootstrap) {
@@ -184,8 +201,10 @@ absl::Status OpenStores(ServerState* s) {
   agents::AgentsStore::Options agents_options;
   agents_options.url_guard.allowed_hosts = config.allow_private_hosts;
   agents_options.credentials_key = std::move(credentials_key);
-  s->agents_store =
-      std::make_unique<agents::AgentsStore>(s->database.get(), std::move(agents_options));
+  if (s->database) {
+    s->agents_store =
+        std::make_unique<agents::AgentsStore>(s->database.get(), std::move(agents_options));
+  }
   // A service asks the owner of a table: in this process when the owning role runs here or no
   // address is given (with SQLite every role shares the data dir), else over the owner's
   // internal methods, as with accounts above.
@@ -198,8 +217,10 @@ absl::Status OpenStores(ServerState* s) {
   } else {
     s->metric_directory = std::make_unique<metrics::InProcessMetricDirectory>(s->database.get());
   }
-  s->scenarios_store =
-      std::make_unique<agents::ScenariosStore>(s->database.get(), s->metric_directory.get());
+  if (s->database) {
+    s->scenarios_store =
+        std::make_unique<agents::ScenariosStore>(s->database.get(), s->metric_directory.get());
+  }
   if (agents_remote) {
     auto channel = CreateInternalChannel(config.agents_addr, s->internal_credential);
     s->agent_directory = agents::NewGrpcAgentDirectory(channel);
@@ -221,8 +242,10 @@ absl::Status OpenCallsAndMetricsStores(ServerState* s) {
   calls_options.recordings = s->recordings.get();
   calls_options.url_guard.allowed_hosts = config.allow_private_hosts;
   calls_options.signer = s->signer.get();
-  s->metrics_store =
-      std::make_unique<metrics::MetricsStore>(s->database.get(), s->agent_directory.get());
+  if (s->database) {
+    s->metrics_store =
+        std::make_unique<metrics::MetricsStore>(s->database.get(), s->agent_directory.get());
+  }
   metrics::MetricsStore* metrics_store = s->metrics_store.get();
   // What ingest asks of agents and metrics: in this process, or over their internal methods
   // (the same rule as the directories above).
@@ -291,8 +314,10 @@ absl::Status OpenCallsAndMetricsStores(ServerState* s) {
     s->credits = calls::NewStoreCredits(s->accounts_store.get());
   }
   calls_options.credits = s->credits.get();
-  s->calls_store = std::make_unique<calls::CallsStore>(
-      s->database.get(), s->call_agents, calls_options);
+  if (s->database) {
+    s->calls_store =
+        std::make_unique<calls::CallsStore>(s->database.get(), s->call_agents, calls_options);
+  }
   return absl::OkStatus();
 }
 

@@ -2,9 +2,10 @@
 """Every role its own process, as pods run them: nothing lost in a crash, nothing shared.
 
 Edge, accounts, agents, metrics, calls and runs each run as a `calleval serve --roles=<role>`
-process, with three scoring processes beside them, every one with an empty working dir and a
-PostgreSQL database of its own: whatever a role read of another's tables itself would be missing
-from its database, so the results come out right only if every role asks the owner. They reach
+process, with three scoring processes beside them, every one with an empty working dir; the
+owners of tables (accounts, agents, metrics, calls) each with a PostgreSQL database of its own,
+the edge, runs and scoring processes with none: whatever a role read of another's tables itself
+would be missing, so the results come out right only if every role asks the owner. They reach
 each other over gRPC with the installation's shared key files (the internal credential, the
 link-signing key, the credentials key), as Secrets mounted into pods. 200 calls
 go in through the edge, 100 of them with recordings served by a local HTTP server. While they are
@@ -148,8 +149,8 @@ class Installation:
         self.processes = {}
 
     def flags(self, name, role, grpc_port):
-        return [
-            "--database-url", self.database_for(name).url,
+        database = self.database_for(name)
+        return ([] if database is None else ["--database-url", database.url]) + [
             "--roles", role,
             "--grpc-addr", f"127.0.0.1:{grpc_port}",
             "--accounts-addr", f"127.0.0.1:{self.grpc['accounts']}",
@@ -273,6 +274,10 @@ class MultiProcessTest(unittest.TestCase):
         databases = {}
 
         def database_for(name):
+            # The edge, runs and scoring own no table and are given every owner's address:
+            # they open no database, and are given none.
+            if name in ("edge", "runs") or name.startswith("scoring"):
+                return None
             # A process started again keeps its database, as a pod keeps its URL.
             if name not in databases:
                 databases[name] = TestDatabase(os.path.join(self.tmp, f"split-db-{name}"))
@@ -345,6 +350,11 @@ class MultiProcessTest(unittest.TestCase):
             kept = [os.path.join(d, f) for d, _, files in os.walk(work) for f in files
                     if f.endswith((".wav", ".mp3")) or "/recordings" in d or "/scratch" in d]
             self.assertEqual(kept, [], name)
+        # The processes given no database made none of their own either.
+        for name in split.processes:
+            if database_for(name) is None:
+                self.assertFalse(os.path.exists(os.path.join(self.tmp, f"split-{name}",
+                                                             "calleval.db")), name)
         # The links the calls process signed are served by the edge from the bucket.
         recorded = got["call-000"]
         self.assertTrue(recorded.get("presigned_recording_url"), recorded)

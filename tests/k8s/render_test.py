@@ -809,7 +809,7 @@ class RenderTest(unittest.TestCase):
             for w, c in workloads:
                 _, roles, env = self.container_config(r, w, c)
                 env = {k: v for k, v in env.items() if v is not None}
-                env.pop("CALLEVAL_DATABASE_URL")
+                env.pop("CALLEVAL_DATABASE_URL", None)
                 for name, value in list(env.items()):
                     flag = self.envs.get(name, "")
                     if flag.endswith("-addr") and flag[:-5] in self.roles:
