@@ -229,7 +229,7 @@ absl::Status ConnectEdge(ServerState* s) {
   const std::string& internal_credential = s->internal_credential;
   if (!HasRole(config, "edge")) return absl::OkStatus();
   // Presigned links: the recording's row is the calls role's, asked like its routes.
-  if (!HasRole(config, "calls") && !config.calls_addr.empty()) {
+  if (AskedOverGrpc(config, "calls", config.calls_addr)) {
     s->recording_locator = calls::NewGrpcRecordingLocator(
         CreateInternalChannel(config.calls_addr, internal_credential));
   } else {

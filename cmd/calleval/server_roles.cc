@@ -94,7 +94,7 @@ absl::Status WireRuns(ServerState* s) {
     run_options.workers = config.run_workers;
     run_options.holder = holder;
     // The run queue is the agents service's too: it queues the runs.
-    if (!HasRole(config, "agents") && !config.agents_addr.empty()) {
+    if (AskedOverGrpc(config, "agents", config.agents_addr)) {
       std::shared_ptr<grpc::Channel> agents =
           CreateInternalChannel(config.agents_addr, s->internal_credential);
       s->run_queue = agents::NewGrpcRunQueue(agents);
@@ -104,7 +104,7 @@ absl::Status WireRuns(ServerState* s) {
       s->run_agents = std::make_unique<agents::InProcessRunAgents>(s->agents_store.get(),
                                                                    s->scenarios_store.get());
     }
-    if (!HasRole(config, "calls") && !config.calls_addr.empty()) {
+    if (AskedOverGrpc(config, "calls", config.calls_addr)) {
       s->run_calls =
           calls::NewGrpcRunCalls(CreateInternalChannel(config.calls_addr, s->internal_credential));
     } else {
@@ -151,7 +151,7 @@ absl::Status WireAgents(ServerState* s) {
           if (state_for_hooks->run_workers) state_for_hooks->run_workers->Notify();
         });
     // Metric links to a deleted agent or scenario go once the delete has committed.
-    const bool metrics_remote = !HasRole(config, "metrics") && !config.metrics_addr.empty();
+    const bool metrics_remote = AskedOverGrpc(config, "metrics", config.metrics_addr);
     s->agents_service->set_deletion_listener(metrics_remote ? s->remote_metrics_listener.get()
                                                             : s->metrics_store.get());
     s->agents_service->set_internal_credential(s->internal_credential);
@@ -171,7 +171,7 @@ absl::Status WireScoring(ServerState* s) {
     // Leased from the calls role: directly when it runs here or when no address is given
     // (with SQLite all roles share the data dir), over gRPC otherwise.
     absl::StatusOr<int> released;
-    if (HasRole(config, "calls") || config.calls_addr.empty()) {
+    if (!AskedOverGrpc(config, "calls", config.calls_addr)) {
       s->analysis_queue = std::make_unique<scoring::StoreAnalysisQueue>(
           s->calls_store.get(), config.analysis_lease, /*max_attempts=*/3, holder);
       s->transcription_queue = std::make_unique<scoring::StoreTranscriptionQueue>(
@@ -281,7 +281,7 @@ absl::Status WireCalls(ServerState* s) {
     // The runs are served by the agents role: counted here when it runs here or no address is
     // given, else asked of it.
     calls::RunCounter runs_counter;
-    if (!HasRole(config, "agents") && !config.agents_addr.empty()) {
+    if (AskedOverGrpc(config, "agents", config.agents_addr)) {
       runs_counter = calls::NewGrpcRunCounter(
           CreateInternalChannel(config.agents_addr, s->internal_credential));
     } else {

@@ -59,6 +59,15 @@ inline bool HasRole(const ServerConfig& config, const std::string& role) {
   return config.roles.count(role) > 0;
 }
 
+// Whether the owner `role` is asked over gRPC at `address`: it does not run here and its address
+// was given. Otherwise this process uses the role's store on the shared database (with SQLite
+// every role of an installation shares the data dir; docs/architecture.md, "In one process or
+// apart").
+inline bool AskedOverGrpc(const ServerConfig& config, const std::string& role,
+                          const std::string& address) {
+  return !HasRole(config, role) && !address.empty();
+}
+
 // Whether this process opens the database: it hosts a role that owns tables (accounts, agents,
 // calls, metrics), or one of those runs at no address it was given, so the shared database is
 // read in process instead (docs/architecture.md, "In one process or apart").

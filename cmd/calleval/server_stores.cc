@@ -110,7 +110,7 @@ bool ReadsTheDatabase(const ServerConfig& config) {
       {"calls", &config.calls_addr},
       {"metrics", &config.metrics_addr}};
   for (const auto& [role, address] : owners) {
-    if (HasRole(config, role) || address->empty()) return true;
+    if (!AskedOverGrpc(config, role, *address)) return true;
   }
   return false;
 }
@@ -181,7 +181,7 @@ absl::Status OpenStores(ServerState* s) {
     }
   }
   // Keys are checked against the shared store unless accounts is explicitly remote.
-  if (!HasRole(config, "accounts") && !config.accounts_addr.empty()) {
+  if (AskedOverGrpc(config, "accounts", config.accounts_addr)) {
     s->authenticator = accounts::NewGrpcAuthenticator(
         CreateInternalChannel(config.accounts_addr, s->internal_credential));
   } else {
@@ -208,8 +208,8 @@ absl::Status OpenStores(ServerState* s) {
   // A service asks the owner of a table: in this process when the owning role runs here or no
   // address is given (with SQLite every role shares the data dir), else over the owner's
   // internal methods, as with accounts above.
-  const bool agents_remote = !HasRole(config, "agents") && !config.agents_addr.empty();
-  const bool metrics_remote = !HasRole(config, "metrics") && !config.metrics_addr.empty();
+  const bool agents_remote = AskedOverGrpc(config, "agents", config.agents_addr);
+  const bool metrics_remote = AskedOverGrpc(config, "metrics", config.metrics_addr);
   if (metrics_remote) {
     auto channel = CreateInternalChannel(config.metrics_addr, s->internal_credential);
     s->metric_directory = metrics::NewGrpcMetricDirectory(channel);
@@ -249,8 +249,8 @@ absl::Status OpenCallsAndMetricsStores(ServerState* s) {
   metrics::MetricsStore* metrics_store = s->metrics_store.get();
   // What ingest asks of agents and metrics: in this process, or over their internal methods
   // (the same rule as the directories above).
-  const bool agents_remote = !HasRole(config, "agents") && !config.agents_addr.empty();
-  const bool metrics_remote = !HasRole(config, "metrics") && !config.metrics_addr.empty();
+  const bool agents_remote = AskedOverGrpc(config, "agents", config.agents_addr);
+  const bool metrics_remote = AskedOverGrpc(config, "metrics", config.metrics_addr);
   if (agents_remote) {
     s->call_agents = calls::AgentLookupFrom(calls::NewGrpcCallAgentSource(
         CreateInternalChannel(config.agents_addr, s->internal_credential)));
@@ -307,7 +307,7 @@ absl::Status OpenCallsAndMetricsStores(ServerState* s) {
     }
   }
   // The ledger is accounts': like keys, through its store unless accounts is explicitly remote.
-  if (!HasRole(config, "accounts") && !config.accounts_addr.empty()) {
+  if (AskedOverGrpc(config, "accounts", config.accounts_addr)) {
     s->credits =
         calls::NewGrpcCredits(CreateInternalChannel(config.accounts_addr, s->internal_credential));
   } else {
