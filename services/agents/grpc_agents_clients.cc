@@ -1,18 +1,13 @@
 #include "services/agents/grpc_agents_clients.h"
 
 #include "calleval/v1/agents.grpc.pb.h"
+#include "common/client_context.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "services/agents/in_process_run_agents.h"
 
 namespace calleval::agents {
 namespace {
-
-std::unique_ptr<grpc::ClientContext> ContextWithin(absl::Duration deadline) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-  return context;
-}
 
 v1::ExistingIdsRequest ExistingIdsRequestOf(int64_t workspace_id, absl::Span<const int64_t> ids) {
   v1::ExistingIdsRequest request;

@@ -1,17 +1,12 @@
 #include "services/calls/grpc_calls_clients.h"
 
 #include "calleval/v1/calls.grpc.pb.h"
+#include "common/client_context.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 
 namespace calleval::calls {
 namespace {
-
-std::unique_ptr<grpc::ClientContext> ContextWithin(absl::Duration deadline) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-  return context;
-}
 
 class GrpcRunCalls final : public runs::RunCalls {
  public:

@@ -1,11 +1,11 @@
 #include "services/calls/owner_directories.h"
 
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "calleval/v1/agents.grpc.pb.h"
 #include "calleval/v1/metrics.grpc.pb.h"
+#include "common/client_context.h"
 #include "common/errors.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
@@ -15,7 +15,7 @@ namespace {
 
 // Both are point reads on the owner's side, asked on every ingest; past this the ingest answers
 // the owner's unavailability (503) and the client may retry, nothing having been stored.
-constexpr std::chrono::seconds kOwnerDeadline(10);
+constexpr absl::Duration kOwnerDeadline = absl::Seconds(10);
 
 }  // namespace
 
@@ -56,13 +56,12 @@ MetricCatalog MetricCatalogFrom(IngestCatalogSource source) {
 CallAgentSource NewGrpcCallAgentSource(std::shared_ptr<grpc::Channel> agents) {
   std::shared_ptr<v1::Agents::Stub> stub = v1::Agents::NewStub(std::move(agents));
   return [stub](int64_t workspace_id, int64_t agent_id) -> absl::StatusOr<v1::CallAgent> {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + kOwnerDeadline);
+    std::unique_ptr<grpc::ClientContext> context = ContextWithin(kOwnerDeadline);
     v1::GetCallAgentRequest request;
     request.set_workspace_id(workspace_id);
     request.set_agent_id(agent_id);
     v1::CallAgent reply;
-    RETURN_IF_ERROR(FromGrpcStatus(stub->GetCallAgent(&context, request, &reply)));
+    RETURN_IF_ERROR(FromGrpcStatus(stub->GetCallAgent(context.get(), request, &reply)));
     return reply;
   };
 }
@@ -70,13 +69,12 @@ CallAgentSource NewGrpcCallAgentSource(std::shared_ptr<grpc::Channel> agents) {
 IngestCatalogSource NewGrpcIngestCatalogSource(std::shared_ptr<grpc::Channel> metrics) {
   std::shared_ptr<v1::Metrics::Stub> stub = v1::Metrics::NewStub(std::move(metrics));
   return [stub](int64_t workspace_id, int64_t agent_id) -> absl::StatusOr<v1::IngestCatalog> {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + kOwnerDeadline);
+    std::unique_ptr<grpc::ClientContext> context = ContextWithin(kOwnerDeadline);
     v1::GetIngestCatalogRequest request;
     request.set_workspace_id(workspace_id);
     request.set_agent_id(agent_id);
     v1::IngestCatalog reply;
-    RETURN_IF_ERROR(FromGrpcStatus(stub->GetIngestCatalog(&context, request, &reply)));
+    RETURN_IF_ERROR(FromGrpcStatus(stub->GetIngestCatalog(context.get(), request, &reply)));
     return reply;
   };
 }
@@ -85,10 +83,9 @@ RunCounter NewGrpcRunCounter(std::shared_ptr<grpc::Channel> agents) {
   std::shared_ptr<v1::Agents::Stub> stub = v1::Agents::NewStub(std::move(agents));
   return [stub](const runs::RunCountQuery& query)
              -> absl::StatusOr<std::map<int64_t, runs::RunCounts>> {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + kOwnerDeadline);
+    std::unique_ptr<grpc::ClientContext> context = ContextWithin(kOwnerDeadline);
     v1::RunCountBuckets reply;
-    RETURN_IF_ERROR(FromGrpcStatus(stub->CountRuns(&context, runs::ToProto(query), &reply)));
+    RETURN_IF_ERROR(FromGrpcStatus(stub->CountRuns(context.get(), runs::ToProto(query), &reply)));
     return runs::FromProto(reply);
   };
 }

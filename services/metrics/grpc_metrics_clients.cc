@@ -1,17 +1,12 @@
 #include "services/metrics/grpc_metrics_clients.h"
 
 #include "calleval/v1/metrics.grpc.pb.h"
+#include "common/client_context.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 
 namespace calleval::metrics {
 namespace {
-
-std::unique_ptr<grpc::ClientContext> ContextWithin(absl::Duration deadline) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-  return context;
-}
 
 class GrpcMetricDirectory final : public agents::MetricDirectory {
  public:
