@@ -304,6 +304,9 @@ absl::Status OpenCallsAndMetricsStores(ServerState* s) {
     } else if (probe->error) {
       std::cerr << "calleval: the code sandbox does not run code: " << probe->error->type << ": "
                 << probe->error->message << "\n";
+    } else if (!s->sandbox->mounts_proc()) {
+      std::cerr << "calleval: the code sandbox runs without /proc (the kernel refused a new "
+                   "proc mount, as in a container whose runtime masks /proc)\n";
     }
   }
   // The ledger is accounts': like keys, through its store unless accounts is explicitly remote.

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -401,10 +402,11 @@ absl::StatusOr<Outcome> Execute(const std::vector<std::string>& argv, absl::stri
 // bwrap's arguments up to the program: every namespace unshared (no network: the new network
 // namespace has only a loopback), uid 0 of its own user namespace mapped to the caller's
 // unprivileged uid (one namespace, so the harness may mount while it holds its capabilities),
-// /usr read-only plus the merged-usr links, a private /proc and /dev, an empty environment but
-// for PATH and LANG, a new session, and a read-only root and /dev. `caps`: the capabilities
-// the Run harness needs for its lock-down (none for Validate).
-std::vector<std::string> BwrapArgs(const PythonSandbox::Options& options, bool caps) {
+// /usr read-only plus the merged-usr links, a private /proc (`proc`; an empty directory
+// otherwise) and /dev, an empty environment but for PATH and LANG, a new session, and a
+// read-only root and /dev. `caps`: the capabilities the Run harness needs for its lock-down
+// (none for Validate).
+std::vector<std::string> BwrapArgs(const PythonSandbox::Options& options, bool caps, bool proc) {
   std::vector<std::string> args = {options.bwrap,    "--unshare-all",
                                    "--unshare-user", "--die-with-parent",
                                    "--new-session",  "--clearenv",
@@ -419,7 +421,8 @@ std::vector<std::string> BwrapArgs(const PythonSandbox::Options& options, bool c
                                    "--symlink",      "usr/lib",
                                    "/lib",           "--symlink",
                                    "usr/lib64",      "/lib64",
-                                   "--proc",         "/proc",
+                                   proc ? "--proc" : "--dir",
+                                   "/proc",
                                    "--dev",          "/dev",
                                    "--dir",          "/tmp",
                                    "--chdir",        "/",
@@ -477,6 +480,34 @@ std::optional<CodeError> LimitError(const Outcome& outcome, const SandboxLimits&
 
 bool Started(const Outcome& outcome) {
   return !outcome.channel.empty() && outcome.channel[0] == kStartedMarker;
+}
+
+// bwrap's words when the kernel refuses it a proc mount (EPERM from mount(2)).
+constexpr absl::string_view kProcMountRefused = "Can't mount proc";
+
+// Runs `program` (python3 -c's code) with `program_args` in a sandbox. kAuto: when the kernel
+// refuses the proc mount, runs again without /proc, and so does every later run.
+absl::StatusOr<Outcome> ExecuteSandboxed(const PythonSandbox::Options& options,
+                                         std::atomic<bool>& proc_refused, bool caps,
+                                         std::string program,
+                                         const std::vector<std::string>& program_args,
+                                         absl::string_view input) {
+  using Proc = PythonSandbox::Options::Proc;
+  auto argv = [&](bool proc) {
+    std::vector<std::string> args = BwrapArgs(options, caps, proc);
+    args.push_back(program);
+    args.insert(args.end(), program_args.begin(), program_args.end());
+    return args;
+  };
+  const bool proc = options.proc == Proc::kMounted ||
+                    (options.proc == Proc::kAuto && !proc_refused.load(std::memory_order_relaxed));
+  ASSIGN_OR_RETURN(Outcome outcome, Execute(argv(proc), input, options.limits));
+  if (proc && options.proc == Proc::kAuto && !Started(outcome) &&
+      absl::StrContains(outcome.err, kProcMountRefused)) {
+    proc_refused.store(true, std::memory_order_relaxed);
+    return Execute(argv(false), input, options.limits);
+  }
+  return outcome;
 }
 
 absl::Status NotStarted(const Outcome& outcome, const SandboxLimits& limits) {
@@ -563,21 +594,34 @@ const CodeError kForgedResult{
 
 PythonSandbox::PythonSandbox(Options options) : options_(std::move(options)) {}
 
+bool PythonSandbox::mounts_proc() const {
+  switch (options_.proc) {
+    case Options::Proc::kMounted:
+      return true;
+    case Options::Proc::kNone:
+      return false;
+    case Options::Proc::kAuto:
+      break;
+  }
+  return !proc_refused_->load(std::memory_order_relaxed);
+}
+
 absl::StatusOr<CodeRun> PythonSandbox::Run(absl::string_view code,
                                            const nlohmann::json& context) const {
   RETURN_IF_ERROR(CheckPaths(options_));
   const SandboxLimits& limits = options_.limits;
-  std::vector<std::string> argv = BwrapArgs(options_, /*caps=*/true);
-  argv.push_back(absl::StrCat(kLockDownPy, kRunPy));
+  std::vector<std::string> args;
   for (int64_t arg : {limits.tmp_bytes, int64_t{kTmpInodes}, int64_t{limits.processes},
                       limits.memory_bytes, WholeSeconds(limits.cpu), limits.output_bytes}) {
-    argv.push_back(absl::StrCat(arg));
+    args.push_back(absl::StrCat(arg));
   }
   // Invalid UTF-8 in the code or the context becomes U+FFFD rather than an exception here.
   const nlohmann::json request = {{"code", std::string(code)}, {"context", context}};
   const std::string input = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 
-  ASSIGN_OR_RETURN(Outcome outcome, Execute(argv, input, limits));
+  ASSIGN_OR_RETURN(Outcome outcome,
+                   ExecuteSandboxed(options_, *proc_refused_, /*caps=*/true,
+                                    absl::StrCat(kLockDownPy, kRunPy), args, input));
   CodeRun run;
   run.result.set_null_value(google::protobuf::NULL_VALUE);
   run.elapsed = outcome.elapsed;
@@ -636,9 +680,8 @@ absl::StatusOr<CodeRun> PythonSandbox::Run(absl::string_view code,
 absl::StatusOr<CodeValidation> PythonSandbox::Validate(absl::string_view code) const {
   RETURN_IF_ERROR(CheckPaths(options_));
   const SandboxLimits& limits = options_.limits;
-  std::vector<std::string> argv = BwrapArgs(options_, /*caps=*/false);
-  argv.push_back(std::string(kValidatePy));
-  ASSIGN_OR_RETURN(Outcome outcome, Execute(argv, code, limits));
+  ASSIGN_OR_RETURN(Outcome outcome, ExecuteSandboxed(options_, *proc_refused_, /*caps=*/false,
+                                                     std::string(kValidatePy), {}, code));
 
   CodeValidation validation;
   auto fail = [&validation](std::string message) {

@@ -15,12 +15,14 @@
 //   RLIMIT_NPROC, and the sandbox needs no privilege of the host.
 // - bwrap unshares every namespace (user, mount, PID, network, IPC, UTS, cgroup) and maps
 //   uid 0 of the new user namespace to that unprivileged uid; the root is read-only and holds
-//   /usr (read-only), the /bin, /lib, /lib64 links, a private /proc and a read-only /dev.
+//   /usr (read-only), the /bin, /lib, /lib64 links, a private /proc (see Options::proc) and a
+//   read-only /dev.
 // - A Python harness (python3 -I -S -c) first mounts a tmpfs of tmp_bytes on /tmp, forbids
-//   nested user namespaces, makes /proc/sys read-only, drops every capability (bounding,
-//   ambient, effective, permitted, inheritable; securebits locked; no_new_privs), installs a
-//   seccomp filter that kills on ptrace and sets RLIMIT_NPROC (counted in the sandbox's own
-//   user namespace); only then reads the code.
+//   nested user namespaces (max_user_namespaces 0 where there is a /proc, and a seccomp rule
+//   either way), makes /proc/sys read-only, drops every capability (bounding, ambient,
+//   effective, permitted, inheritable; securebits locked; no_new_privs), installs a seccomp
+//   filter (ptrace kills; unshare or clone of a user namespace and clone3 are refused) and sets
+//   RLIMIT_NPROC (counted in the sandbox's own user namespace); only then reads the code.
 // - The service writes the input and reads the outputs with poll(), kills the whole process
 //   group at the wall clock or when an output passes its cap, and always reaps the child.
 //
@@ -33,7 +35,9 @@
 //
 // Thread-safe: Run and Validate may be called concurrently; each run is its own process tree.
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -92,6 +96,13 @@ class PythonSandbox {
     // directory of the host mounted in the sandbox.
     std::string python = "/usr/bin/python3";
     SandboxLimits limits;
+    // The snippet's /proc: one of its own PID namespace (kMounted), none (kNone: an empty
+    // directory), or kAuto: mounted, until the kernel refuses the mount, then none from that
+    // run on. The kernel refuses a new proc mount where parts of the visible /proc are covered
+    // by mounts it did not make, which is what container runtimes do by default (they mask
+    // /proc/kcore, /proc/sys and others); a sandbox without /proc loses nothing it needs.
+    enum class Proc { kAuto, kMounted, kNone };
+    Proc proc = Proc::kAuto;
   };
   PythonSandbox() : PythonSandbox(Options()) {}
   explicit PythonSandbox(Options options);
@@ -109,8 +120,14 @@ class PythonSandbox {
 
   const Options& options() const { return options_; }
 
+  // Whether runs from now on get a /proc: false for kNone, and for kAuto once the kernel
+  // refused to mount one.
+  bool mounts_proc() const;
+
  private:
   Options options_;
+  // kAuto: the kernel refused a proc mount; shared by copies of this sandbox.
+  std::shared_ptr<std::atomic<bool>> proc_refused_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 }  // namespace calleval::judges
