@@ -35,12 +35,17 @@ objects) and checks the objects:
   - every calleval container runs the image `calleval` as UID 10001, non-root, read-only root,
     no capabilities; seccomp Unconfined only where the code sandbox runs (scoring, metrics), and
     then the namespace does not enforce a Pod Security level that refuses it;
+  - every object of every render, type-checked by the TypeScript compiler against the
+    Kubernetes 1.30 API types (tools/k8s: kubernetes-types, pinned with the compiler): a field
+    the API does not have (a typo, a field of a later version), a value of the wrong type or a
+    required field missing fails, as the API server would refuse the object;
   - the Dockerfile's runtime stage is debian:12-slim, runs as 10001 and copies both binaries;
   - try-it's per-role Deployments, run as processes on loopback with their rendered arguments
     and environment (Services as ports, PostgreSQL as a shared SQLite file), score a text call
     ingested at the edge.
 
-Offline: needs kubectl (Debian's kubernetes-client), python3-yaml and python3-grpcio.
+Offline: needs kubectl (Debian's kubernetes-client), python3-yaml, python3-grpcio, and tools/k8s's
+node_modules (scripts/setup runs npm ci there).
 `ctest -V -R k8s_render` prints what it checked.
 """
 import glob
@@ -88,6 +93,39 @@ OTHER_IMAGES = {"postgres:15-bookworm"}
 NAMESPACE = "calleval"
 SANDBOX_ROLES = {"scoring", "metrics"}
 HEALTH_PATHS = ["/healthz", "/readyz"]
+# The type-check: tools/k8s (kubernetes-types and the TypeScript compiler, npm ci by
+# scripts/setup), and the module of kubernetes-types that declares each apiVersion's kinds.
+K8S_TOOLS = os.path.join(ROOT, "tools", "k8s")
+API_TYPES = {"v1": "core/v1", "apps/v1": "apps/v1", "autoscaling/v2": "autoscaling/v2",
+             "policy/v1": "policy/v1", "networking.k8s.io/v1": "networking/v1"}
+
+
+def typescript_of(renders):
+    """A TypeScript module declaring every object of `renders` as its Kubernetes type.
+
+    Object literals assigned to a declared type get TypeScript's excess property check at every
+    depth, so an unknown field is an error, not only a wrong type or a missing required one.
+    Returns the source and the objects as (first line, "k8s/<render>: <kind> <name>")."""
+    imports, declarations = {}, []
+    for render in renders:
+        for o in render.objects:
+            module = API_TYPES.get(o.get("apiVersion"))
+            if module is None:
+                raise AssertionError("k8s/%s: no API types for %s %s" %
+                                     (render.rel, o.get("apiVersion"), o.get("kind")))
+            alias = "%s_%s" % (re.sub(r"\W", "_", module), o["kind"])
+            imports.setdefault(module, set()).add((o["kind"], alias))
+            declarations.append(("k8s/%s: %s %s" % (render.rel, o["kind"], o["metadata"]["name"]),
+                                 "export const o%d: %s = %s;" %
+                                 (len(declarations), alias, json.dumps(o, indent=1))))
+    lines = ["import type { %s } from \"kubernetes-types/%s\";" %
+             (", ".join("%s as %s" % ka for ka in sorted(kinds)), module)
+             for module, kinds in sorted(imports.items())]
+    objects = []
+    for name, text in declarations:
+        objects.append((len(lines) + 1, name))
+        lines.extend(text.split("\n"))
+    return "\n".join(lines) + "\n", objects
 
 
 def kubectls():
@@ -860,6 +898,37 @@ class RenderTest(unittest.TestCase):
             for name, server in running:
                 self.assertEqual(server.stop(), 0, "%s did not exit 0" % name)
             tmp.cleanup()
+
+    def test_objects_match_the_kubernetes_api(self):
+        tsc = os.path.join(K8S_TOOLS, "node_modules", "typescript", "bin", "tsc")
+        types = os.path.join(K8S_TOOLS, "node_modules", "kubernetes-types")
+        self.assertTrue(os.path.exists(tsc) and os.path.isdir(types),
+                        "tools/k8s is not installed: run scripts/setup (npm ci in tools/k8s)")
+        renders = list(self.renders)
+        for rel in sorted(PARTS):
+            renders.append(Render(rel, render(kubectls()[0], rel)))
+        source, objects = typescript_of(renders)
+        with tempfile.TemporaryDirectory(dir=K8S_TOOLS) as tmp:
+            # Inside tools/k8s, so that "kubernetes-types/..." resolves to its node_modules.
+            path = os.path.join(tmp, "objects.ts")
+            with open(path, "w") as f:
+                f.write(source)
+            out = subprocess.run(
+                ["node", tsc, "--noEmit", "--strict", "--target", "es2020", "--module", "es2020",
+                 "--moduleResolution", "node", path],
+                capture_output=True, text=True, timeout=120)
+        # "objects.ts(LINE,COL): error TS...": say which object of which render it is in.
+        named = []
+        for line in (out.stdout + out.stderr).strip().splitlines():
+            m = re.match(r".*objects\.ts\((\d+),\d+\)", line)
+            if m:
+                at = int(m.group(1))
+                owners = [name for first, name in objects if first <= at]
+                line = "%s: %s" % (owners[-1] if owners else "imports", line)
+            named.append(line)
+        self.assertEqual(out.returncode, 0, "\n".join(named))
+        print("type-checked %d objects of %d renders against kubernetes-types 1.30" %
+              (len(objects), len(renders)))
 
     def test_dockerfile(self):
         with open(os.path.join(ROOT, "Dockerfile")) as f:
