@@ -955,19 +955,20 @@ class RenderTest(unittest.TestCase):
                 for name in re.findall(r"\b(CALLEVAL_[A-Z0-9_]+)=", l):
                     self.assertIn(name, self.envs)
         self.assertTrue(os.path.exists(os.path.join(ROOT, ".dockerignore")))
-        # scripts/setup runs `npm ci` in each tools/ dir of its loop: the build stage must have
+        # scripts/setup runs `npm ci` in each tools/ dir with a lock: the build stage must have
         # copied their package files before it runs setup, or the image build fails there.
         with open(os.path.join(ROOT, "scripts", "setup")) as f:
-            loop = re.search(r"for dir in ([^;]+);", f.read())
-        self.assertIsNotNone(loop, "scripts/setup's npm loop")
+            self.assertIn("for lock in tools/*/package-lock.json", f.read())
+        tools_dirs = sorted(os.path.relpath(os.path.dirname(p), ROOT) for p in
+                            glob.glob(os.path.join(ROOT, "tools", "*", "package-lock.json")))
+        self.assertIn("tools/k8s", tools_dirs)
         build = stages[0]
         setup_at = next(i for i, l in enumerate(build) if "scripts/setup" in l and
                         l.upper().startswith("RUN "))
         copied_before = " ".join(l for l in build[:setup_at] if l.upper().startswith("COPY "))
-        for tools_dir in loop.group(1).split():
+        for tools_dir in tools_dirs:
             for name in ("package.json", "package-lock.json"):
                 self.assertIn("%s/%s" % (tools_dir, name), copied_before)
-
 
 if __name__ == "__main__":
     for k in kubectls():
