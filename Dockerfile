@@ -9,9 +9,10 @@
 # two programs in Release.
 FROM debian:12 AS build
 WORKDIR /src
-# The package list and the npm locks first (scripts/setup runs npm ci in every tools/ dir with
-# a lock), so a source change does not reinstall them.
+# The package list and the npm locks first (scripts/setup runs npm ci in edge/dashboard and in
+# every tools/ dir with a lock), so a source change does not reinstall them.
 COPY scripts/setup scripts/setup
+COPY edge/dashboard/package.json edge/dashboard/package-lock.json edge/dashboard/
 COPY tools/openapi/package.json tools/openapi/package-lock.json tools/openapi/
 COPY tools/s3/package.json tools/s3/package-lock.json tools/s3/
 COPY tools/k8s/package.json tools/k8s/package-lock.json tools/k8s/

@@ -145,6 +145,7 @@ struct LocalRoute {
   AsyncLocalHandler async_handler;
 
   bool MatchesPath(std::string_view path) const {
+    if (prefix == "/") return path == "/";  // the root alone, not every path below it
     if (path.size() < prefix.size() || path.compare(0, prefix.size(), prefix) != 0) return false;
     if (path.size() == prefix.size()) return true;
     return prefix.back() == '/' || path[prefix.size()] == '/';

@@ -103,7 +103,7 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Serves requests whose path equals `path_prefix` or continues it at a '/' boundary (a prefix
-  // ending in '/' matches anything below it). Checked before the route table, in registration
+  // ending in '/' matches anything below it; "/" matches the root alone). Checked before the route table, in registration
   // order. Call before Start(). The handler runs on an io thread: keep it short.
   void AddLocalRoute(std::string method, std::string path_prefix, LocalHandler handler);
   // The same matching and order (one list with AddLocalRoute's routes), answered asynchronously:

@@ -30,6 +30,7 @@
 #include "common/errors.h"
 #include "common/internal_credential.h"
 #include "common/method_table.h"
+#include "edge/dashboard_assets.h"
 #include "common/schema.h"
 #include "common/server_reflection_v1.h"
 #include "common/status_macros.h"
@@ -199,6 +200,12 @@ void AddLocalRoutes(ServerState* state) {
   http.AddLocalRoute("GET", "/openapi.json", [state](const edge::LocalRequest&) {
     return JsonResponse(200, state->openapi);
   });
+  // The dashboard (docs/dashboard.md): its page at / and its hashed files under /assets/.
+  for (const char* path : {"/", "/assets/"}) {
+    http.AddLocalRoute("GET", path, [](const edge::LocalRequest& r) {
+      return edge::ServeDashboardAsset(edge::DashboardAssets(), r);
+    });
+  }
   // Presigned recording links: the signature is checked here, on the I/O thread; the call's row
   // and the recording are read on the pool, since a recording in S3 is fetched whole into a
   // temporary file (up to --max-recording-bytes) before the first byte is sent, and the file

@@ -232,6 +232,14 @@ class HttpServerTest : public ::testing::Test {
       response.file_path = request.path == "/recordings/1" ? file_path_ : "/nonexistent/file";
       return response;
     });
+    if (options_root_) {
+      server_->AddLocalRoute("GET", "/", [](const LocalRequest&) {
+        LocalResponse response;
+        response.content_type = "text/plain";
+        response.body = "the root";
+        return response;
+      });
+    }
     ASSERT_TRUE(server_->Start().ok());
     port_ = server_->port();
     ASSERT_GT(port_, 0);
@@ -241,6 +249,7 @@ class HttpServerTest : public ::testing::Test {
     if (server_) server_->Shutdown();
   }
 
+  bool options_root_ = false;  // StartServer adds a local route at "/"
   FakeInvoker invoker_;
   std::unique_ptr<RouteTable> table_;
   std::unique_ptr<HttpServer> server_;
@@ -472,6 +481,22 @@ TEST_F(HttpServerTest, ExpectContinueGetsInterimAnswer) {
   http::read(stream, buffer, response);
   EXPECT_EQ(response.result_int(), 201);
   EXPECT_EQ(Body(response)["call_identifier"], "e1");
+}
+
+// A local route at "/" (the dashboard's page) answers the root alone: every API route and
+// every unknown path below it still reaches the route table.
+TEST_F(HttpServerTest, RootLocalRouteMatchesTheRootAlone) {
+  options_root_ = true;
+  StartServer();
+  Client client(port_);
+  Response root = client.Do(http::verb::get, "/");
+  EXPECT_EQ(root.result_int(), 200);
+  EXPECT_EQ(root.body(), "the root");
+  Response api = client.Do(http::verb::get, "/api/public/v1/calls/crm-1", "",
+                           {{"authorization", "Bearer k1"}});
+  EXPECT_EQ(api.result_int(), 200);
+  EXPECT_EQ(client.Do(http::verb::get, "/nothing/here").result_int(), 404);
+  EXPECT_EQ(client.Do(http::verb::post, "/").result_int(), 405);
 }
 
 TEST_F(HttpServerTest, LocalRoutesServeJsonAndFiles) {

@@ -955,12 +955,15 @@ class RenderTest(unittest.TestCase):
                 for name in re.findall(r"\b(CALLEVAL_[A-Z0-9_]+)=", l):
                     self.assertIn(name, self.envs)
         self.assertTrue(os.path.exists(os.path.join(ROOT, ".dockerignore")))
-        # scripts/setup runs `npm ci` in each tools/ dir with a lock: the build stage must have
-        # copied their package files before it runs setup, or the image build fails there.
+        # scripts/setup runs `npm ci` in edge/dashboard and each tools/ dir with a lock: the
+        # build stage must have copied their package files before it runs setup, or the image
+        # build fails there.
         with open(os.path.join(ROOT, "scripts", "setup")) as f:
-            self.assertIn("for lock in tools/*/package-lock.json", f.read())
-        tools_dirs = sorted(os.path.relpath(os.path.dirname(p), ROOT) for p in
-                            glob.glob(os.path.join(ROOT, "tools", "*", "package-lock.json")))
+            self.assertIn("for lock in edge/dashboard/package-lock.json tools/*/package-lock.json",
+                          f.read())
+        tools_dirs = ["edge/dashboard"] + sorted(
+            os.path.relpath(os.path.dirname(p), ROOT)
+            for p in glob.glob(os.path.join(ROOT, "tools", "*", "package-lock.json")))
         self.assertIn("tools/k8s", tools_dirs)
         build = stages[0]
         setup_at = next(i for i, l in enumerate(build) if "scripts/setup" in l and

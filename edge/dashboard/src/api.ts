@@ -1,0 +1,227 @@
+// The public JSON API (docs/api.md), as the dashboard uses it: the key rides in the Authorization
+// header, the chosen workspace as client_id, and every error becomes an ApiError that the pages
+// show as it is (status, code, message, and Retry-After for 429/503).
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly retryAfterSeconds?: number,
+    readonly details: { field?: string; issue?: string }[] = [],
+  ) {
+    super(message);
+  }
+}
+
+export type Query = Record<string, string | number | undefined | null>;
+
+export interface Session {
+  key: string;
+  workspaceId: number;
+}
+
+export class Api {
+  // `onUnauthorized`: a 401 on any request (the key expired or was revoked).
+  constructor(
+    private readonly key: string,
+    private readonly workspaceId?: number,
+    private readonly onUnauthorized?: () => void,
+  ) {}
+
+  get<T>(path: string, query: Query = {}, signal?: AbortSignal): Promise<T> {
+    return this.send<T>("GET", path, { ...this.workspace(), ...query }, undefined, signal);
+  }
+
+  // A route whose whole body is the request (`body: "*"` in the protos) takes the workspace in
+  // the body; one whose body is a field of it (PATCH of a call: `update`) in the query.
+  write<T>(
+    method: "POST" | "PUT" | "PATCH" | "DELETE",
+    path: string,
+    body?: object,
+    workspaceIn: "body" | "query" = "body",
+  ): Promise<T> {
+    if (body === undefined || workspaceIn === "query") {
+      return this.send<T>(method, path, this.workspace(), body);
+    }
+    return this.send<T>(method, path, {}, { ...this.workspace(), ...body });
+  }
+
+  private workspace(): Query {
+    return this.workspaceId === undefined ? {} : { client_id: this.workspaceId };
+  }
+
+  private async send<T>(
+    method: string,
+    path: string,
+    query: Query,
+    body: object | undefined,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) {
+      if (v !== undefined && v !== null && v !== "") params.set(k, String(v));
+    }
+    const url = params.toString() ? `${path}?${params}` : path;
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method,
+        signal,
+        headers: {
+          Authorization: `Bearer ${this.key}`,
+          ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (e) {
+      if (e instanceof DOMException && e.name === "AbortError") throw e;
+      throw new ApiError(0, "unreachable", "The service cannot be reached. Check your connection.");
+    }
+    if (response.status === 204) return undefined as T;
+    const text = await response.text();
+    let parsed: unknown = undefined;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      // Not JSON: a proxy's error page, say. Reported below with the status.
+    }
+    if (!response.ok) {
+      if (response.status === 401) this.onUnauthorized?.();
+      const error = (parsed as { error?: { code?: string; message?: string; details?: [] } })
+        ?.error;
+      const retry = Number(response.headers.get("Retry-After"));
+      throw new ApiError(
+        response.status,
+        error?.code ?? "http_" + response.status,
+        error?.message ?? `The service answered ${response.status}.`,
+        Number.isFinite(retry) && retry > 0 ? retry : undefined,
+        error?.details ?? [],
+      );
+    }
+    return parsed as T;
+  }
+}
+
+// What a person should read for an error, by what they can do about it.
+export function describeError(error: unknown): string {
+  if (!(error instanceof ApiError)) return String(error);
+  switch (error.status) {
+    case 401:
+      return "Your API key is not valid any more. Sign in again.";
+    case 429:
+      return `Too many requests for this key; trying again in ${error.retryAfterSeconds ?? 1} s.`;
+    case 503:
+      return `The service is unavailable: ${error.message}` +
+        (error.retryAfterSeconds ? ` (trying again in ${error.retryAfterSeconds} s)` : "");
+    default: {
+      const fields = error.details
+        .filter((d) => d.field)
+        .map((d) => `${d.field} ${d.issue}`)
+        .join("; ");
+      return fields ? `${error.message}: ${fields}` : error.message;
+    }
+  }
+}
+
+// --- The shapes the pages read (docs/api.md). ---
+
+export interface Workspace {
+  id: number;
+  name: string;
+  credit_balance: number;
+}
+
+export interface Pagination {
+  current_page: number;
+  total_pages: number;
+  total_count: number;
+  per_page: number;
+}
+
+export interface Turn {
+  role: "AI Assistant" | "User" | "Function Call" | "Function Call Result";
+  content?: string;
+  start_time?: number;
+  end_time?: number;
+}
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+export interface StandardMetricResult {
+  metric_id: number;
+  standard_metric_key: string;
+  name: string;
+  status: string;
+  result: { [key: string]: Json };
+  score?: number | null;
+  credits_used: number;
+  error?: string | null;
+}
+
+export interface MetricResult {
+  metric_id: number;
+  name: string;
+  metrics_type: string;
+  result_type: string;
+  status: string;
+  value: Json;
+  explanation?: string | null;
+  structured_output?: { outcome?: string; [key: string]: Json | undefined } | null;
+  credits_used: number;
+  error?: string | null;
+  agreement?: number | null;
+}
+
+export interface Call {
+  id: number;
+  call_identifier: string;
+  client_id: number;
+  agent_id: number;
+  observation_type: "voice" | "text";
+  call_direction: string;
+  analysis_status: string;
+  transcription_status: string;
+  recording_url?: string | null;
+  presigned_recording_url?: string | null;
+  duration_seconds?: number | null;
+  call_timestamp: string;
+  call_end_reason?: string | null;
+  customer_number?: string | null;
+  tag?: string | null;
+  label?: string | null;
+  metadata?: { [key: string]: Json } | null;
+  transcript: Turn[];
+  transcript_source?: "provided" | "generated" | null;
+  standard_metrics: StandardMetricResult[];
+  metric_results: MetricResult[];
+  credits_used: number;
+  failure_reason?: string | null;
+  failure_message?: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface CallList {
+  data: Call[];
+  pagination: Pagination;
+}
+
+export interface Agent {
+  id: number;
+  name: string;
+}
+
+export interface Waveform {
+  channels: number;
+  buckets: number;
+  duration_seconds: number;
+  peaks: string; // base64 of int8 (min, max) pairs, channel after channel
+}
+
+// Final: nothing about the call will change without a user's action.
+export function isFinal(call: Pick<Call, "analysis_status" | "transcription_status">): boolean {
+  const analysisDone = ["completed", "failed", "skipped"].includes(call.analysis_status);
+  const transcriptionDone = ["completed", "failed"].includes(call.transcription_status);
+  return analysisDone && transcriptionDone;
+}

@@ -1,0 +1,213 @@
+// The dashboard in a real browser: Debian's chromium driven by playwright-core against a real
+// `calleval serve` with scored calls (recordings from the test corpus served over local HTTP).
+// Signs in, filters the list, opens a scored stereo call (the timeline shows the turns the API
+// reports), plays from a turn, edits a label, and saves a screenshot of each page.
+//   CALLEVAL_BIN=... CALLEVAL_CORPUS_DIR=... [CHROMIUM=/usr/bin/chromium] [SCREENSHOT_DIR=...]
+//   node test/browser_test.mjs
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, createReadStream, statSync } from "node:fs";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const BIN = process.env.CALLEVAL_BIN;
+const CORPUS = process.env.CALLEVAL_CORPUS_DIR;
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const SHOTS = process.env.SCREENSHOT_DIR ?? join(process.cwd(), "dashboard-screenshots");
+assert.ok(BIN, "CALLEVAL_BIN is not set");
+assert.ok(CORPUS, "CALLEVAL_CORPUS_DIR is not set");
+
+const tmp = mkdtempSync(join(tmpdir(), "calleval-dashboard-"));
+const cleanups = [() => rmSync(tmp, { recursive: true, force: true })];
+const step = (what) => console.log(`[${new Date().toISOString().slice(11, 23)}] ${what}`);
+
+// The corpus's recordings over HTTP, as a customer's storage would serve them.
+async function serveCorpus() {
+  const server = createServer((req, res) => {
+    const name = decodeURIComponent(new URL(req.url, "http://x").pathname.slice(1));
+    if (!/^[\w.-]+$/.test(name)) return res.writeHead(404).end();
+    const path = join(CORPUS, name);
+    try {
+      res.writeHead(200, { "Content-Type": "audio/wav", "Content-Length": statSync(path).size });
+      createReadStream(path).pipe(res);
+    } catch {
+      res.writeHead(404).end();
+    }
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  cleanups.push(() => server.close());
+  return `http://127.0.0.1:${server.address().port}`;
+}
+
+async function startService() {
+  const data = join(tmp, "data");
+  const proc = spawn(BIN, ["serve", "--data-dir", data, "--http-addr", "127.0.0.1:0",
+    "--grpc-addr", "127.0.0.1:0", "--access-log", "false", "--allow-private-hosts", "127.0.0.1"],
+  { stdio: ["ignore", "pipe", "inherit"] });
+  cleanups.unshift(() => proc.kill("SIGTERM"));
+  const base = await new Promise((resolve, reject) => {
+    let seen = "";
+    proc.stdout.on("data", (chunk) => {
+      seen += chunk;
+      const m = seen.match(/HTTP on (http:\/\/\S+)/);
+      if (m) resolve(m[1]);
+    });
+    proc.on("exit", (code) => reject(new Error(`calleval serve exited ${code}: ${seen}`)));
+  });
+  const key = readFileSync(join(data, "bootstrap-key"), "utf8").trim();
+  return { base, key };
+}
+
+function client(base, key) {
+  return async (method, path, body) => {
+    const res = await fetch(base + path, {
+      method,
+      headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+    return text ? JSON.parse(text) : undefined;
+  };
+}
+
+async function main() {
+  mkdirSync(SHOTS, { recursive: true });
+  const files = await serveCorpus();
+  const { base, key } = await startService();
+  const api = client(base, key);
+  step(`service at ${base}`);
+
+  const agent = await api("POST", "/api/v1/agents", {
+    name: "Maple support", phone_number: "+14155550123", language_id: 1,
+    instructions: "Answer insurance questions.",
+  });
+  const transcriptOf = (name) =>
+    JSON.parse(readFileSync(join(CORPUS, `${name}.transcript.json`), "utf8"));
+  const voice = {};
+  for (const name of ["interruptions", "basic_stereo"]) {
+    voice[name] = await api("POST", "/api/public/v1/calls", {
+      call_identifier: `voice-${name}`, agent_id: agent.id, recording_url: `${files}/${name}.wav`,
+      transcript: transcriptOf(name), tag: "voice-check", label: "unreviewed",
+    });
+  }
+  for (let i = 0; i < 12; i++) {
+    await api("POST", "/api/public/v1/calls", {
+      call_identifier: `text-${String(i).padStart(2, "0")}`, agent_id: agent.id,
+      tag: i % 3 === 0 ? "billing" : "bookings",
+      transcript: [
+        { role: "AI Assistant", content: "Thanks for calling, how can I help?" },
+        { role: "User", content: i % 3 === 0 ? "A question about my bill." : "I want to book a table." },
+      ],
+    });
+  }
+  // Scored before the browser looks: the call page is checked against the API's figures.
+  const deadline = Date.now() + 120_000;
+  for (const name of Object.keys(voice)) {
+    for (;;) {
+      voice[name] = await api("GET", `/api/public/v1/calls/${voice[name].id}`);
+      if (["completed", "failed"].includes(voice[name].analysis_status)) break;
+      assert.ok(Date.now() < deadline, `call ${name} not scored in 120 s`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    assert.equal(voice[name].analysis_status, "completed", JSON.stringify(voice[name]));
+  }
+  step("calls ingested and scored");
+
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+  cleanups.unshift(() => browser.close());
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  const consoleErrors = [];
+  // A failed request is logged by the browser too; those the pages expect (the refused key, a
+  // call without a waveform) they show themselves. Anything else logged as an error fails.
+  page.on("console", (m) => m.type() === "error" && !m.text().startsWith("Failed to load resource") &&
+    consoleErrors.push(m.text()));
+  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+
+  // Sign in: a wrong key is refused with a clear message, the right one opens the calls.
+  const started = Date.now();
+  await page.goto(base + "/");
+  await page.getByLabel("API key").fill("cev_not-a-key");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("alert").filter({ hasText: "not valid" }).waitFor();
+  await page.screenshot({ path: join(SHOTS, "01-sign-in-refused.png") });
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.locator("table.calls tbody tr").first().waitFor();
+  step(`signed in, first page of calls interactive after ${Date.now() - started} ms`);
+  assert.equal(await page.locator("table.calls tbody tr").count(), 14);
+  await page.screenshot({ path: join(SHOTS, "02-calls.png"), fullPage: true });
+
+  // Filters: the tag, then the type; the address keeps them.
+  await page.getByLabel("Tag").fill("billing");
+  await page.getByLabel("Tag").press("Enter");
+  await page.waitForFunction(() => document.querySelectorAll("table.calls tbody tr").length === 4);
+  assert.match(page.url(), /tag=billing/);
+  await page.getByRole("button", { name: "Clear filters" }).click();
+  await page.getByLabel("Type").selectOption("voice");
+  await page.waitForFunction(() => document.querySelectorAll("table.calls tbody tr").length === 2);
+  await page.screenshot({ path: join(SHOTS, "03-calls-filtered-voice.png"), fullPage: true });
+  step("filters by tag and type");
+
+  // The scored stereo call: the timeline's turns are the API's.
+  const call = voice.interruptions;
+  await page.getByRole("link", { name: "voice-interruptions" }).click();
+  await page.getByRole("heading", { name: "voice-interruptions" }).waitFor();
+  await page.locator(".card.metric-latency .headline").waitFor();
+  const timed = (role) => call.transcript.filter((t) => t.role === role && t.start_time !== undefined).length;
+  assert.equal(await page.locator(".lane-agent .turn").count(), timed("AI Assistant"));
+  assert.equal(await page.locator(".lane-caller .turn").count(), timed("User"));
+  const latency = call.standard_metrics.find((m) => m.standard_metric_key === "latency");
+  assert.equal(await page.locator(".marker-latency").count(), latency.result.turns.length);
+  const userInterruptions = call.standard_metrics.find((m) => m.standard_metric_key === "user_interruptions");
+  assert.equal(await page.locator(".marker-user_interruption").count(), userInterruptions.result.events.length);
+  assert.ok(userInterruptions.result.events.length > 0, "the corpus call has caller interruptions");
+  assert.equal(await page.locator(".transcript li").count(), call.transcript.length);
+  const shownLatency = await page.locator(".card.metric-latency .headline").textContent();
+  assert.equal(shownLatency, `${Math.round(latency.result.average_ms).toLocaleString("en-US")} ms`);
+  await page.screenshot({ path: join(SHOTS, "04-call.png"), fullPage: true });
+
+  // Play from the third turn: the player seeks there.
+  const third = call.transcript[2];
+  await page.locator(".transcript li").nth(2).locator("button.time").click();
+  await page.waitForFunction(
+    (t) => Math.abs(document.querySelector("audio").currentTime - t) < 0.5, third.start_time);
+  step(`played from turn 3 at ${third.start_time} s`);
+
+  // Edit the label in place.
+  await page.getByLabel("Label", { exact: true }).fill("reviewed");
+  await page.getByRole("button", { name: "Save" }).click();
+  await page.getByText("Saved").waitFor();
+  const saved = await api("GET", `/api/public/v1/calls/${call.id}`);
+  assert.equal(saved.label, "reviewed");
+  step("label edited");
+
+  // Narrow screens: the same page at 390 px.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.screenshot({ path: join(SHOTS, "05-call-390px.png"), fullPage: true });
+  await page.getByRole("link", { name: "← Calls" }).click();
+  await page.locator("table.calls tbody tr").first().waitFor();
+  await page.screenshot({ path: join(SHOTS, "06-calls-390px.png"), fullPage: true });
+
+  assert.deepEqual(consoleErrors, [], "the page logged errors");
+  step(`screenshots in ${SHOTS}`);
+}
+
+try {
+  await main();
+  console.log("browser test passed");
+} catch (e) {
+  console.error(e);
+  process.exitCode = 1;
+} finally {
+  for (const c of cleanups) {
+    try {
+      await c();
+    } catch {
+      // Best effort: the test's outcome is already decided.
+    }
+  }
+}
