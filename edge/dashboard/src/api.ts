@@ -225,3 +225,98 @@ export function isFinal(call: Pick<Call, "analysis_status" | "transcription_stat
   const transcriptionDone = ["completed", "failed"].includes(call.transcription_status);
   return analysisDone && transcriptionDone;
 }
+
+export interface OutcomeRule {
+  condition: string;
+  set_metrics_name?: string | null;
+  as_metrics_expected_value: string;
+  outcome_classification: string;
+}
+
+export interface Metric {
+  id: number;
+  name: string;
+  description?: string | null;
+  metrics_type: string;
+  result_type: string;
+  standard_metric_key?: string | null;
+  is_custom: boolean;
+  scope: string;
+  mark_as_global: boolean;
+  agent_ids: number[];
+  scenario_ids: number[];
+  structured_output: OutcomeRule[];
+  credit_cost: number;
+  enum_values?: string[] | null;
+  llm_instructions?: string | null;
+  judge_samples?: number | null;
+  code_snippet?: string | null;
+  phrases?: string[] | null;
+  match?: string | null;
+  speaker?: string | null;
+  case_sensitive?: boolean | null;
+  permitted_options?: string[] | null;
+  forbidden_options?: string[] | null;
+}
+
+export interface MetricList {
+  standard_metrics: Metric[];
+  data: Metric[];
+  global_metrics: Metric[];
+  pagination: Pagination;
+}
+
+export interface CodeTest {
+  result: Json;
+  explanation: string;
+  metric_result: string | null;
+  structured_output: { outcome_classification?: string } | null;
+  execution_time_ms: number;
+  error: { type: string; message: string; line?: number | null } | null;
+  call: { id: number; identifier: string; duration: number | null };
+}
+
+export interface CodeValidation {
+  valid: boolean;
+  errors: { line?: number | null; column?: number | null; message: string }[];
+}
+
+export interface Scenario {
+  id: number;
+  agent_id: number;
+  name: string;
+  persona?: string | null;
+  goal?: string | null;
+  expected_outcome?: string | null;
+  caller_script: string[];
+  max_turns: number;
+  metric_ids: number[];
+  created_at: string;
+}
+
+export interface Run {
+  id: number;
+  scenario_id: number;
+  agent_id: number;
+  batch_run_id?: number | null;
+  channel: string;
+  status: string;
+  call_id?: number | null;
+  passed?: boolean | null;
+  started_at?: string | null;
+  ended_at?: string | null;
+  end_reason?: string | null;
+  error?: string | null;
+  created_at: string;
+}
+
+export interface BatchRun {
+  id: number;
+  agent_id: number;
+  channel: string;
+  concurrency: number;
+  status: string;
+  run_ids: number[];
+  summary: { total: number; completed: number; failed: number; passed: number; pass_rate: number | null };
+  created_at: string;
+}

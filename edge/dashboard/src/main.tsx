@@ -3,6 +3,8 @@ import { useCallback, useEffect, useMemo, useState } from "preact/hooks";
 import { Api, type Workspace } from "./api";
 import { CallPage } from "./pages/call";
 import { CallsPage } from "./pages/calls";
+import { MetricEditor, MetricsPage } from "./pages/metrics";
+import { BatchRunPage, RunPage, ScenarioEditor, ScenariosPage } from "./pages/scenarios";
 import { SignIn } from "./pages/signin";
 import { href, navigate, useRoute } from "./router";
 import { loadSession, saveSession, SessionContext, type StoredSession } from "./session";
@@ -62,7 +64,12 @@ function App() {
   const [section, id] = route.path;
   let page;
   if (section === "calls" && id) page = <CallPage id={id} />;
+  else if (section === "metrics") page = id ? <MetricEditor id={id} /> : <MetricsPage route={route} />;
+  else if (section === "scenarios") page = id ? <ScenarioEditor id={id} /> : <ScenariosPage route={route} />;
+  else if (section === "batch_runs" && id) page = <BatchRunPage id={id} />;
+  else if (section === "runs" && id) page = <RunPage id={id} />;
   else page = <CallsPage route={route} />;
+  const current = (name: string) => (section === name || (!section && name === "calls") ? "page" : undefined);
 
   return (
     <SessionContext.Provider
@@ -83,7 +90,9 @@ function App() {
       <header class="top">
         <a class="brand" href={href("/calls")}>calleval</a>
         <nav aria-label="Sections">
-          <a href={href("/calls")} aria-current={section === "calls" || !section ? "page" : undefined}>Calls</a>
+          <a href={href("/calls")} aria-current={current("calls")}>Calls</a>
+          <a href={href("/metrics")} aria-current={current("metrics")}>Metrics</a>
+          <a href={href("/scenarios")} aria-current={current("scenarios") ?? current("batch_runs") ?? current("runs")}>Scenarios</a>
         </nav>
         <div class="workspace">
           {session.workspaces.length > 1 ? (

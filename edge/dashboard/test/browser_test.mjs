@@ -21,6 +21,8 @@ assert.ok(CORPUS, "CALLEVAL_CORPUS_DIR is not set");
 
 const tmp = mkdtempSync(join(tmpdir(), "calleval-dashboard-"));
 const cleanups = [() => rmSync(tmp, { recursive: true, force: true })];
+// On failure: what the service says about the runs and calls (set once the service is up).
+let diagnose = async () => undefined;
 const step = (what) => console.log(`[${new Date().toISOString().slice(11, 23)}] ${what}`);
 
 // The corpus's recordings over HTTP, as a customer's storage would serve them.
@@ -41,10 +43,46 @@ async function serveCorpus() {
   return `http://127.0.0.1:${server.address().port}`;
 }
 
-async function startService() {
+// A local stand-in for the LLM provider (OpenAI's chat-completions wire format), which cannot be
+// reached from a test: it plays the agent of text runs. The agent books a table, unless the
+// caller asks to cancel, which it cannot do (it greets first); anything else asked of it gets a
+// neutral answer.
+async function serveLlm() {
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      const request = JSON.parse(body || "{}");
+      const messages = request.messages ?? [];
+      const all = messages.map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content))).join("\n");
+      const last = [...messages].reverse().find((m) => m.role === "user")?.content ?? "";
+      let content;
+      if (all.includes("end_call")) {
+        content = /cancel/i.test(last) ? { message: "I am sorry, I cannot help with that.", end_call: true }
+          : /table/i.test(last) ? { message: "Your table is booked for tonight.", end_call: false }
+          : { message: "Maple support, how can I help you today?", end_call: false };
+      } else {
+        content = { value: "neutral", explanation: "A test answer." };
+      }
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(JSON.stringify({
+        id: "chatcmpl-test", object: "chat.completion", created: 1763800000, model: request.model,
+        choices: [{ index: 0, message: { role: "assistant", content: JSON.stringify(content) },
+          finish_reason: "stop" }],
+        usage: { prompt_tokens: 10, completion_tokens: 10, total_tokens: 20 },
+      }));
+    });
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  cleanups.push(() => server.close());
+  return `http://127.0.0.1:${server.address().port}/v1`;
+}
+
+async function startService(llm) {
   const data = join(tmp, "data");
   const proc = spawn(BIN, ["serve", "--data-dir", data, "--http-addr", "127.0.0.1:0",
-    "--grpc-addr", "127.0.0.1:0", "--access-log", "false", "--allow-private-hosts", "127.0.0.1"],
+    "--grpc-addr", "127.0.0.1:0", "--access-log", "false", "--allow-private-hosts", "127.0.0.1",
+    "--llm-base-url", llm, "--llm-api-key", "test-key", "--llm-model", "test-model"],
   { stdio: ["ignore", "pipe", "inherit"] });
   cleanups.unshift(() => proc.kill("SIGTERM"));
   const base = await new Promise((resolve, reject) => {
@@ -76,8 +114,14 @@ function client(base, key) {
 async function main() {
   mkdirSync(SHOTS, { recursive: true });
   const files = await serveCorpus();
-  const { base, key } = await startService();
+  const { base, key } = await startService(await serveLlm());
   const api = client(base, key);
+  diagnose = async () => {
+    console.error("runs:", JSON.stringify((await api("GET", "/api/v1/runs")).data, null, 1));
+    const calls = (await api("GET", "/api/public/v1/calls?per_page=5")).data;
+    console.error("latest calls:", JSON.stringify(calls.map((c) => [c.call_identifier, c.analysis_status,
+      c.failure_reason, c.transcript, c.metric_results])));
+  };
   step(`service at ${base}`);
 
   const agent = await api("POST", "/api/v1/agents", {
@@ -185,7 +229,74 @@ async function main() {
   assert.equal(saved.label, "reviewed");
   step("label edited");
 
+  // Metrics: a phrase metric made in the editor (with an outcome rule), then a code metric
+  // validated and tested against a call in the sandbox.
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await page.getByRole("link", { name: "Metrics", exact: true }).click();
+  await page.getByRole("link", { name: "New metric" }).click();
+  await page.getByLabel("Name").fill("Booking confirmed");
+  await page.getByLabel("Type").selectOption({ label: "Phrase check" });
+  await page.getByLabel("Phrases (one per line)").fill("booked");
+  await page.getByRole("button", { name: "Add rule" }).click();
+  await page.getByRole("button", { name: "Create metric" }).click();
+  await page.getByText("Saved").waitFor();
+  const phrase = (await api("GET", "/api/v1/metrics?search=Booking")).global_metrics[0];
+  assert.equal(phrase.metrics_type, "specific_text_/_phrase_check");
+  assert.deepEqual(phrase.phrases, ["booked"]);
+  assert.equal(phrase.structured_output[0].outcome_classification, "meets_expectations");
+  await page.screenshot({ path: join(SHOTS, "07-metric-phrase.png"), fullPage: true });
+  step(`phrase metric ${phrase.id} created in the editor`);
+
+  await page.getByRole("link", { name: "Metrics", exact: true }).click();
+  await page.getByRole("link", { name: "New metric" }).click();
+  await page.getByLabel("Name").fill("Long enough");
+  await page.getByLabel("Type").selectOption({ label: "Code" });
+  const editor = page.getByLabel("Code (Python", { exact: false });
+  await editor.fill("metric['result'] = len(context['transcript']) >= (\n");
+  await page.getByRole("button", { name: "Validate" }).click();
+  await page.getByTestId("validation").filter({ hasText: "Line 1" }).waitFor();
+  await editor.fill("metric['result'] = len(context['transcript']) >= 2\nmetric['explanation'] = '%d turns' % len(context['transcript'])");
+  await page.getByRole("button", { name: "Validate" }).click();
+  await page.getByTestId("validation").filter({ hasText: "The code is valid." }).waitFor();
+  await page.getByLabel("Test against call").selectOption({ label: "voice-interruptions" });
+  await page.getByRole("button", { name: "Run test" }).click();
+  const tested = page.getByTestId("test-result");
+  await tested.filter({ hasText: "Result: pass" }).waitFor();
+  assert.match(await tested.textContent(), new RegExp(`${call.transcript.length} turns`));
+  await page.screenshot({ path: join(SHOTS, "08-metric-code-tested.png"), fullPage: true });
+  await page.getByRole("button", { name: "Create metric" }).click();
+  await page.getByText("Saved").waitFor();
+  step("code metric validated, tested against a call, created");
+
+  // Scenarios: one made in the editor, one through the API; both run as a batch over text, the
+  // pass rate followed live. The agent books (passes) but cannot cancel (does not pass): 50%.
+  await page.getByRole("link", { name: "Scenarios", exact: true }).click();
+  await page.getByRole("link", { name: "New scenario" }).click();
+  await page.getByLabel("Agent").selectOption({ label: "Maple support" });
+  await page.getByLabel("Name").fill("Book a table");
+  await page.getByLabel("Caller script", { exact: false }).fill("Hello\nI would like a table for two tonight.");
+  await page.getByLabel("Booking confirmed").check();
+  await page.getByRole("button", { name: "Create scenario" }).click();
+  await page.getByText("Saved").waitFor();
+  await api("POST", "/api/v1/scenarios", {
+    agent_id: agent.id, name: "Cancel a booking", caller_script: ["Hello", "Please cancel my booking."],
+    metric_ids: [phrase.id],
+  });
+  await page.getByRole("link", { name: "Scenarios", exact: true }).click();
+  await page.getByLabel("Select Book a table").check();
+  await page.getByLabel("Select Cancel a booking").check();
+  await page.getByRole("button", { name: /Run 2 selected as a batch/ }).click();
+  await page.getByRole("heading", { name: /Batch run #/ }).waitFor();
+  await page.screenshot({ path: join(SHOTS, "09-batch-started.png"), fullPage: true });
+  await page.getByTestId("pass-rate").filter({ hasText: "50%" }).waitFor({ timeout: 90_000 });
+  await page.locator("h1 .status-completed").waitFor({ timeout: 30_000 });
+  assert.equal(await page.locator("table.runs tbody tr").count(), 2);
+  await page.screenshot({ path: join(SHOTS, "10-batch-done.png"), fullPage: true });
+  step("batch run of two scenarios: pass rate 50%");
+
   // Narrow screens: the same page at 390 px.
+  await page.goto(`${base}/#/calls/${call.id}`);
+  await page.locator(".card.metric-latency .headline").waitFor();
   await page.setViewportSize({ width: 390, height: 844 });
   await page.screenshot({ path: join(SHOTS, "05-call-390px.png"), fullPage: true });
   await page.getByRole("link", { name: "← Calls" }).click();
@@ -202,6 +313,11 @@ try {
 } catch (e) {
   console.error(e);
   process.exitCode = 1;
+  try {
+    await diagnose();
+  } catch (d) {
+    console.error("could not ask the service:", d.message);
+  }
 } finally {
   for (const c of cleanups) {
     try {
