@@ -1,11 +1,13 @@
 import { render } from "preact";
 import { useCallback, useEffect, useMemo, useState } from "preact/hooks";
 import { Api, type Workspace } from "./api";
+import { AgentEditor, AgentsPage } from "./pages/agents";
 import { CallPage } from "./pages/call";
 import { CallsPage } from "./pages/calls";
 import { MetricEditor, MetricsPage } from "./pages/metrics";
 import { BatchRunPage, RunPage, ScenarioEditor, ScenariosPage } from "./pages/scenarios";
 import { SignIn } from "./pages/signin";
+import { TrendsPage } from "./pages/trends";
 import { href, navigate, useRoute } from "./router";
 import { loadSession, saveSession, SessionContext, type StoredSession } from "./session";
 import "./style.css";
@@ -61,9 +63,12 @@ function App() {
     );
   }
 
-  const [section, id] = route.path;
+  const [section, id, sub] = route.path;
   let page;
   if (section === "calls" && id) page = <CallPage id={id} />;
+  else if ((section === "agents" || section === "scenarios") && id && sub === "trends") {
+    page = <TrendsPage kind={section} id={id} route={route} />;
+  } else if (section === "agents") page = id ? <AgentEditor id={id} /> : <AgentsPage route={route} />;
   else if (section === "metrics") page = id ? <MetricEditor id={id} /> : <MetricsPage route={route} />;
   else if (section === "scenarios") page = id ? <ScenarioEditor id={id} /> : <ScenariosPage route={route} />;
   else if (section === "batch_runs" && id) page = <BatchRunPage id={id} />;
@@ -91,6 +96,7 @@ function App() {
         <a class="brand" href={href("/calls")}>calleval</a>
         <nav aria-label="Sections">
           <a href={href("/calls")} aria-current={current("calls")}>Calls</a>
+          <a href={href("/agents")} aria-current={current("agents")}>Agents</a>
           <a href={href("/metrics")} aria-current={current("metrics")}>Metrics</a>
           <a href={href("/scenarios")} aria-current={current("scenarios") ?? current("batch_runs") ?? current("runs")}>Scenarios</a>
         </nav>

@@ -294,6 +294,48 @@ async function main() {
   await page.screenshot({ path: join(SHOTS, "10-batch-done.png"), fullPage: true });
   step("batch run of two scenarios: pass rate 50%");
 
+  // Agents: one made in the editor with a websocket channel; its credential is written, reported
+  // as set, and never shown back.
+  await page.getByRole("link", { name: "Agents", exact: true }).click();
+  await page.getByRole("link", { name: "New agent" }).click();
+  await page.getByLabel("Name").fill("Web bot");
+  await page.getByLabel("Instructions", { exact: false }).fill("Take table bookings.");
+  await page.getByLabel("Transport").selectOption("websocket");
+  await page.getByLabel("websocket url").fill("wss://agent.example.com/ws");
+  await page.getByLabel(/auth token/).fill("s3cret-token-value");
+  await page.getByRole("button", { name: "Create agent" }).click();
+  await page.getByText("Saved").waitFor();
+  await page.getByText("(set; type to replace)").waitFor();
+  const webBot = (await api("GET", "/api/v1/agents")).data.find((a) => a.name === "Web bot");
+  assert.equal(webBot.web_channel.websocket_url, "wss://agent.example.com/ws");
+  assert.equal(webBot.web_channel.auth_token_set, true);
+  assert.ok(!(await page.content()).includes("s3cret-token-value"), "a credential is shown back");
+  await page.getByRole("heading", { name: "Metrics on this agent's calls" }).waitFor();
+  await page.getByLabel("Voice Change Detection").uncheck();
+  // The toggle is saved at once (PUT standard_metrics): wait for the service to say so.
+  for (let i = 0; ; i++) {
+    const toggled = await api("GET", `/api/v1/agents/${webBot.id}`);
+    if (JSON.stringify(toggled.disabled_metric_ids) === "[9]") break;
+    assert.ok(i < 50, `disabled_metric_ids ${JSON.stringify(toggled.disabled_metric_ids)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await page.screenshot({ path: join(SHOTS, "11-agent.png"), fullPage: true });
+  step("agent created with a write-only credential; a standard metric switched off");
+
+  // Trends: the agent's charts; a point opens the calls of its bucket.
+  await page.goto(`${base}/#/agents/${agent.id}/trends`);
+  await page.locator("figure.chart").first().waitFor();
+  const latencyDot = page.locator("figure.chart").first().locator("circle.dot").last();
+  await latencyDot.waitFor();
+  await page.screenshot({ path: join(SHOTS, "12-trends.png"), fullPage: true });
+  await latencyDot.click();
+  await page.getByTestId("time-range").waitFor();
+  await page.locator("table.calls tbody tr").first().waitFor();
+  assert.ok(await page.locator("table.calls tbody tr", { hasText: "voice-interruptions" }).count() === 1,
+    "the bucket's calls include the scored stereo call");
+  assert.match(page.url(), new RegExp(`agent_id=${agent.id}`));
+  step("trends: a latency point opened its bucket's calls");
+
   // Narrow screens: the same page at 390 px.
   await page.goto(`${base}/#/calls/${call.id}`);
   await page.locator(".card.metric-latency .headline").waitFor();

@@ -32,10 +32,14 @@ function filtersOf(route: Route): Filters {
   return f;
 }
 
-// Dates picked as local days: from the start of `from` to the end of `to`.
+const isDay = (d: string | undefined) => !!d && /^\d{4}-\d{2}-\d{2}$/.test(d);
+
+// Dates picked as local days: from the start of `from` to the end of `to`. An exact time (a
+// trend chart's bucket) is passed as it is.
 function apiQuery(filters: Filters, page: number) {
   const day = (d: string | undefined, next: boolean) => {
     if (!d) return undefined;
+    if (!isDay(d)) return d;
     const t = new Date(`${d}T00:00:00`);
     if (next) t.setDate(t.getDate() + 1);
     return t.toISOString();
@@ -136,14 +140,19 @@ export function CallsPage({ route }: { route: Route }) {
         </label>
         <label>
           From
-          <input type="date" name="from" value={filters.from ?? ""}
+          <input type="date" name="from" value={isDay(filters.from) ? filters.from : ""}
             onChange={(e) => setFilter("from", (e.target as HTMLInputElement).value)} />
         </label>
         <label>
           To
-          <input type="date" name="to" value={filters.to ?? ""}
+          <input type="date" name="to" value={isDay(filters.to) ? filters.to : ""}
             onChange={(e) => setFilter("to", (e.target as HTMLInputElement).value)} />
         </label>
+        {(filters.from && !isDay(filters.from)) || (filters.to && !isDay(filters.to)) ? (
+          <span class="chip" data-testid="time-range">
+            {formatDateTime(filters.from ?? "")} – {formatDateTime(filters.to ?? "")}
+          </span>
+        ) : null}
         {Object.keys(filters).length > 0 && (
           <button type="button" class="link" onClick={() => navigate(href("/calls"), true)}>
             Clear filters

@@ -148,7 +148,7 @@ export function ScenarioEditor({ id }: { id: string }) {
   };
   return (
     <main class="page">
-      <p><a href={href("/scenarios")}>← Scenarios</a></p>
+      <p><a href={href("/scenarios")}>← Scenarios</a>{!isNew && <> · <a href={href(`/scenarios/${id}/trends`)}>Trends</a></>}</p>
       <h1>{isNew ? "New scenario" : s.name}</h1>
       <form class="editor" onSubmit={save} aria-label="Scenario">
         <div class="row">
