@@ -199,9 +199,18 @@ async function main() {
   await page.screenshot({ path: join(SHOTS, "03-calls-filtered-voice.png"), fullPage: true });
   step("filters by tag and type");
 
-  // The scored stereo call: the timeline's turns are the API's.
+  // The scored stereo call, reached with the keyboard alone: Tab until its link has the focus.
   const call = voice.interruptions;
-  await page.getByRole("link", { name: "voice-interruptions" }).click();
+  await page.reload(); // focus starts from the top of the page
+  await page.locator("table.calls tbody tr").nth(1).waitFor();
+  let tabs = 0;
+  while (!(await page.evaluate(() => document.activeElement?.textContent === "voice-interruptions"))) {
+    await page.keyboard.press("Tab");
+    assert.ok(++tabs < 60, "the call's link is not reachable with Tab");
+  }
+  await page.keyboard.press("Enter");
+  step(`call link reached with ${tabs} Tab presses`);
+  // Its timeline's turns are the API's.
   await page.getByRole("heading", { name: "voice-interruptions" }).waitFor();
   await page.locator(".card.metric-latency .headline").waitFor();
   const timed = (role) => call.transcript.filter((t) => t.role === role && t.start_time !== undefined).length;
