@@ -48,8 +48,8 @@ async function serveCorpus() {
 
 // A local stand-in for the LLM provider (OpenAI's chat-completions wire format), which cannot be
 // reached from a test: it plays the agent of text runs. The agent books a table, unless the
-// caller asks to cancel, which it cannot do (it greets first); anything else asked of it gets a
-// neutral answer.
+// caller asks to cancel, which it cannot do (it greets first). Asked to propose metrics, it
+// proposes two; anything else asked of it gets a neutral answer.
 async function serveLlm() {
   const server = createServer((req, res) => {
     let body = "";
@@ -60,7 +60,14 @@ async function serveLlm() {
       const all = messages.map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content))).join("\n");
       const last = [...messages].reverse().find((m) => m.role === "user")?.content ?? "";
       let content;
-      if (all.includes("end_call")) {
+      if (/^Propose \d+ metrics/.test(last)) {
+        content = { metrics: [
+          { name: "Greets the caller", description: "The agent greets the caller by the business name.",
+            result_type: "boolean", llm_instructions: "Did the agent greet the caller with the business name?" },
+          { name: "Confirms the booking", description: "The agent repeats the booking's details.",
+            result_type: "boolean", llm_instructions: "Did the agent confirm the date and the party size?" },
+        ] };
+      } else if (all.includes("end_call")) {
         content = /cancel/i.test(last) ? { message: "I am sorry, I cannot help with that.", end_call: true }
           : /table/i.test(last) ? { message: "Your table is booked for tonight.", end_call: false }
           : { message: "Maple support, how can I help you today?", end_call: false };
@@ -259,7 +266,17 @@ async function main() {
   await page.screenshot({ path: join(SHOTS, "07-metric-phrase.png"), fullPage: true });
   step(`phrase metric ${phrase.id} created in the editor`);
 
+  // Generate with AI: two proposals for the agent; one added as it came.
   await page.getByRole("link", { name: "Metrics", exact: true }).click();
+  await page.getByText("Generate with AI").click();
+  await page.getByLabel("For agent").selectOption({ label: "Maple support" });
+  await page.getByRole("button", { name: "Propose metrics" }).click();
+  await page.locator(".proposal", { hasText: "Greets the caller" }).getByRole("button", { name: "Add" }).click();
+  await page.getByRole("link", { name: "Greets the caller" }).waitFor();
+  assert.equal(await page.locator(".proposal").count(), 1);
+  await page.screenshot({ path: join(SHOTS, "08a-metrics-generated.png"), fullPage: true });
+  step("generate with AI: a proposal added");
+
   await page.getByRole("link", { name: "New metric" }).click();
   await page.getByLabel("Name").fill("Long enough");
   await page.getByLabel("Type").selectOption({ label: "Code" });
