@@ -50,3 +50,18 @@ export function usePolling(tick: () => Promise<boolean>, { active, minMs = 2000,
     };
   }, [active, minMs, maxMs]);
 }
+
+// After a 429 or 503 that said when to come back (Retry-After), asks again then, as the error
+// banner promises; a failure after that is handled the same way, and any other error waits for
+// the person ("Try again").
+export function useRetryAfter(error: unknown, retry: () => Promise<unknown>,
+  onError: (e: unknown) => void) {
+  useEffect(() => {
+    if (!(error instanceof ApiError) || !error.retryAfterSeconds) return;
+    if (error.status !== 429 && error.status !== 503) return;
+    const timer = window.setTimeout(() => {
+      retry().catch(onError);
+    }, Math.min(60, error.retryAfterSeconds) * 1000);
+    return () => window.clearTimeout(timer);
+  }, [error]);
+}

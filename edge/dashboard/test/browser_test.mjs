@@ -26,6 +26,7 @@ const tmp = mkdtempSync(join(tmpdir(), "calleval-dashboard-"));
 const cleanups = [() => rmSync(tmp, { recursive: true, force: true })];
 // On failure: what the service says about the runs and calls (set once the service is up).
 let diagnose = async () => undefined;
+let lastPage = null; // screenshot at a failure
 const step = (what) => console.log(`[${new Date().toISOString().slice(11, 23)}] ${what}`);
 
 // The corpus's recordings over HTTP, as a customer's storage would serve them.
@@ -174,6 +175,7 @@ async function main() {
   cleanups.unshift(() => browser.close());
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const page = await context.newPage();
+  lastPage = page;
   const consoleErrors = [];
   // A failed request is logged by the browser too; those the pages expect (the refused key, a
   // call without a waveform) they show themselves. Anything else logged as an error fails.
@@ -253,6 +255,7 @@ async function main() {
   await page.setViewportSize({ width: 1280, height: 900 });
   await page.getByRole("link", { name: "Metrics", exact: true }).click();
   await page.getByRole("link", { name: "New metric" }).click();
+  await page.getByRole("heading", { name: "New metric" }).waitFor();
   await page.getByLabel("Name").fill("Booking confirmed");
   await page.getByLabel("Type").selectOption({ label: "Phrase check" });
   await page.getByLabel("Phrases (one per line)").fill("booked");
@@ -278,6 +281,7 @@ async function main() {
   step("generate with AI: a proposal added");
 
   await page.getByRole("link", { name: "New metric" }).click();
+  await page.getByRole("heading", { name: "New metric" }).waitFor();
   await page.getByLabel("Name").fill("Long enough");
   await page.getByLabel("Type").selectOption({ label: "Code" });
   const editor = page.getByLabel("Code (Python", { exact: false });
@@ -301,6 +305,7 @@ async function main() {
   // pass rate followed live. The agent books (passes) but cannot cancel (does not pass): 50%.
   await page.getByRole("link", { name: "Scenarios", exact: true }).click();
   await page.getByRole("link", { name: "New scenario" }).click();
+  await page.getByRole("heading", { name: "New scenario" }).waitFor();
   await page.getByLabel("Agent").selectOption({ label: "Maple support" });
   await page.getByLabel("Name").fill("Book a table");
   await page.getByLabel("Caller script", { exact: false }).fill("Hello\nI would like a table for two tonight.");
@@ -327,6 +332,7 @@ async function main() {
   // as set, and never shown back.
   await page.getByRole("link", { name: "Agents", exact: true }).click();
   await page.getByRole("link", { name: "New agent" }).click();
+  await page.getByRole("heading", { name: "New agent" }).waitFor();
   await page.getByLabel("Name").fill("Web bot");
   await page.getByLabel("Instructions", { exact: false }).fill("Take table bookings.");
   await page.getByLabel("Transport").selectOption("websocket");
@@ -364,6 +370,38 @@ async function main() {
     "the bucket's calls include the scored stereo call");
   assert.match(page.url(), new RegExp(`agent_id=${agent.id}`));
   step("trends: a latency point opened its bucket's calls");
+
+  // Error and empty states. The service's own 429, 503 and 401 are tested with the service;
+  // here the list's requests are answered with them, to see what a person reads.
+  const listRoute = (url) => new URL(url).pathname === "/api/public/v1/calls";
+  const answer = (status, code, message, headers = {}) => (route) => route.fulfill({
+    status, headers: { "Content-Type": "application/json", ...headers },
+    body: JSON.stringify({ error: { status, code, message, details: [] } }),
+  });
+  await page.route(listRoute, answer(503, "unavailable", "database not ready", { "Retry-After": "2" }));
+  await page.goto(`${base}/#/calls?tag=none-such`);
+  await page.getByRole("alert").filter({ hasText: "The service is unavailable: database not ready (trying again in 2 s)" }).waitFor();
+  await page.screenshot({ path: join(SHOTS, "13-error-503.png") });
+  await page.unroute(listRoute);
+  await page.getByRole("button", { name: "Try again" }).click();
+  await page.getByText("No call matches these filters.").waitFor();
+  // A 429 is retried by itself once Retry-After has passed.
+  await page.route(listRoute, answer(429, "rate_limited", "too many requests", { "Retry-After": "1" }));
+  await page.goto(`${base}/#/calls`);
+  await page.getByRole("alert").filter({ hasText: "Too many requests for this key; trying again in 1 s." }).waitFor();
+  await page.unroute(listRoute);
+  await page.locator("table.calls tbody tr").first().waitFor();
+  assert.equal(await page.getByRole("alert").count(), 0);
+  await page.route(listRoute, answer(401, "unauthenticated", "unknown API key"));
+  await page.goto(`${base}/#/calls?tag=billing`);
+  await page.getByText("Your API key is no longer valid. Sign in with a current key.").waitFor();
+  await page.getByLabel("API key").waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.length), 0, "the key outlived its 401");
+  await page.unroute(listRoute);
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.locator("table.calls tbody tr").first().waitFor();
+  step("503, 429, 401 and an empty list read as they should");
 
   // Narrow screens: the same page at 390 px.
   await page.goto(`${base}/#/calls/${call.id}`);
@@ -451,6 +489,8 @@ try {
   console.error(e);
   process.exitCode = 1;
   try {
+    await lastPage?.screenshot({ path: join(SHOTS, "failure.png"), fullPage: true });
+    console.error(`at ${lastPage?.url()}; screenshot ${join(SHOTS, "failure.png")}`);
     await diagnose();
   } catch (d) {
     console.error("could not ask the service:", d.message);

@@ -3,7 +3,7 @@ import { isFinal, type Agent, type Call, type Json, type MetricResult, type Stan
 import { ErrorBanner, Loading, StatusBadge } from "../components";
 import { formatClock, formatDateTime, formatDuration } from "../format";
 import { headlineText, STANDARD_METRICS } from "../metrics";
-import { usePolling } from "../poll";
+import { usePolling, useRetryAfter } from "../poll";
 import { href } from "../router";
 import { useSession } from "../session";
 import { callLength, Timeline } from "../timeline";
@@ -41,6 +41,7 @@ export function CallPage({ id }: { id: string }) {
     api.get<Agent>(`/api/v1/agents/${call.agent_id}`).then(setAgent).catch(() => setAgent(null));
   }, [api, call?.agent_id]);
   usePolling(load, { active: !!call && !isFinal(call) });
+  useRetryAfter(error, load, setError);
 
   const seek = (seconds: number, play = false) => {
     const a = audio.current;

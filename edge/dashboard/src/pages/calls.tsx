@@ -2,7 +2,7 @@ import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { isFinal, type Agent, type Call, type CallList } from "../api";
 import { Empty, ErrorBanner, Loading, Pager, StatusBadge } from "../components";
 import { formatDateTime, formatDuration } from "../format";
-import { usePolling } from "../poll";
+import { usePolling, useRetryAfter } from "../poll";
 import { href, navigate, type Route } from "../router";
 import { useSession } from "../session";
 
@@ -85,8 +85,10 @@ export function CallsPage({ route }: { route: Route }) {
 
   useEffect(() => {
     setLoading(true);
+    setList(null); // another filter or page: the last answer is not this one's
     load().catch(setError).finally(() => setLoading(false));
   }, [load]);
+  useRetryAfter(error, load, setError);
 
   useEffect(() => {
     api
