@@ -90,15 +90,17 @@ absl::Status CallsService::RecordAnalysis(const RequestContext& context,
                                           google::protobuf::Empty* response) {
   std::optional<double> duration;
   if (request.has_duration_seconds()) duration = request.duration_seconds();
+  const v1::CallWaveform* waveform = request.has_waveform() ? &request.waveform() : nullptr;
   if (request.audio_stage_only()) {
     return store_->RecordAudioStage(
         request.call_id(), request.token(), duration,
         {request.results().begin(), request.results().end()},
-        {request.audio_results().begin(), request.audio_results().end()});
+        {request.audio_results().begin(), request.audio_results().end()}, waveform);
   }
   return store_->RecordAnalysis(request.call_id(), request.token(), duration,
                                 {request.results().begin(), request.results().end()},
-                                {request.metric_results().begin(), request.metric_results().end()});
+                                {request.metric_results().begin(), request.metric_results().end()},
+                                waveform);
 }
 
 absl::Status CallsService::FailAnalysis(const RequestContext& context,
