@@ -21,6 +21,14 @@ absl::Status CallsService::GetCall(const RequestContext& context, const v1::GetC
   return absl::OkStatus();
 }
 
+absl::Status CallsService::GetCallWaveform(const RequestContext& context,
+                                           const v1::GetCallWaveformRequest& request,
+                                           v1::CallWaveform* response) {
+  ASSIGN_OR_RETURN(*response,
+                   store_->GetWaveform(context.workspace_id, request.call_identifier_or_id()));
+  return absl::OkStatus();
+}
+
 absl::Status CallsService::UpdateCall(const RequestContext& context,
                                       const v1::UpdateCallRequest& request, v1::Call* response) {
   std::optional<int64_t> agent_id;
