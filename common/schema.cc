@@ -840,6 +840,30 @@ constexpr char kV17[] = R"sql(
 ALTER TABLE calls ADD COLUMN recording_key TEXT;
 )sql";
 
+// The peaks of a call's recording for its waveform (services/scoring/waveform_peaks.h),
+// written with the analysis that decoded it: `channels` × `buckets` (min, max) pairs of int8,
+// channel after channel, over `duration_seconds`. A table of its own rather than a column of
+// calls: up to 120 KB a call that no listing or GET of a call reads. Deleted with the call.
+constexpr char kV18Sqlite[] = R"sql(
+CREATE TABLE call_waveforms (
+  call_id INTEGER PRIMARY KEY REFERENCES calls(id) ON DELETE CASCADE,
+  channels INTEGER NOT NULL,
+  buckets INTEGER NOT NULL,
+  duration_seconds REAL NOT NULL,
+  peaks BLOB NOT NULL
+);
+)sql";
+
+constexpr char kV18Postgres[] = R"sql(
+CREATE TABLE call_waveforms (
+  call_id BIGINT PRIMARY KEY REFERENCES calls(id) ON DELETE CASCADE,
+  channels INTEGER NOT NULL,
+  buckets INTEGER NOT NULL,
+  duration_seconds DOUBLE PRECISION NOT NULL,
+  peaks BYTEA NOT NULL
+);
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
@@ -854,6 +878,7 @@ const std::vector<db::Migration>& SchemaMigrations() {
       {15, kV15Sqlite, kV15Postgres},
       {16, kV16, kV16},
       {17, kV17, kV17},
+      {18, kV18Sqlite, kV18Postgres},
   };
   return *migrations;
 }

@@ -20,6 +20,7 @@
 #include "common/standard_metrics.h"
 #include "common/status_macros.h"
 #include "services/calls/call_rules.h"
+#include "services/calls/call_waveforms.h"
 #include "services/calls/query_rows.h"
 #include "services/calls/queue_claims.h"
 
@@ -507,7 +508,8 @@ void CallsStore::MaybeSweepOwedRefunds() {
 absl::Status CallsStore::RecordAnalysis(int64_t call_id, absl::string_view token,
                                         std::optional<double> duration_seconds,
                                         const std::vector<v1::StandardMetricResult>& results,
-                                        const std::vector<v1::MetricResult>& metric_results) {
+                                        const std::vector<v1::MetricResult>& metric_results,
+                                        const v1::CallWaveform* waveform) {
   RETURN_IF_ERROR(WriteCall([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(LeasedCall leased, CheckLease(c, call_id, token));
     v1::StoredStandardMetrics stored;
@@ -568,6 +570,7 @@ absl::Status CallsStore::RecordAnalysis(int64_t call_id, absl::string_view token
     RETURN_IF_ERROR(update.Run());
     RETURN_IF_ERROR(WriteCallResults(c, call_id, {stored.items().begin(), stored.items().end()},
                                      {stored_custom.items().begin(), stored_custom.items().end()}));
+    if (waveform != nullptr) RETURN_IF_ERROR(WriteWaveform(c, call_id, *waveform));
     RETURN_IF_ERROR(MarkRefundsOwed(c, call_id));
     return ApplyToAgentTotals(c, call_id, +1);
   }));
@@ -610,7 +613,7 @@ absl::Status CallsStore::ReleaseAnalysis(int64_t call_id, absl::string_view toke
 absl::Status CallsStore::RecordAudioStage(
     int64_t call_id, absl::string_view token, std::optional<double> duration_seconds,
     const std::vector<v1::StandardMetricResult>& planned_results,
-    const std::vector<v1::StandardMetricResult>& audio_results) {
+    const std::vector<v1::StandardMetricResult>& audio_results, const v1::CallWaveform* waveform) {
   return WriteCall([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(LeasedCall leased, CheckLease(c, call_id, token));
     // What the record shows meanwhile: the planned standard metrics in plan order, those of the
@@ -644,7 +647,9 @@ absl::Status CallsStore::RecordAudioStage(
       update.BindNull(4);
     }
     update.Bind(5, NowTimestamp()).Bind(6, call_id);
-    return update.Run();
+    RETURN_IF_ERROR(update.Run());
+    if (waveform != nullptr) RETURN_IF_ERROR(WriteWaveform(c, call_id, *waveform));
+    return absl::OkStatus();
   });
 }
 

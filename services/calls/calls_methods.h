@@ -19,6 +19,9 @@ inline constexpr MethodEntry<CallsService> kCallsMethods[] = {
     Unary<&CallsService::GetAgentStats>("GetAgentStats", Execution::kPool, Access::kWorkspace),
     Unary<&CallsService::GetScenarioStats>("GetScenarioStats", Execution::kPool,
                                            Access::kWorkspace),
+    // A point read of one row (up to 120 KB of peaks).
+    Unary<&CallsService::GetCallWaveform>("GetCallWaveform", Execution::kPointRead,
+                                          Access::kWorkspace),
     Unary<&CallsService::LeaseAnalysis>("LeaseAnalysis", Execution::kPool, Access::kInternal),
     Unary<&CallsService::RecordAnalysis>("RecordAnalysis", Execution::kPool, Access::kInternal),
     Unary<&CallsService::FailAnalysis>("FailAnalysis", Execution::kPool, Access::kInternal),

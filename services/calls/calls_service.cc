@@ -21,6 +21,14 @@ absl::Status CallsService::GetCall(const RequestContext& context, const v1::GetC
   return absl::OkStatus();
 }
 
+absl::Status CallsService::GetCallWaveform(const RequestContext& context,
+                                           const v1::GetCallWaveformRequest& request,
+                                           v1::CallWaveform* response) {
+  ASSIGN_OR_RETURN(*response,
+                   store_->GetWaveform(context.workspace_id, request.call_identifier_or_id()));
+  return absl::OkStatus();
+}
+
 absl::Status CallsService::UpdateCall(const RequestContext& context,
                                       const v1::UpdateCallRequest& request, v1::Call* response) {
   std::optional<int64_t> agent_id;
@@ -90,15 +98,17 @@ absl::Status CallsService::RecordAnalysis(const RequestContext& context,
                                           google::protobuf::Empty* response) {
   std::optional<double> duration;
   if (request.has_duration_seconds()) duration = request.duration_seconds();
+  const v1::CallWaveform* waveform = request.has_waveform() ? &request.waveform() : nullptr;
   if (request.audio_stage_only()) {
     return store_->RecordAudioStage(
         request.call_id(), request.token(), duration,
         {request.results().begin(), request.results().end()},
-        {request.audio_results().begin(), request.audio_results().end()});
+        {request.audio_results().begin(), request.audio_results().end()}, waveform);
   }
   return store_->RecordAnalysis(request.call_id(), request.token(), duration,
                                 {request.results().begin(), request.results().end()},
-                                {request.metric_results().begin(), request.metric_results().end()});
+                                {request.metric_results().begin(), request.metric_results().end()},
+                                waveform);
 }
 
 absl::Status CallsService::FailAnalysis(const RequestContext& context,

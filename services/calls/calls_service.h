@@ -51,6 +51,10 @@ class CallsService {
                              v1::Stats* response);
   absl::Status GetScenarioStats(const RequestContext& context,
                                 const v1::GetScenarioStatsRequest& request, v1::Stats* response);
+  // The peaks of the call's recording (CallsStore::GetWaveform).
+  absl::Status GetCallWaveform(const RequestContext& context,
+                               const v1::GetCallWaveformRequest& request,
+                               v1::CallWaveform* response);
 
   // The analysis queue for scoring workers in other processes (internal: the installation's
   // credential, no API key).

@@ -193,10 +193,13 @@ class CallsStore {
   // refused with kFailedPrecondition) and completes the call. Metrics that did not complete
   // are refunded, each at most once: the transaction records that the call is owed them
   // (calls.refunds_owed) and ApplyOwedRefunds gives them back once it has committed.
+  // `waveform`, when the report ran the audio pass, is stored in the same transaction
+  // (call_waveforms.h).
   absl::Status RecordAnalysis(int64_t call_id, absl::string_view token,
                               std::optional<double> duration_seconds,
                               const std::vector<v1::StandardMetricResult>& results,
-                              const std::vector<v1::MetricResult>& metric_results = {});
+                              const std::vector<v1::MetricResult>& metric_results = {},
+                              const v1::CallWaveform* waveform = nullptr);
   // Ends the call failed (for example unsupported_audio) and refunds its metrics.
   absl::Status FailAnalysis(int64_t call_id, absl::string_view token, absl::string_view reason,
                             absl::string_view message);
@@ -207,10 +210,13 @@ class CallsStore {
   // that need the transcript show `pending`), keeps `audio_results` (every audio metric) for
   // the transcript stage, and is handed out again by LeaseAnalysis once its transcription has
   // completed or failed. The lease ends; the attempts count starts again for the next stage.
+  // `waveform` as RecordAnalysis: the transcript stage does not decode again, so the peaks are
+  // the audio stage's.
   absl::Status RecordAudioStage(int64_t call_id, absl::string_view token,
                                 std::optional<double> duration_seconds,
                                 const std::vector<v1::StandardMetricResult>& planned_results,
-                                const std::vector<v1::StandardMetricResult>& audio_results);
+                                const std::vector<v1::StandardMetricResult>& audio_results,
+                                const v1::CallWaveform* waveform = nullptr);
 
   // The transcription queue: voice calls whose recording is stored and whose analysis has
   // started (so a call skipped for credits is never transcribed), oldest first, or one whose
@@ -244,6 +250,12 @@ class CallsStore {
   // up; stops at the first refund that fails (they stay owed).
   absl::StatusOr<int> ApplyOwedRefunds();
   static constexpr absl::Duration kOwedRefundsSweep = absl::Seconds(30);
+
+  // The peaks of the call's recording, for its waveform (call_waveforms.cc). kNotFound with code
+  // "not_found" for no such call, "no_recording" for a call without a recording (a text call),
+  // "no_waveform" while its analysis has not computed them, or when it ended without them.
+  absl::StatusOr<v1::CallWaveform> GetWaveform(int64_t workspace_id,
+                                               absl::string_view id_or_identifier);
 
   // The stored recording of a call (no workspace check: the caller verified a signed link).
   absl::StatusOr<StoredRecording> GetRecording(int64_t call_id);

@@ -12,6 +12,7 @@
 #include "services/scoring/turns.h"
 #include "services/scoring/voice_activity.h"
 #include "services/scoring/voice_quality.h"
+#include "services/scoring/waveform_peaks.h"
 
 namespace calleval::scoring {
 namespace {
@@ -76,6 +77,7 @@ absl::StatusOr<AnalysisResult> AnalyzeRecording(const std::string& path,
   const int channels = decoder->channels();
   VoiceActivityDetector detector(kWorkingSampleRate, channels);
   VoiceQualityAnalyzer agent_voice(kWorkingSampleRate);
+  WaveformPeaks peaks(kWorkingSampleRate, channels);
   const int agent_channel = channels == 2 ? options.channel_map.agent : 0;
   std::array<std::vector<float>, 2> block;
   while (true) {
@@ -83,12 +85,14 @@ absl::StatusOr<AnalysisResult> AnalyzeRecording(const std::string& path,
     if (frames == 0) break;
     detector.Feed(block, frames);
     agent_voice.Feed(block[agent_channel].data(), frames);
+    peaks.Feed(block, frames);
   }
   std::array<SpeechSegments, 2> speech = detector.Finish();
 
   AnalysisResult out;
   out.duration_seconds = decoder->decoded_seconds();
   out.timeline.duration_s = out.duration_seconds;
+  out.waveform = peaks.Finish();
   bool roles_known = true;
   if (channels == 2) {
     out.timeline.agent = BuildTurns(speech[options.channel_map.agent]);

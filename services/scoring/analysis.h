@@ -1,8 +1,9 @@
 #pragma once
 
 // The audio pass over one recording: decode in blocks, find speech per channel, build each
-// party's turns and compute the audio-based standard metrics (docs/metrics.md). Used by the scoring
-// workers and by `callevalctl analyze`; memory stays flat with the length of the call.
+// party's turns and compute the audio-based standard metrics (docs/metrics.md) and the
+// waveform's peaks. Used by the scoring workers and by `callevalctl analyze`; memory stays flat
+// with the length of the call.
 
 #include <optional>
 #include <string>
@@ -23,6 +24,8 @@ struct AnalysisResult {
   double duration_seconds = 0;
   CallTimeline timeline;
   std::vector<v1::StandardMetricResult> standard_metrics;
+  // The recording's peaks for a waveform (waveform_peaks.h), from the same decoded audio.
+  v1::CallWaveform waveform;
 };
 
 // The 9 audio metrics of docs/metrics.md that need only the recording (and, for words, the

@@ -196,6 +196,7 @@ JobOutcome ScoreJob(const calls::AnalysisJob& job, const std::string& recording_
     }
     out.duration_s = analysis->duration_seconds;
     all_standard = std::move(analysis->standard_metrics);
+    out.waveform = std::move(analysis->waveform);
   }
   const bool waits = WaitsForTranscription(job, tools);
   for (auto& m : all_standard) {
@@ -266,7 +267,8 @@ absl::StatusOr<std::optional<calls::AnalysisJob>> GrpcAnalysisQueue::Lease() {
 absl::Status GrpcAnalysisQueue::Record(const calls::AnalysisJob& job,
                                        std::optional<double> duration_s,
                                        const std::vector<v1::StandardMetricResult>& results,
-                                       const std::vector<v1::MetricResult>& metric_results) {
+                                       const std::vector<v1::MetricResult>& metric_results,
+                                       const v1::CallWaveform* waveform) {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::RecordAnalysisRequest request;
@@ -275,6 +277,7 @@ absl::Status GrpcAnalysisQueue::Record(const calls::AnalysisJob& job,
   if (duration_s) request.set_duration_seconds(*duration_s);
   for (const auto& r : results) *request.add_results() = r;
   for (const auto& r : metric_results) *request.add_metric_results() = r;
+  if (waveform != nullptr) *request.mutable_waveform() = *waveform;
   google::protobuf::Empty empty;
   return FromGrpcStatus(stub_->RecordAnalysis(&context, request, &empty));
 }
@@ -282,7 +285,8 @@ absl::Status GrpcAnalysisQueue::Record(const calls::AnalysisJob& job,
 absl::Status GrpcAnalysisQueue::RecordAudioStage(
     const calls::AnalysisJob& job, std::optional<double> duration_s,
     const std::vector<v1::StandardMetricResult>& planned_results,
-    const std::vector<v1::StandardMetricResult>& audio_results) {
+    const std::vector<v1::StandardMetricResult>& audio_results,
+    const v1::CallWaveform* waveform) {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::RecordAnalysisRequest request;
@@ -292,6 +296,7 @@ absl::Status GrpcAnalysisQueue::RecordAudioStage(
   for (const auto& r : planned_results) *request.add_results() = r;
   request.set_audio_stage_only(true);
   for (const auto& r : audio_results) *request.add_audio_results() = r;
+  if (waveform != nullptr) *request.mutable_waveform() = *waveform;
   google::protobuf::Empty empty;
   return FromGrpcStatus(stub_->RecordAnalysis(&context, request, &empty));
 }
@@ -413,15 +418,17 @@ bool ScoringWorkers::WorkOnce() {
   // recording "cancelled" failures: another worker, or this one after a restart, scores it in
   // full.
   absl::Status reported;
+  const v1::CallWaveform* waveform = outcome.waveform ? &*outcome.waveform : nullptr;
   if (CancelledByShutdown(outcome)) {
     reported = queue_->Release(leased);
   } else if (!outcome.status.ok()) {
     reported = queue_->Fail(leased, outcome.failure_reason, outcome.status.message());
   } else if (outcome.audio_stage_only) {
     reported = queue_->RecordAudioStage(leased, outcome.duration_s, outcome.results,
-                                        outcome.audio_results);
+                                        outcome.audio_results, waveform);
   } else {
-    reported = queue_->Record(leased, outcome.duration_s, outcome.results, outcome.metric_results);
+    reported = queue_->Record(leased, outcome.duration_s, outcome.results, outcome.metric_results,
+                              waveform);
   }
   if (!reported.ok()) std::cerr << "scoring: call " << leased.call_id << ": " << reported << "\n";
   return true;

@@ -33,15 +33,18 @@ class AnalysisQueue {
  public:
   virtual ~AnalysisQueue() = default;
   virtual absl::StatusOr<std::optional<calls::AnalysisJob>> Lease() = 0;
+  // `waveform`: the recording's peaks when this job ran the audio pass, else null.
   virtual absl::Status Record(const calls::AnalysisJob& job, std::optional<double> duration_s,
                               const std::vector<v1::StandardMetricResult>& results,
-                              const std::vector<v1::MetricResult>& metric_results) = 0;
+                              const std::vector<v1::MetricResult>& metric_results,
+                              const v1::CallWaveform* waveform) = 0;
   // The audio stage of a voice call that waits for its transcription (CallsStore::
   // RecordAudioStage).
   virtual absl::Status RecordAudioStage(
       const calls::AnalysisJob& job, std::optional<double> duration_s,
       const std::vector<v1::StandardMetricResult>& planned_results,
-      const std::vector<v1::StandardMetricResult>& audio_results) = 0;
+      const std::vector<v1::StandardMetricResult>& audio_results,
+      const v1::CallWaveform* waveform) = 0;
   virtual absl::Status Fail(const calls::AnalysisJob& job, absl::string_view reason,
                             absl::string_view message) = 0;
   virtual absl::Status Release(const calls::AnalysisJob& job) = 0;
@@ -67,15 +70,18 @@ class StoreAnalysisQueue : public AnalysisQueue {
   absl::Duration lease() const override { return lease_; }
   absl::Status Record(const calls::AnalysisJob& job, std::optional<double> duration_s,
                       const std::vector<v1::StandardMetricResult>& results,
-                      const std::vector<v1::MetricResult>& metric_results) override {
-    return store_->RecordAnalysis(job.call_id, job.token, duration_s, results, metric_results);
+                      const std::vector<v1::MetricResult>& metric_results,
+                      const v1::CallWaveform* waveform) override {
+    return store_->RecordAnalysis(job.call_id, job.token, duration_s, results, metric_results,
+                                  waveform);
   }
   absl::Status RecordAudioStage(
       const calls::AnalysisJob& job, std::optional<double> duration_s,
       const std::vector<v1::StandardMetricResult>& planned_results,
-      const std::vector<v1::StandardMetricResult>& audio_results) override {
+      const std::vector<v1::StandardMetricResult>& audio_results,
+      const v1::CallWaveform* waveform) override {
     return store_->RecordAudioStage(job.call_id, job.token, duration_s, planned_results,
-                                    audio_results);
+                                    audio_results, waveform);
   }
   absl::Status Fail(const calls::AnalysisJob& job, absl::string_view reason,
                     absl::string_view message) override {
@@ -100,11 +106,13 @@ class GrpcAnalysisQueue : public AnalysisQueue {
   absl::StatusOr<std::optional<calls::AnalysisJob>> Lease() override;
   absl::Status Record(const calls::AnalysisJob& job, std::optional<double> duration_s,
                       const std::vector<v1::StandardMetricResult>& results,
-                      const std::vector<v1::MetricResult>& metric_results) override;
+                      const std::vector<v1::MetricResult>& metric_results,
+                      const v1::CallWaveform* waveform) override;
   absl::Status RecordAudioStage(
       const calls::AnalysisJob& job, std::optional<double> duration_s,
       const std::vector<v1::StandardMetricResult>& planned_results,
-      const std::vector<v1::StandardMetricResult>& audio_results) override;
+      const std::vector<v1::StandardMetricResult>& audio_results,
+      const v1::CallWaveform* waveform) override;
   absl::Status Fail(const calls::AnalysisJob& job, absl::string_view reason,
                     absl::string_view message) override;
   absl::Status Release(const calls::AnalysisJob& job) override;
@@ -141,6 +149,8 @@ struct JobOutcome {
   std::vector<v1::MetricResult> metric_results;
   bool audio_stage_only = false;
   std::vector<v1::StandardMetricResult> audio_results;  // every audio metric, planned or not
+  // The recording's peaks, when this job ran the audio pass.
+  std::optional<v1::CallWaveform> waveform;
 };
 // `recording_path`: the job's recording as a local file (LocalRecording), for a voice call
 // whose audio stage is to be scored; otherwise unused.

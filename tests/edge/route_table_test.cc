@@ -42,9 +42,9 @@ std::vector<std::string> QueryNames(const Route& route) {
 
 TEST(RouteTableTest, BuildsOneRoutePerAnnotatedMethod) {
   RouteTable table = RealTable();
-  // Calls 7 (calls and stats), Agents 16 (agents, languages, scenarios, runs, batch runs),
-  // Accounts 1 (Authenticate has no route).
-  EXPECT_EQ(table.routes().size(), 24u);
+  // Calls 8 (calls, waveform and stats), Agents 16 (agents, languages, scenarios, runs, batch
+  // runs), Accounts 1 (Authenticate has no route).
+  EXPECT_EQ(table.routes().size(), 25u);
   for (const auto& route : table.routes()) {
     EXPECT_NE(route->method_descriptor->name(), "Authenticate");
   }
@@ -69,6 +69,16 @@ TEST(RouteTableTest, BindsPathVariable) {
   EXPECT_EQ(match.route->method_descriptor->name(), "GetCall");
   ASSERT_EQ(match.bindings.size(), 1u);
   EXPECT_EQ(match.bindings[0].field_path, "call_identifier_or_id");
+  EXPECT_EQ(match.bindings[0].value, "crm-9931");
+  EXPECT_THAT(QueryNames(*match.route), ElementsAre("client_id"));
+}
+
+TEST(RouteTableTest, WaveformRouteBelowTheCall) {
+  RouteTable table = RealTable();
+  RouteMatch match = table.Match("GET", "/api/public/v1/calls/crm-9931/waveform");
+  ASSERT_EQ(match.result, RouteMatch::Result::kFound);
+  EXPECT_EQ(match.route->method_descriptor->name(), "GetCallWaveform");
+  ASSERT_EQ(match.bindings.size(), 1u);
   EXPECT_EQ(match.bindings[0].value, "crm-9931");
   EXPECT_THAT(QueryNames(*match.route), ElementsAre("client_id"));
 }

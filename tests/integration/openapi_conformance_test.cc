@@ -19,6 +19,8 @@
 #include "tests/integration/http_client.h"
 #include "tests/integration/test_server.h"
 #include "tests/support/fake_openai_server.h"
+#include "tests/support/test_http_server.h"
+#include "tests/support/test_wav.h"
 
 namespace calleval {
 namespace {
@@ -237,6 +239,27 @@ TEST_F(OpenApiConformanceTest, EveryRouteAnswersAsDocumented) {
        "/api/public/v1/calls/conformance-1", &call_patch, 200);
   Post("/api/v1/metrics/test_code", "/api/v1/metrics/test_code",
        {{"code", "metric['result'] = True"}, {"call_observation_id", call_id}}, 200);
+  // The waveform: of a voice call once its audio pass has run; a text call has none (404).
+  {
+    TestHttpServer files;
+    files.Serve("/tone.wav", testing::TestWav(8000, 1.0, {testing::ToneBetween(0.2, 0.8, 0.5)}),
+                "audio/wav");
+    Post("/api/public/v1/calls", "/api/public/v1/calls",
+         {{"call_identifier", "conformance-voice"},
+          {"agent_id", agent_id},
+          {"recording_url", files.url("/tone.wav")}},
+         201);
+    for (int i = 0; i < 2400; ++i) {
+      if (client_->Get("/api/public/v1/calls/conformance-voice/waveform").status != 404) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    const json waveform = Get("/api/public/v1/calls/{call_identifier_or_id}/waveform",
+                              "/api/public/v1/calls/conformance-voice/waveform");
+    EXPECT_EQ(waveform["channels"], 1);
+    EXPECT_EQ(waveform["buckets"], 50);
+    Get("/api/public/v1/calls/{call_identifier_or_id}/waveform",
+        "/api/public/v1/calls/conformance-1/waveform", 404);
+  }
 
   // Scenarios and runs.
   const json scenario = Post("/api/v1/scenarios", "/api/v1/scenarios",

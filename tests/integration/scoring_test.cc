@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "cmd/calleval/server.h"
 #include "common/schema.h"
@@ -18,6 +19,7 @@
 #include "tests/integration/http_client.h"
 #include "tests/integration/test_server.h"
 #include "tests/support/test_http_server.h"
+#include "tests/support/test_wav.h"
 
 namespace calleval {
 namespace {
@@ -192,6 +194,83 @@ TEST_F(ScoringTest, UndecodableRecordingFailsUnsupportedAudio) {
   EXPECT_EQ(call["failure_reason"], "unsupported_audio");
   // Everything reserved was refunded.
   EXPECT_EQ(testing::BalanceOnceSettled(*client_, before), before);
+}
+
+// The waveform of a recording the scoring workers decoded, over HTTP: a 6 s stereo call whose
+// left channel has a loud tone from 1 to 2 s and whose right has a quieter one from 4 to 5 s,
+// silence (exact zeros) everywhere else.
+TEST_F(ScoringTest, WaveformShowsTheLoudPartsAndTheSilence) {
+  TestHttpServer files;
+  files.Serve("/tones.wav",
+              testing::TestWav(8000, 6.0, {testing::ToneBetween(1.0, 2.0, 0.8),
+                                           testing::ToneBetween(4.0, 5.0, 0.4)}),
+              "audio/wav");
+  ASSERT_EQ(client_
+                ->Post("/api/public/v1/calls", json{{"call_identifier", "tones"},
+                                                    {"agent_id", agent_},
+                                                    {"recording_url", files.url("/tones.wav")}})
+                .status,
+            201);
+  // Computed by the audio pass (the audio stage, before the transcription ends): polled.
+  testing::HttpResponse waveform;
+  for (int i = 0; i < 4800; ++i) {
+    waveform = client_->Get("/api/public/v1/calls/tones/waveform");
+    if (waveform.status != 404) break;
+    // Until then: 404 saying the analysis has not computed it yet.
+    EXPECT_EQ(waveform.json()["error"]["code"], "no_waveform") << waveform.body;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_EQ(waveform.status, 200) << waveform.body;
+  const json body = waveform.json();
+  EXPECT_EQ(body["channels"], 2);
+  EXPECT_NEAR(body["duration_seconds"].get<double>(), 6.0, 0.01);
+  const int buckets = body["buckets"];
+  EXPECT_EQ(buckets, 300);  // 50 a second
+  std::string peaks;
+  ASSERT_TRUE(absl::Base64Unescape(body["peaks"].get<std::string>(), &peaks));
+  ASSERT_EQ(peaks.size(), static_cast<size_t>(2 * buckets * 2));
+  auto peak = [&](int channel, int bucket, int which) {
+    return static_cast<int8_t>(peaks[(channel * buckets + bucket) * 2 + which]);
+  };
+  auto second = [&](double s) { return static_cast<int>(s * 50); };
+  for (int b = 0; b < buckets; ++b) {
+    const double t = b / 50.0;
+    // Inside the tones (the resampler's edges left aside): full peaks each way.
+    if (t >= 1.1 && t < 1.9) {
+      EXPECT_GE(peak(0, b, 1), 90) << b;  // 0.8 of full scale: 102
+      EXPECT_LE(peak(0, b, 0), -90) << b;
+    }
+    if (t >= 4.1 && t < 4.9) {
+      EXPECT_NEAR(peak(1, b, 1), 51, 6) << b;  // 0.4: 51
+      EXPECT_NEAR(peak(1, b, 0), -51, 6) << b;
+    }
+    // Away from them: silence, ~0.
+    const bool left_silent = t < 0.9 || t >= 2.1;
+    const bool right_silent = t < 3.9 || t >= 5.1;
+    if (left_silent) {
+      EXPECT_LE(std::abs(peak(0, b, 0)), 1) << b;
+      EXPECT_LE(std::abs(peak(0, b, 1)), 1) << b;
+    }
+    if (right_silent) {
+      EXPECT_LE(std::abs(peak(1, b, 0)), 1) << b;
+      EXPECT_LE(std::abs(peak(1, b, 1)), 1) << b;
+    }
+  }
+  EXPECT_GE(peak(0, second(1.5), 1), 90);
+  EXPECT_LE(std::abs(peak(0, second(4.5), 1)), 1);
+
+  // A text call has no recording: 404 saying so.
+  ASSERT_EQ(client_
+                ->Post("/api/public/v1/calls",
+                       json{{"call_identifier", "text-w"},
+                            {"agent_id", agent_},
+                            {"transcript", {{{"role", "User"}, {"content", "hello"}}}}})
+                .status,
+            201);
+  testing::HttpResponse none = client_->Get("/api/public/v1/calls/text-w/waveform");
+  EXPECT_EQ(none.status, 404);
+  EXPECT_EQ(none.json()["error"]["code"], "no_recording") << none.body;
+  EXPECT_EQ(client_->Get("/api/public/v1/calls/nope/waveform").status, 404);
 }
 
 TEST_F(ScoringTest, ShortBalanceSkipsTheCall) {

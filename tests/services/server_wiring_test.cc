@@ -342,8 +342,9 @@ TEST_P(ServerWiringTest, EveryReadOfExistingObjectsAnswersLikeItsGrpcMethod) {
     ExpectSameAnswer(*route, testing::Bearer(key_), absl::StrCat(IdFor(*route, made)));
   }
   EXPECT_GE(reads, 14);
-  // Every read but GetRun and GetBatchRun found what it looked for.
-  EXPECT_GE(answered_ok_, reads - 2);
+  // Every read but GetRun, GetBatchRun and GetCallWaveform (the call is a text call, without a
+  // recording) found what it looked for.
+  EXPECT_GE(answered_ok_, reads - 3);
 }
 
 CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(ServerWiringTest);

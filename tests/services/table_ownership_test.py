@@ -27,6 +27,7 @@ OWNERS = {
         "call_metrics",
         "call_figures",
         "call_latency_bins",
+        "call_waveforms",
         "agent_hourly_calls",
         "agent_hourly_latency",
         "agent_hourly_outcomes",
