@@ -233,6 +233,17 @@ async function main() {
   assert.equal(await page.locator(".transcript li").count(), call.transcript.length);
   const shownLatency = await page.locator(".card.metric-latency .headline").textContent();
   assert.equal(shownLatency, `${Math.round(latency.result.average_ms).toLocaleString("en-US")} ms`);
+  // The waveform, drawn from the service's peaks: both channels, with ink where there is speech.
+  const wave = await api("GET", `/api/public/v1/calls/${call.id}/waveform`);
+  assert.equal(wave.channels, 2);
+  await page.locator("canvas.waveform").waitFor();
+  const inked = await page.locator("canvas.waveform").evaluate((c) => {
+    const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
+    return n / (d.length / 4);
+  });
+  assert.ok(inked > 0.01 && inked < 0.9, `waveform ink ${inked}`);
   await page.screenshot({ path: join(SHOTS, "04-call.png"), fullPage: true });
 
   // Play from the third turn: the player seeks there.
