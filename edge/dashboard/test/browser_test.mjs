@@ -436,12 +436,15 @@ async function main() {
 async function firstPageBudget(browser, base, data) {
   if (!BUDGET_CALLS) return;
   assert.ok(CTL, "CALLEVALCTL_BIN is not set");
-  const created = await new Promise((resolve, reject) => {
-    const ctl = spawn(CTL, ["--data-dir", data, "workspace", "create", "--name", "bulk", "--credits", "0"]);
+  const ctl = (...args) => new Promise((resolve, reject) => {
+    const p = spawn(CTL, ["--data-dir", data, ...args]);
     let out = "";
-    ctl.stdout.on("data", (c) => (out += c));
-    ctl.on("exit", (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`callevalctl exited ${code}`))));
+    p.stdout.on("data", (c) => (out += c));
+    p.on("exit", (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`callevalctl exited ${code}`))));
   });
+  const created = await ctl("workspace", "create", "--name", "bulk", "--credits", "0");
+  // A key of the first workspace granted the new one: signing in offers both.
+  const granted = await ctl("key", "create", "--workspace", "1", "--grant", String(created.id));
   const bulk = client(base, created.api_key);
   const agent = await bulk("POST", "/api/v1/agents", {
     name: "Bulk bot", phone_number: "+14155550199", language_id: 1, instructions: "x",
@@ -471,8 +474,12 @@ async function firstPageBudget(browser, base, data) {
 
   const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
   await page.goto(base + "/");
-  await page.getByLabel("API key").fill(created.api_key);
+  await page.getByLabel("API key").fill(granted.api_key);
   await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Choose a workspace" }).waitFor();
+  assert.equal(await page.locator(".workspaces button").count(), 2);
+  await page.screenshot({ path: join(SHOTS, "14-choose-workspace.png") });
+  await page.locator(".workspaces button", { hasText: "bulk" }).click();
   await page.locator("table.calls tbody tr").first().waitFor();
   const shown = [];
   for (let i = 0; i < 3; i++) {
