@@ -58,8 +58,10 @@ TEST(RouteTableTest, MatchesLiteralPath) {
   EXPECT_TRUE(match.bindings.empty());
   EXPECT_EQ(match.route->success_status, 200);
   EXPECT_EQ(match.route->body_kind, BodyKind::kNone);
-  EXPECT_THAT(QueryNames(*match.route), ElementsAre("client_id", "agent_id", "analysis_status",
-                                                    "tag", "observation_type", "page", "per_page"));
+  EXPECT_THAT(QueryNames(*match.route),
+              ElementsAre("client_id", "agent_id", "analysis_status", "tag", "observation_type",
+                          "page", "per_page", "transcription_status", "call_timestamp_from",
+                          "call_timestamp_to", "search"));
 }
 
 TEST(RouteTableTest, BindsPathVariable) {

@@ -25,6 +25,7 @@ namespace calleval {
 namespace {
 
 using ::nlohmann::json;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::HttpClient;
 using testing::HttpResponse;
@@ -580,6 +581,50 @@ TEST_F(ApiTest, ListFiltersAndPagination) {
   }
   EXPECT_EQ(completed, 5);
   ExpectError(client_->Get("/api/public/v1/calls?page=abc"), 422);
+}
+
+TEST_F(ApiTest, ListByTranscriptionStatusTimeAndSearch) {
+  int64_t agent = CreateAgent(*client_, "searcher");
+  int64_t first_id = 0;
+  for (const auto& [identifier, timestamp] : std::vector<std::pair<std::string, std::string>>{
+           {"find-50%a", "2026-11-22T10:00:00Z"},
+           {"find-50xa", "2026-11-22T11:00:00Z"},
+           {"find-x", "2026-11-22T12:00:00Z"}}) {
+    json body = TranscriptCall(identifier, agent);
+    body["call_timestamp"] = timestamp;
+    HttpResponse r = client_->Post("/api/public/v1/calls", body);
+    ASSERT_EQ(r.status, 201) << r.body;
+    if (first_id == 0) first_id = r.json()["id"];
+  }
+  auto identifiers = [&](const std::string& query) {
+    HttpResponse r = client_->Get(absl::StrCat("/api/public/v1/calls?agent_id=", agent, query));
+    EXPECT_EQ(r.status, 200) << query << ": " << r.body;
+    std::vector<std::string> out;
+    for (const json& call : r.json()["data"]) out.push_back(call["call_identifier"]);
+    return out;
+  };
+  // %25 is a literal %, not a wildcard.
+  EXPECT_THAT(identifiers("&search=find-50%25"), ElementsAre("find-50%a"));
+  EXPECT_THAT(identifiers("&search=find-50"), ElementsAre("find-50xa", "find-50%a"));
+  EXPECT_THAT(identifiers(absl::StrCat("&search=", first_id)), ElementsAre("find-50%a"));
+  EXPECT_THAT(identifiers("&call_timestamp_from=2026-11-22T11:00:00Z"
+                          "&call_timestamp_to=2026-11-22T12:00:00Z"),
+              ElementsAre("find-50xa"));
+  // An offset, its + sent as %2B.
+  EXPECT_THAT(identifiers("&call_timestamp_from=2026-11-22T12:00:00%2B01:00"),
+              ElementsAre("find-x", "find-50xa"));
+  EXPECT_THAT(identifiers("&transcription_status=completed&search=find-&"
+                          "call_timestamp_to=2026-11-22T11:00:00Z"),
+              ElementsAre("find-50%a"));
+  EXPECT_THAT(identifiers("&transcription_status=pending"), ElementsAre());
+  HttpResponse refused = client_->Get(
+      "/api/public/v1/calls?call_timestamp_to=soon&transcription_status=computed");
+  ExpectError(refused, 422, "validation_failed");
+  EXPECT_EQ(refused.json()["error"]["details"],
+            (json{{{"field", "transcription_status"},
+                   {"issue", "must be one of pending, processing, completed, failed"}},
+                  {{"field", "call_timestamp_to"},
+                   {"issue", "must be an RFC 3339 date-time, for example 2026-11-22T10:15:00Z"}}}));
 }
 
 TEST_F(ApiTest, CrossWorkspaceIsolation) {
