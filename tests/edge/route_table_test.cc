@@ -140,6 +140,10 @@ TEST(RouteTableTest, SuccessStatusFromOption) {
   RouteMatch workspace = table.Match("GET", "/api/v1/workspaces/current");
   ASSERT_EQ(workspace.result, RouteMatch::Result::kFound);
   EXPECT_EQ(workspace.route->method_descriptor->name(), "GetCurrentWorkspace");
+  RouteMatch workspaces = table.Match("GET", "/api/v1/workspaces");
+  ASSERT_EQ(workspaces.result, RouteMatch::Result::kFound);
+  EXPECT_EQ(workspaces.route->method_descriptor->name(), "ListWorkspaces");
+  EXPECT_THAT(QueryNames(*workspaces.route), ElementsAre());
 }
 
 TEST(RouteTableTest, MethodNotAllowedListsAllowedMethods) {

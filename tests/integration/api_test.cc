@@ -174,6 +174,29 @@ TEST_F(ApiTest, CurrentWorkspaceAndGrants) {
   EXPECT_EQ(r.json()["name"], "other");
 }
 
+TEST_F(ApiTest, WorkspacesOfTheKeyOwnFirstThenGranted) {
+  HttpClient granted(server_->http_base_url());
+  granted.set_api_key(*granted_key_);
+  HttpResponse r = granted.Get("/api/v1/workspaces");
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json()["data"].size(), 2u) << r.body;
+  EXPECT_EQ(r.json()["data"][0]["id"], 1);
+  EXPECT_EQ(r.json()["data"][0]["name"], "default");
+  EXPECT_TRUE(r.json()["data"][0]["credit_balance"].is_number_integer());
+  EXPECT_EQ(r.json()["data"][1],
+            (json{{"id", other_workspace_}, {"name", "other"}, {"credit_balance", 100}}));
+  // A key without grants: its own workspace alone, whichever workspace that is.
+  HttpClient other(server_->http_base_url());
+  other.set_api_key(*other_key_);
+  r = other.Get("/api/v1/workspaces");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json(), (json{{"data", {{{"id", other_workspace_}, {"name", "other"},
+                                       {"credit_balance", 100}}}}}));
+  EXPECT_EQ(client_->Get("/api/v1/workspaces").json()["data"].size(), 1u);
+  HttpClient anonymous(server_->http_base_url());
+  ExpectError(anonymous.Get("/api/v1/workspaces"), 401, "unauthenticated");
+}
+
 TEST_F(ApiTest, Languages) {
   HttpResponse r = client_->Get("/api/v1/languages");
   ASSERT_EQ(r.status, 200);
