@@ -4,6 +4,7 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
@@ -169,7 +170,11 @@ absl::StatusOr<ListFilters> ParseListFilters(const v1::ListCallsRequest& request
           &filters.call_time_from);
   instant(request.has_call_timestamp_to(), request.call_timestamp_to(), "call_timestamp_to",
           &filters.call_time_to);
-  if (request.has_search()) {
+  if (request.has_search() && absl::StrContains(request.search(), '\0')) {
+    // PostgreSQL's text holds no NUL, and libpq sends a text parameter only up to its first
+    // one: the pattern would silently end there on that backend and not on SQLite.
+    issues.push_back({"search", "must not contain a NUL character"});
+  } else if (request.has_search()) {
     filters.search_prefix = request.search();
     const std::string& text = request.search();
     int64_t id = 0;

@@ -413,6 +413,10 @@ TEST_P(CallsStoreTest, ListSearchTakesPatternCharactersLiterally) {
   EXPECT_THAT(search("a\\b"), ElementsAre("a\\b"));  // the escape character itself
   EXPECT_THAT(search("ab"), ElementsAre("ab"));
   EXPECT_THAT(search("a\\"), ElementsAre("a\\", "a\\b"));
+  // A NUL is refused before either backend sees it (PostgreSQL would search up to it only).
+  v1::ListCallsRequest nul;
+  nul.set_search(std::string("a\0b", 3));
+  EXPECT_THAT(RefusedFields(store_->List(workspace_, nul)), ElementsAre("search"));
 }
 
 TEST_P(CallsStoreTest, ListSearchOfDigitsAlsoFindsTheCallWithThatId) {
