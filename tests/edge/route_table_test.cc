@@ -43,8 +43,8 @@ std::vector<std::string> QueryNames(const Route& route) {
 TEST(RouteTableTest, BuildsOneRoutePerAnnotatedMethod) {
   RouteTable table = RealTable();
   // Calls 8 (calls, waveform and stats), Agents 16 (agents, languages, scenarios, runs, batch
-  // runs), Accounts 1 (Authenticate has no route).
-  EXPECT_EQ(table.routes().size(), 25u);
+  // runs), Accounts 2 (GetCurrentWorkspace, ListWorkspaces; Authenticate has no route).
+  EXPECT_EQ(table.routes().size(), 26u);
   for (const auto& route : table.routes()) {
     EXPECT_NE(route->method_descriptor->name(), "Authenticate");
   }

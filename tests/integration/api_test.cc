@@ -622,8 +622,9 @@ TEST_F(ApiTest, ListByTranscriptionStatusTimeAndSearch) {
   auto identifiers = [&](const std::string& query) {
     HttpResponse r = client_->Get(absl::StrCat("/api/public/v1/calls?agent_id=", agent, query));
     EXPECT_EQ(r.status, 200) << query << ": " << r.body;
+    const json listed = r.json();
     std::vector<std::string> out;
-    for (const json& call : r.json()["data"]) out.push_back(call["call_identifier"]);
+    for (const json& call : listed["data"]) out.push_back(call["call_identifier"]);
     return out;
   };
   // %25 is a literal %, not a wildcard.
