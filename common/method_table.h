@@ -70,6 +70,10 @@ struct Caller {
 // What a handler knows of the admitted caller.
 struct RequestContext {
   int64_t workspace_id = 0;  // Access::kWorkspace: the workspace the request acts on
+  // Access::kWorkspace: the key's own workspace and the others granted to it (by id), whatever
+  // workspace the request acts on: what a listing of the key's workspaces answers.
+  int64_t key_workspace_id = 0;
+  std::vector<int64_t> granted_workspace_ids;
 };
 
 // Admits callers: the one function between a call's credentials and its handler (the gRPC

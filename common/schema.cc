@@ -864,6 +864,12 @@ CREATE TABLE call_waveforms (
 );
 )sql";
 
+// A listing by the call's time (docs/api.md §2.9, call_timestamp_from and _to) reads the
+// workspace's calls in that range from here instead of every call of the workspace.
+constexpr char kV19[] = R"sql(
+CREATE INDEX calls_by_time ON calls (workspace_id, call_time, id);
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
@@ -879,6 +885,7 @@ const std::vector<db::Migration>& SchemaMigrations() {
       {16, kV16, kV16},
       {17, kV17, kV17},
       {18, kV18Sqlite, kV18Postgres},
+      {19, kV19, kV19},
   };
   return *migrations;
 }

@@ -11,6 +11,9 @@ namespace calleval::accounts {
 inline constexpr MethodEntry<AccountsService> kAccountsMethods[] = {
     Unary<&AccountsService::GetCurrentWorkspace>("GetCurrentWorkspace", Execution::kPointRead,
                                                  Access::kWorkspace),
+    // A point read per workspace of the key: one, or a few with grants.
+    Unary<&AccountsService::ListWorkspaces>("ListWorkspaces", Execution::kPointRead,
+                                            Access::kWorkspace),
     // Keys are cached by the caller's authenticator: a point read when it asks.
     Unary<&AccountsService::Authenticate>("Authenticate", Execution::kPointRead, Access::kInternal),
     // Ledger writes wait for a commit: on the pool, never on gRPC's threads.

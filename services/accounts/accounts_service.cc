@@ -19,6 +19,21 @@ absl::Status AccountsService::GetCurrentWorkspace(const RequestContext& context,
   return absl::OkStatus();
 }
 
+absl::Status AccountsService::ListWorkspaces(const RequestContext& context,
+                                             const v1::ListWorkspacesRequest& request,
+                                             v1::ListWorkspacesResponse* response) {
+  ASSIGN_OR_RETURN(std::vector<Workspace> workspaces,
+                   store_->GetWorkspaces(
+                       WorkspacesOfKey(context.key_workspace_id, context.granted_workspace_ids)));
+  for (const Workspace& ws : workspaces) {
+    v1::Workspace* out = response->add_data();
+    out->set_id(ws.id);
+    out->set_name(ws.name);
+    out->set_credit_balance(ws.credit_balance);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status AccountsService::Authenticate(const RequestContext& context,
                                            const v1::AuthenticateRequest& request,
                                            v1::Principal* response) {

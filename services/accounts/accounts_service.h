@@ -32,6 +32,9 @@ class AccountsService {
   absl::Status GetCurrentWorkspace(const RequestContext& context,
                                    const v1::GetCurrentWorkspaceRequest& request,
                                    v1::Workspace* response);
+  absl::Status ListWorkspaces(const RequestContext& context,
+                              const v1::ListWorkspacesRequest& request,
+                              v1::ListWorkspacesResponse* response);
   // Internal: the remote authenticator of roles in other processes (authenticator.h).
   absl::Status Authenticate(const RequestContext& context, const v1::AuthenticateRequest& request,
                             v1::Principal* response);

@@ -125,6 +125,16 @@ absl::StatusOr<int64_t> ResolveWorkspace(const Principal& principal,
                    {{"client_id", "not accessible with this API key"}});
 }
 
+std::vector<int64_t> WorkspacesOfKey(int64_t own_workspace_id,
+                                     const std::vector<int64_t>& granted_workspace_ids) {
+  std::vector<int64_t> ids = {own_workspace_id};
+  for (int64_t id : granted_workspace_ids) {
+    // A grant of the key's own workspace, or one given twice, is listed once.
+    if (!absl::c_linear_search(ids, id)) ids.push_back(id);
+  }
+  return ids;
+}
+
 absl::StatusOr<Workspace> AccountsStore::CreateWorkspace(absl::string_view name, int64_t credits) {
   if (name.empty()) return FieldError("name", "must not be empty");
   if (credits < 0) return FieldError("credits", "must not be negative");
@@ -134,6 +144,20 @@ absl::StatusOr<Workspace> AccountsStore::CreateWorkspace(absl::string_view name,
 
 absl::StatusOr<Workspace> AccountsStore::GetWorkspace(int64_t id) {
   return db::ReadResult<Workspace>(*db_, [&](db::Connection& c) { return ReadWorkspace(c, id); });
+}
+
+absl::StatusOr<std::vector<Workspace>> AccountsStore::GetWorkspaces(
+    const std::vector<int64_t>& ids) {
+  return db::ReadResult<std::vector<Workspace>>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<std::vector<Workspace>> {
+        std::vector<Workspace> workspaces;
+        workspaces.reserve(ids.size());
+        for (int64_t id : ids) {
+          ASSIGN_OR_RETURN(Workspace ws, ReadWorkspace(c, id));
+          workspaces.push_back(std::move(ws));
+        }
+        return workspaces;
+      });
 }
 
 absl::StatusOr<CreatedKey> AccountsStore::CreateKey(int64_t workspace_id,

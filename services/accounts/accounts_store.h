@@ -63,12 +63,20 @@ std::string GenerateApiKey();
 absl::StatusOr<int64_t> ResolveWorkspace(const Principal& principal,
                                          std::optional<int64_t> client_id);
 
+// The workspaces a key may act on, in the order a listing shows them: its own first, then those
+// granted to it, each once.
+std::vector<int64_t> WorkspacesOfKey(int64_t own_workspace_id,
+                                     const std::vector<int64_t>& granted_workspace_ids);
+
 class AccountsStore {
  public:
   explicit AccountsStore(db::Database* db) : db_(db) {}
 
   absl::StatusOr<Workspace> CreateWorkspace(absl::string_view name, int64_t credits);
   absl::StatusOr<Workspace> GetWorkspace(int64_t id);
+  // The workspaces `ids` names, in that order, read in one snapshot (404 for one that does not
+  // exist).
+  absl::StatusOr<std::vector<Workspace>> GetWorkspaces(const std::vector<int64_t>& ids);
   // Creates a key for `workspace_id` that may also act on `grants`.
   absl::StatusOr<CreatedKey> CreateKey(int64_t workspace_id, const std::vector<int64_t>& grants);
   // Resolves a raw API key; unknown or revoked keys: 401.

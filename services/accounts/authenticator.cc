@@ -68,11 +68,4 @@ std::unique_ptr<Authenticator> NewGrpcAuthenticator(std::shared_ptr<grpc::Channe
       ttl);
 }
 
-absl::StatusOr<int64_t> RequestWorkspace(Authenticator* authenticator,
-                                         absl::string_view authorization,
-                                         std::optional<int64_t> client_id) {
-  ASSIGN_OR_RETURN(Principal principal, authenticator->Authenticate(authorization));
-  return ResolveWorkspace(principal, client_id);
-}
-
 }  // namespace calleval::accounts

@@ -52,12 +52,6 @@ class CachingAuthenticator : public Authenticator {
   absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mu_);
 };
 
-// The workspace a request acts on: its `client_id` when given (the key's own workspace or one
-// granted to it, else 403), otherwise the key's own. 401 for a missing or unknown key.
-absl::StatusOr<int64_t> RequestWorkspace(Authenticator* authenticator,
-                                         absl::string_view authorization,
-                                         std::optional<int64_t> client_id);
-
 std::unique_ptr<Authenticator> NewStoreAuthenticator(AccountsStore* store,
                                                      absl::Duration ttl = absl::Seconds(5));
 std::unique_ptr<Authenticator> NewGrpcAuthenticator(std::shared_ptr<grpc::Channel> accounts,

@@ -11,8 +11,10 @@ absl::StatusOr<RequestContext> ApiKeyGuard::Admit(Access access, const Caller& c
   RequestContext context;
   switch (access) {
     case Access::kWorkspace: {
-      ASSIGN_OR_RETURN(context.workspace_id,
-                       RequestWorkspace(authenticator_, caller.authorization, client_id));
+      ASSIGN_OR_RETURN(Principal principal, authenticator_->Authenticate(caller.authorization));
+      ASSIGN_OR_RETURN(context.workspace_id, ResolveWorkspace(principal, client_id));
+      context.key_workspace_id = principal.workspace_id;
+      context.granted_workspace_ids = std::move(principal.granted_workspace_ids);
       return context;
     }
     case Access::kInternal:

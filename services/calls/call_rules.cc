@@ -2,6 +2,10 @@
 
 #include <cmath>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/errors.h"
@@ -127,6 +131,95 @@ google::protobuf::Struct WithoutNulls(const google::protobuf::Struct& metadata) 
   google::protobuf::Struct out;
   MergeMetadata(metadata, &out);
   return out;
+}
+
+absl::StatusOr<ListFilters> ParseListFilters(const v1::ListCallsRequest& request) {
+  static constexpr absl::string_view kAnalysisStatuses[] = {
+      "pending", "processing", "computed", "completed", "failed", "skipped"};
+  static constexpr absl::string_view kTranscriptionStatuses[] = {"pending", "processing",
+                                                                 "completed", "failed"};
+  std::vector<FieldIssue> issues;
+  ListFilters filters;
+  // An unknown status or type in a filter is a client mistake, not an empty result.
+  if (request.has_analysis_status() &&
+      !absl::c_linear_search(kAnalysisStatuses, request.analysis_status())) {
+    issues.push_back({"analysis_status",
+                      "must be one of pending, processing, computed, completed, failed, skipped"});
+  }
+  if (request.has_transcription_status() &&
+      !absl::c_linear_search(kTranscriptionStatuses, request.transcription_status())) {
+    issues.push_back(
+        {"transcription_status", "must be one of pending, processing, completed, failed"});
+  }
+  if (request.has_observation_type() && request.observation_type() != "voice" &&
+      request.observation_type() != "text") {
+    issues.push_back({"observation_type", "must be one of voice, text"});
+  }
+  auto instant = [&](bool has, const std::string& text, const char* field,
+                     std::optional<int64_t>* out) {
+    if (!has) return;
+    std::optional<absl::Time> t = ParseTimestamp(text);
+    if (!t.has_value()) {
+      issues.push_back(
+          {field, "must be an RFC 3339 date-time, for example 2026-11-22T10:15:00Z"});
+      return;
+    }
+    *out = CeilUnixSeconds(*t);
+  };
+  instant(request.has_call_timestamp_from(), request.call_timestamp_from(), "call_timestamp_from",
+          &filters.call_time_from);
+  instant(request.has_call_timestamp_to(), request.call_timestamp_to(), "call_timestamp_to",
+          &filters.call_time_to);
+  if (request.has_search() && absl::StrContains(request.search(), '\0')) {
+    // PostgreSQL's text holds no NUL, and libpq sends a text parameter only up to its first
+    // one: the pattern would silently end there on that backend and not on SQLite.
+    issues.push_back({"search", "must not contain a NUL character"});
+  } else if (request.has_search()) {
+    filters.search_prefix = request.search();
+    const std::string& text = request.search();
+    int64_t id = 0;
+    // Digits only: "+5" or " 5" are identifiers to look for, not ids. Too many digits for an id
+    // (it would not parse) can still start an identifier.
+    if (!text.empty() && absl::c_all_of(text, absl::ascii_isdigit) &&
+        absl::SimpleAtoi(text, &id)) {
+      filters.search_id = id;
+    }
+  }
+  if (!issues.empty()) {
+    return ValidationError("validation_failed", "invalid filter", std::move(issues));
+  }
+  return filters;
+}
+
+int64_t CeilUnixSeconds(absl::Time t) {
+  const int64_t floor = absl::ToUnixSeconds(t);
+  return absl::FromUnixSeconds(floor) < t ? floor + 1 : floor;
+}
+
+std::string LikePrefixPattern(absl::string_view prefix) {
+  std::string pattern;
+  pattern.reserve(prefix.size() + 1);
+  for (char ch : prefix) {
+    if (ch == '%' || ch == '_' || ch == '\\') pattern += '\\';
+    pattern += ch;
+  }
+  pattern += '%';
+  return pattern;
+}
+
+std::string GlobPrefixPattern(absl::string_view prefix) {
+  std::string pattern;
+  pattern.reserve(prefix.size() + 1);
+  for (char ch : prefix) {
+    if (ch == '*' || ch == '?' || ch == '[') {
+      // GLOB has no escape character: a class of one matches the character itself.
+      absl::StrAppend(&pattern, "[", absl::string_view(&ch, 1), "]");
+    } else {
+      pattern += ch;
+    }
+  }
+  pattern += '*';
+  return pattern;
 }
 
 }  // namespace calleval::calls

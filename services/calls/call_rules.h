@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "calleval/v1/calls.pb.h"
 #include "google/protobuf/struct.pb.h"
 
@@ -37,6 +40,29 @@ void MergeMetadata(const google::protobuf::Struct& patch, google::protobuf::Stru
 
 // A copy of `metadata` without its null-valued top-level keys (null means "no value").
 google::protobuf::Struct WithoutNulls(const google::protobuf::Struct& metadata);
+
+// The filters of a call listing (docs/api.md §2.9) beyond plain equalities, as the query needs
+// them. Unset members do not filter.
+struct ListFilters {
+  std::optional<int64_t> call_time_from;  // call_time >= it (Unix seconds)
+  std::optional<int64_t> call_time_to;    // call_time < it (Unix seconds)
+  std::optional<std::string> search_prefix;  // call_identifier starts with it
+  std::optional<int64_t> search_id;          // or the call's id is it (an all-digit search)
+};
+
+// Checks every filter of a listing at once (an unknown status or type, a timestamp that is not
+// RFC 3339: 422 naming each) and resolves the timestamps and the search.
+absl::StatusOr<ListFilters> ParseListFilters(const v1::ListCallsRequest& request);
+
+// The first whole second at or after `t`. Calls are timed in whole seconds, so "at or after
+// 10:15:00.5" is "from 10:15:01", and "before 10:15:00.5" is "before 10:15:01".
+int64_t CeilUnixSeconds(absl::Time t);
+
+// LIKE and GLOB patterns matching the strings that start with `prefix`, every character of it
+// taken literally: LIKE's % and _ (and the escape character \) escaped with \ (for
+// `LIKE ? ESCAPE '\'`), GLOB's *, ? and [ each as a one-character class.
+std::string LikePrefixPattern(absl::string_view prefix);
+std::string GlobPrefixPattern(absl::string_view prefix);
 
 // Which of the requested metric_ids can be scored (seed rules for metric_ids).
 struct MetricSelection {

@@ -65,24 +65,6 @@ std::string IdArray(const std::vector<int64_t>& ids) {
   return absl::StrCat("{", absl::StrJoin(ids, ","), "}");
 }
 
-// An unknown status or type in a filter is a client mistake, not an empty result.
-absl::Status ValidateListFilters(const v1::ListCallsRequest& request) {
-  static constexpr absl::string_view kStatuses[] = {"pending",   "processing", "computed",
-                                                    "completed", "failed",     "skipped"};
-  std::vector<FieldIssue> issues;
-  if (request.has_analysis_status() &&
-      absl::c_find(kStatuses, request.analysis_status()) == std::end(kStatuses)) {
-    issues.push_back({"analysis_status",
-                      "must be one of pending, processing, computed, completed, failed, skipped"});
-  }
-  if (request.has_observation_type() && request.observation_type() != "voice" &&
-      request.observation_type() != "text") {
-    issues.push_back({"observation_type", "must be one of voice, text"});
-  }
-  if (issues.empty()) return absl::OkStatus();
-  return ValidationError("validation_failed", "invalid filter", std::move(issues));
-}
-
 }  // namespace
 
 CallsStore::CallsStore(db::Database* db, AgentLookup agents, Options options)
@@ -465,7 +447,7 @@ absl::StatusOr<v1::ListCallsResponse> CallsStore::List(int64_t workspace_id,
   if (request.has_page()) page_opt = request.page();
   if (request.has_per_page()) per_page_opt = request.per_page();
   RETURN_IF_ERROR(ValidatePage(page_opt, per_page_opt));
-  RETURN_IF_ERROR(ValidateListFilters(request));
+  ASSIGN_OR_RETURN(const ListFilters filters, ParseListFilters(request));
   const int page = page_opt.value_or(1);
   const int per_page = per_page_opt.value_or(kDefaultPerPage);
 
@@ -473,15 +455,35 @@ absl::StatusOr<v1::ListCallsResponse> CallsStore::List(int64_t workspace_id,
   std::string where = "workspace_id = ?";
   if (request.has_agent_id()) where += " AND agent_id = ?";
   if (request.has_analysis_status()) where += " AND analysis_status = ?";
+  if (request.has_transcription_status()) where += " AND transcription_status = ?";
   if (request.has_tag()) where += " AND tag = ?";
   if (request.has_observation_type()) where += " AND observation_type = ?";
+  if (filters.call_time_from.has_value()) where += " AND call_time >= ?";
+  if (filters.call_time_to.has_value()) where += " AND call_time < ?";
+  // The prefix as a pattern, its own wildcards escaped. SQLite's LIKE ignores the case of ASCII
+  // letters and PostgreSQL has no GLOB: each backend gets its case-sensitive one. A GLOB prefix
+  // reads SQLite's unique (workspace_id, call_identifier) index as a range.
+  const bool sqlite = db_->backend() == db::Backend::kSqlite;
+  std::string search_pattern;
+  if (filters.search_prefix.has_value()) {
+    search_pattern = sqlite ? GlobPrefixPattern(*filters.search_prefix)
+                            : LikePrefixPattern(*filters.search_prefix);
+    const char* match = sqlite ? "call_identifier GLOB ?" : "call_identifier LIKE ? ESCAPE '\\'";
+    where += filters.search_id.has_value() ? absl::StrCat(" AND (", match, " OR id = ?)")
+                                           : absl::StrCat(" AND ", match);
+  }
   auto bind_filters = [&](db::Statement& s) {
     int i = 1;
     s.Bind(i++, workspace_id);
     if (request.has_agent_id()) s.Bind(i++, request.agent_id());
     if (request.has_analysis_status()) s.Bind(i++, request.analysis_status());
+    if (request.has_transcription_status()) s.Bind(i++, request.transcription_status());
     if (request.has_tag()) s.Bind(i++, request.tag());
     if (request.has_observation_type()) s.Bind(i++, request.observation_type());
+    if (filters.call_time_from.has_value()) s.Bind(i++, *filters.call_time_from);
+    if (filters.call_time_to.has_value()) s.Bind(i++, *filters.call_time_to);
+    if (filters.search_prefix.has_value()) s.Bind(i++, search_pattern);
+    if (filters.search_id.has_value()) s.Bind(i++, *filters.search_id);
     return i;
   };
   return db::ReadResult<v1::ListCallsResponse>(
@@ -492,9 +494,16 @@ absl::StatusOr<v1::ListCallsResponse> CallsStore::List(int64_t workspace_id,
         bind_filters(count);
         ASSIGN_OR_RETURN(bool row, count.Step());
         const int64_t total = row ? count.Int64(0) : 0;
+        // The page's ids first, then their rows: ordering the matches by id then sorts ids
+        // read from an index, not whole calls with their transcripts. On SQLite, 100,000
+        // matching calls of 4 KB each took 230-390 ms a page sorted whole, 20-35 ms this way.
         ASSIGN_OR_RETURN(auto select,
-                         c.Prepare(absl::StrCat("SELECT ", kCallColumns, " FROM calls WHERE ",
-                                                where, " ORDER BY id DESC LIMIT ? OFFSET ?")));
+                         c.Prepare(absl::StrCat("SELECT ", kCallColumns,
+                                                " FROM calls WHERE id IN (SELECT id FROM calls "
+                                                "WHERE ",
+                                                where,
+                                                " ORDER BY id DESC LIMIT ? OFFSET ?) ORDER BY "
+                                                "id DESC")));
         int next = bind_filters(select);
         select.Bind(next, per_page).Bind(next + 1, static_cast<int64_t>(page - 1) * per_page);
         while (true) {

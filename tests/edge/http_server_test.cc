@@ -360,6 +360,22 @@ TEST_F(HttpServerTest, ListCallsReadsQueryParameters) {
   EXPECT_THAT(invoker_.last_request(), HasSubstr("tag: \"a b!\""));
 }
 
+// The search and the timestamps arrive as sent: %25 a literal %, %2B the + of an offset.
+TEST_F(HttpServerTest, ListCallsReadsTheFiltersOfTheDashboard) {
+  StartServer();
+  Client client(port_);
+  Response response = client.Do(http::verb::get,
+                                "/api/public/v1/calls?search=50%25_x&transcription_status=failed"
+                                "&call_timestamp_from=2026-11-22T10:00:00%2B02:00"
+                                "&call_timestamp_to=2026-11-23T00:00:00Z");
+  ASSERT_EQ(response.result_int(), 200) << response.body();
+  EXPECT_THAT(invoker_.last_request(), HasSubstr("search: \"50%_x\""));
+  EXPECT_THAT(invoker_.last_request(), HasSubstr("transcription_status: \"failed\""));
+  EXPECT_THAT(invoker_.last_request(),
+              HasSubstr("call_timestamp_from: \"2026-11-22T10:00:00+02:00\""));
+  EXPECT_THAT(invoker_.last_request(), HasSubstr("call_timestamp_to: \"2026-11-23T00:00:00Z\""));
+}
+
 TEST_F(HttpServerTest, QueryTypeErrorIs422) {
   StartServer();
   Client client(port_);

@@ -804,7 +804,8 @@ TEST(PrintJsonTest, RequestsNeverPrintBookkeeping) {
   CheckPrints<v1::ListCallsRequest>({
       {"page: 1 tag: \"x\"",
        R"({"client_id":null,"agent_id":null,"analysis_status":null,"tag":"x",)"
-       R"("observation_type":null,"page":1,"per_page":null})"},
+       R"("observation_type":null,"page":1,"per_page":null,"transcription_status":null,)"
+       R"("call_timestamp_from":null,"call_timestamp_to":null,"search":null})"},
   });
 }
 

@@ -96,7 +96,7 @@ TEST_F(OpenApiTest, EveryRouteHasAnOperation) {
     EXPECT_EQ(op["responses"]["422"]["$ref"], "#/components/responses/UnprocessableEntity");
     EXPECT_FALSE(op.contains("security")) << "routed operations use the global bearer auth";
   }
-  EXPECT_EQ(ids.size(), 37u);
+  EXPECT_EQ(ids.size(), 38u);
 }
 
 TEST_F(OpenApiTest, PathAndQueryParameters) {
@@ -117,12 +117,19 @@ TEST_F(OpenApiTest, PathAndQueryParameters) {
   const Json& list = Op("/api/public/v1/calls", "get");
   EXPECT_THAT(ParamNames(list, "query"),
               UnorderedElementsAre("client_id", "agent_id", "analysis_status", "tag",
-                                   "observation_type", "page", "per_page"));
+                                   "observation_type", "page", "per_page", "transcription_status",
+                                   "call_timestamp_from", "call_timestamp_to", "search"));
   EXPECT_EQ((*Param(list, "page"))["schema"]["format"], "int32");
   EXPECT_EQ(
       (*Param(list, "analysis_status"))["schema"],
       (Json{{"type", "string"},
             {"enum", {"pending", "processing", "computed", "completed", "failed", "skipped"}}}));
+  EXPECT_EQ((*Param(list, "transcription_status"))["schema"],
+            (Json{{"type", "string"}, {"enum", {"pending", "processing", "completed", "failed"}}}));
+  EXPECT_EQ((*Param(list, "call_timestamp_from"))["schema"],
+            (Json{{"type", "string"}, {"format", "date-time"}}));
+  EXPECT_EQ((*Param(list, "call_timestamp_to"))["schema"],
+            (Json{{"type", "string"}, {"format", "date-time"}}));
 
   const Json& agent = Op("/api/v1/agents/{id}", "get");
   EXPECT_EQ((*Param(agent, "id"))["schema"]["type"], "integer");

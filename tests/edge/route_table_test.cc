@@ -43,8 +43,8 @@ std::vector<std::string> QueryNames(const Route& route) {
 TEST(RouteTableTest, BuildsOneRoutePerAnnotatedMethod) {
   RouteTable table = RealTable();
   // Calls 8 (calls, waveform and stats), Agents 16 (agents, languages, scenarios, runs, batch
-  // runs), Accounts 1 (Authenticate has no route).
-  EXPECT_EQ(table.routes().size(), 25u);
+  // runs), Accounts 2 (GetCurrentWorkspace, ListWorkspaces; Authenticate has no route).
+  EXPECT_EQ(table.routes().size(), 26u);
   for (const auto& route : table.routes()) {
     EXPECT_NE(route->method_descriptor->name(), "Authenticate");
   }
@@ -58,8 +58,10 @@ TEST(RouteTableTest, MatchesLiteralPath) {
   EXPECT_TRUE(match.bindings.empty());
   EXPECT_EQ(match.route->success_status, 200);
   EXPECT_EQ(match.route->body_kind, BodyKind::kNone);
-  EXPECT_THAT(QueryNames(*match.route), ElementsAre("client_id", "agent_id", "analysis_status",
-                                                    "tag", "observation_type", "page", "per_page"));
+  EXPECT_THAT(QueryNames(*match.route),
+              ElementsAre("client_id", "agent_id", "analysis_status", "tag", "observation_type",
+                          "page", "per_page", "transcription_status", "call_timestamp_from",
+                          "call_timestamp_to", "search"));
 }
 
 TEST(RouteTableTest, BindsPathVariable) {
@@ -138,6 +140,10 @@ TEST(RouteTableTest, SuccessStatusFromOption) {
   RouteMatch workspace = table.Match("GET", "/api/v1/workspaces/current");
   ASSERT_EQ(workspace.result, RouteMatch::Result::kFound);
   EXPECT_EQ(workspace.route->method_descriptor->name(), "GetCurrentWorkspace");
+  RouteMatch workspaces = table.Match("GET", "/api/v1/workspaces");
+  ASSERT_EQ(workspaces.result, RouteMatch::Result::kFound);
+  EXPECT_EQ(workspaces.route->method_descriptor->name(), "ListWorkspaces");
+  EXPECT_THAT(QueryNames(*workspaces.route), ElementsAre());
 }
 
 TEST(RouteTableTest, MethodNotAllowedListsAllowedMethods) {

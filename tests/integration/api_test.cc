@@ -25,6 +25,7 @@ namespace calleval {
 namespace {
 
 using ::nlohmann::json;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::HttpClient;
 using testing::HttpResponse;
@@ -171,6 +172,29 @@ TEST_F(ApiTest, CurrentWorkspaceAndGrants) {
   r = granted.Get(absl::StrCat("/api/v1/workspaces/current?client_id=", other_workspace_));
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json()["name"], "other");
+}
+
+TEST_F(ApiTest, WorkspacesOfTheKeyOwnFirstThenGranted) {
+  HttpClient granted(server_->http_base_url());
+  granted.set_api_key(*granted_key_);
+  HttpResponse r = granted.Get("/api/v1/workspaces");
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(r.json()["data"].size(), 2u) << r.body;
+  EXPECT_EQ(r.json()["data"][0]["id"], 1);
+  EXPECT_EQ(r.json()["data"][0]["name"], "default");
+  EXPECT_TRUE(r.json()["data"][0]["credit_balance"].is_number_integer());
+  EXPECT_EQ(r.json()["data"][1],
+            (json{{"id", other_workspace_}, {"name", "other"}, {"credit_balance", 100}}));
+  // A key without grants: its own workspace alone, whichever workspace that is.
+  HttpClient other(server_->http_base_url());
+  other.set_api_key(*other_key_);
+  r = other.Get("/api/v1/workspaces");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json(), (json{{"data", {{{"id", other_workspace_}, {"name", "other"},
+                                       {"credit_balance", 100}}}}}));
+  EXPECT_EQ(client_->Get("/api/v1/workspaces").json()["data"].size(), 1u);
+  HttpClient anonymous(server_->http_base_url());
+  ExpectError(anonymous.Get("/api/v1/workspaces"), 401, "unauthenticated");
 }
 
 TEST_F(ApiTest, Languages) {
@@ -580,6 +604,51 @@ TEST_F(ApiTest, ListFiltersAndPagination) {
   }
   EXPECT_EQ(completed, 5);
   ExpectError(client_->Get("/api/public/v1/calls?page=abc"), 422);
+}
+
+TEST_F(ApiTest, ListByTranscriptionStatusTimeAndSearch) {
+  int64_t agent = CreateAgent(*client_, "searcher");
+  int64_t first_id = 0;
+  for (const auto& [identifier, timestamp] : std::vector<std::pair<std::string, std::string>>{
+           {"find-50%a", "2026-11-22T10:00:00Z"},
+           {"find-50xa", "2026-11-22T11:00:00Z"},
+           {"find-x", "2026-11-22T12:00:00Z"}}) {
+    json body = TranscriptCall(identifier, agent);
+    body["call_timestamp"] = timestamp;
+    HttpResponse r = client_->Post("/api/public/v1/calls", body);
+    ASSERT_EQ(r.status, 201) << r.body;
+    if (first_id == 0) first_id = r.json()["id"];
+  }
+  auto identifiers = [&](const std::string& query) {
+    HttpResponse r = client_->Get(absl::StrCat("/api/public/v1/calls?agent_id=", agent, query));
+    EXPECT_EQ(r.status, 200) << query << ": " << r.body;
+    const json listed = r.json();
+    std::vector<std::string> out;
+    for (const json& call : listed["data"]) out.push_back(call["call_identifier"]);
+    return out;
+  };
+  // %25 is a literal %, not a wildcard.
+  EXPECT_THAT(identifiers("&search=find-50%25"), ElementsAre("find-50%a"));
+  EXPECT_THAT(identifiers("&search=find-50"), ElementsAre("find-50xa", "find-50%a"));
+  EXPECT_THAT(identifiers(absl::StrCat("&search=", first_id)), ElementsAre("find-50%a"));
+  EXPECT_THAT(identifiers("&call_timestamp_from=2026-11-22T11:00:00Z"
+                          "&call_timestamp_to=2026-11-22T12:00:00Z"),
+              ElementsAre("find-50xa"));
+  // An offset, its + sent as %2B.
+  EXPECT_THAT(identifiers("&call_timestamp_from=2026-11-22T12:00:00%2B01:00"),
+              ElementsAre("find-x", "find-50xa"));
+  EXPECT_THAT(identifiers("&transcription_status=completed&search=find-&"
+                          "call_timestamp_to=2026-11-22T11:00:00Z"),
+              ElementsAre("find-50%a"));
+  EXPECT_THAT(identifiers("&transcription_status=pending"), ElementsAre());
+  HttpResponse refused = client_->Get(
+      "/api/public/v1/calls?call_timestamp_to=soon&transcription_status=computed");
+  ExpectError(refused, 422, "validation_failed");
+  EXPECT_EQ(refused.json()["error"]["details"],
+            (json{{{"field", "transcription_status"},
+                   {"issue", "must be one of pending, processing, completed, failed"}},
+                  {{"field", "call_timestamp_to"},
+                   {"issue", "must be an RFC 3339 date-time, for example 2026-11-22T10:15:00Z"}}}));
 }
 
 TEST_F(ApiTest, CrossWorkspaceIsolation) {

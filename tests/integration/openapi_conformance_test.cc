@@ -133,6 +133,7 @@ TEST_F(OpenApiConformanceTest, EveryRouteAnswersAsDocumented) {
   Get("/recordings/{id}", "/recordings/1?expires=1&signature=bad", 403);
 
   Get("/api/v1/workspaces/current", "/api/v1/workspaces/current");
+  Get("/api/v1/workspaces", "/api/v1/workspaces");
   const json languages = Get("/api/v1/languages", "/api/v1/languages");
   ASSERT_FALSE(languages["data"].empty());
 

@@ -86,10 +86,77 @@ TEST_P(AccountsServiceTest, EveryPublicMethodAuthenticatesAndResolvesTheWorkspac
   const auto* service = testing::ServiceNamed(v1::Accounts::service_full_name());
   EXPECT_THAT(
       testing::ExpectPublicMethodsRefuseUnauthenticated(server_->channel(), service, tenants_),
-      ElementsAre("GetCurrentWorkspace"));
+      ElementsAre("GetCurrentWorkspace", "ListWorkspaces"));
+  // ListWorkspaces names no workspace: it lists those the key may name.
   EXPECT_THAT(
       testing::ExpectPublicMethodsRefuseForeignWorkspace(server_->channel(), service, tenants_),
-      IsEmpty());
+      ElementsAre("ListWorkspaces"));
+}
+
+// The ids of the workspaces ListWorkspaces answers `key`, in order.
+std::vector<int64_t> ListedWorkspaceIds(v1::Accounts::Stub& stub, const std::string& key) {
+  v1::ListWorkspacesResponse listed;
+  const grpc::Status status = stub.ListWorkspaces(ContextWithKey(key).get(), {}, &listed);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  std::vector<int64_t> ids;
+  for (const v1::Workspace& ws : listed.data()) ids.push_back(ws.id());
+  return ids;
+}
+
+TEST_P(AccountsServiceTest, ListWorkspacesAnswersTheKeysOwnThenItsGrants) {
+  ASSERT_TRUE(accounts_store_->AddCredits(tenants_.granted, -40).ok());
+  v1::ListWorkspacesResponse listed;
+  ASSERT_GRPC_OK(stub_->ListWorkspaces(ContextWithKey(tenants_.key).get(), {}, &listed));
+  ASSERT_EQ(listed.data_size(), 2);
+  EXPECT_EQ(listed.data(0).id(), tenants_.own);
+  EXPECT_EQ(listed.data(0).name(), "own");
+  EXPECT_EQ(listed.data(0).credit_balance(), 100000);
+  EXPECT_EQ(listed.data(1).id(), tenants_.granted);
+  EXPECT_EQ(listed.data(1).name(), "granted");
+  EXPECT_EQ(listed.data(1).credit_balance(), 100000 - 40);
+}
+
+TEST_P(AccountsServiceTest, ListWorkspacesPutsTheOwnFirstAndTheGrantsByIdWhateverTheirOrder) {
+  // A workspace made after the others, whose key is granted them in reverse order (and its own
+  // workspace as well, which counts once).
+  auto newest = accounts_store_->CreateWorkspace("newest", 5);
+  ASSERT_TRUE(newest.ok()) << newest.status();
+  auto key = accounts_store_->CreateKey(
+      newest->id, {tenants_.foreign, tenants_.granted, newest->id, tenants_.own});
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_THAT(ListedWorkspaceIds(*stub_, key->api_key),
+              ElementsAre(newest->id, tenants_.own, tenants_.granted, tenants_.foreign));
+}
+
+TEST_P(AccountsServiceTest, ListWorkspacesOfAKeyWithoutGrantsIsItsOwn) {
+  EXPECT_THAT(ListedWorkspaceIds(*stub_, tenants_.foreign_key), ElementsAre(tenants_.foreign));
+}
+
+TEST_P(AccountsServiceTest, ListWorkspacesInProcessAnswersLikeTheRpc) {
+  for (const std::string& authorization :
+       {testing::Bearer(tenants_.key), testing::Bearer(tenants_.foreign_key),
+        testing::Bearer(tenants_.revoked_key), std::string()}) {
+    SCOPED_TRACE(authorization);
+    const v1::ListWorkspacesRequest request;
+    v1::ListWorkspacesResponse direct, remote;
+    const absl::Status direct_status =
+        testing::CallInProcess(*service_, "ListWorkspaces", authorization, request, &direct);
+    Metadata metadata;
+    if (!authorization.empty()) metadata.push_back({"authorization", authorization});
+    const grpc::Status remote_status =
+        stub_->ListWorkspaces(ContextWith(metadata).get(), request, &remote);
+    if (direct_status.ok()) {
+      ASSERT_GRPC_OK(remote_status);
+      EXPECT_EQ(direct.SerializeAsString(), remote.SerializeAsString());
+    } else {
+      testing::ExpectSameOutcome(direct_status, remote_status);
+    }
+  }
+}
+
+TEST(WorkspacesOfKeyTest, OwnFirstThenEachGrantOnce) {
+  EXPECT_THAT(WorkspacesOfKey(5, {}), ElementsAre(5));
+  EXPECT_THAT(WorkspacesOfKey(5, {2, 5, 9, 2}), ElementsAre(5, 2, 9));
 }
 
 // Authenticate answers only the installation's own processes: an API key, however valid, or a

@@ -270,5 +270,51 @@ TEST(SelectMetricsTest, DuplicatesScoredOnce) {
   EXPECT_THAT(s.ignored_metric_ids, IsEmpty());
 }
 
+TEST(ListFiltersTest, PatternsTakeEveryCharacterOfThePrefixLiterally) {
+  EXPECT_EQ(LikePrefixPattern("crm-"), "crm-%");
+  EXPECT_EQ(LikePrefixPattern("50%_a\\b"), "50\\%\\_a\\\\b%");
+  EXPECT_EQ(LikePrefixPattern(""), "%");
+  EXPECT_EQ(GlobPrefixPattern("crm-"), "crm-*");
+  EXPECT_EQ(GlobPrefixPattern("a*b?[c]%_\\"), "a[*]b[?][[]c]%_\\*");
+  EXPECT_EQ(GlobPrefixPattern(""), "*");
+}
+
+TEST(ListFiltersTest, TimestampsRoundUpToTheSecond) {
+  EXPECT_EQ(CeilUnixSeconds(absl::FromUnixSeconds(100)), 100);
+  EXPECT_EQ(CeilUnixSeconds(absl::FromUnixMillis(100500)), 101);
+  EXPECT_EQ(CeilUnixSeconds(absl::FromUnixMillis(-500)), 0);
+}
+
+TEST(ListFiltersTest, ParsesTimestampsAndSearch) {
+  v1::ListCallsRequest request;
+  request.set_call_timestamp_from("2026-11-22T12:15:00+02:00");
+  request.set_call_timestamp_to("2026-11-22T10:30:00.25Z");
+  request.set_search("0042");
+  auto filters = ParseListFilters(request);
+  ASSERT_TRUE(filters.ok()) << filters.status();
+  EXPECT_EQ(filters->call_time_from, 1795342500);  // 2026-11-22T10:15:00Z
+  EXPECT_EQ(filters->call_time_to, 1795343401);
+  EXPECT_EQ(filters->search_prefix, "0042");
+  EXPECT_EQ(filters->search_id, 42);
+  request.set_search("42a");
+  EXPECT_EQ(ParseListFilters(request)->search_id, std::nullopt);
+  request.set_search("");
+  EXPECT_EQ(ParseListFilters(request)->search_id, std::nullopt);
+  EXPECT_EQ(ParseListFilters(v1::ListCallsRequest())->search_prefix, std::nullopt);
+}
+
+TEST(ListFiltersTest, RefusesEveryBadFilterAtOnce) {
+  v1::ListCallsRequest request;
+  request.set_transcription_status("skipped");
+  request.set_observation_type("video");
+  request.set_call_timestamp_from("now");
+  absl::Status refused = ParseListFilters(request).status();
+  EXPECT_EQ(HttpStatusFor(refused), 422);
+  std::vector<std::string> fields;
+  const v1::ErrorInfo info = ErrorInfoOf(refused);
+  for (const auto& d : info.details()) fields.push_back(d.field());
+  EXPECT_THAT(fields, ElementsAre("transcription_status", "observation_type", "call_timestamp_from"));
+}
+
 }  // namespace
 }  // namespace calleval::calls

@@ -251,6 +251,244 @@ TEST_P(CallsStoreTest, UpdateMergesAndClears) {
   EXPECT_EQ(store_->Get(workspace_, "u")->customer_number(), "+15550100");
 }
 
+// The call identifiers a listing answers, newest first; the test fails on an error.
+std::vector<std::string> Identifiers(const absl::StatusOr<v1::ListCallsResponse>& listed) {
+  EXPECT_TRUE(listed.ok()) << listed.status();
+  std::vector<std::string> identifiers;
+  if (!listed.ok()) return identifiers;
+  for (const v1::Call& call : listed->data()) identifiers.push_back(call.call_identifier());
+  return identifiers;
+}
+
+v1::ListCallsRequest ListRequest(absl::string_view text_proto) {
+  v1::ListCallsRequest request;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(std::string(text_proto), &request))
+      << text_proto;
+  return request;
+}
+
+// The fields a refused listing names, in order.
+std::vector<std::string> RefusedFields(const absl::StatusOr<v1::ListCallsResponse>& listed) {
+  EXPECT_EQ(HttpStatusFor(listed.status()), 422) << listed.status();
+  std::vector<std::string> fields;
+  const v1::ErrorInfo info = ErrorInfoOf(listed.status());
+  for (const auto& detail : info.details()) {
+    fields.push_back(detail.field());
+  }
+  return fields;
+}
+
+TEST_P(CallsStoreTest, ListFiltersByTranscriptionStatus) {
+  // A text call has its transcript at ingest; a voice call without one waits for it.
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("text", false)).ok());
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("voice", true)).ok());
+  ASSERT_TRUE(store_->Ingest(other_workspace_, Request("elsewhere", false)).ok());
+  EXPECT_THAT(Identifiers(store_->List(workspace_, ListRequest(R"pb(transcription_status:
+                                                                    "completed")pb"))),
+              ElementsAre("text"));
+  EXPECT_THAT(
+      Identifiers(store_->List(workspace_, ListRequest(R"pb(transcription_status: "pending")pb"))),
+      ElementsAre("voice"));
+  EXPECT_THAT(Identifiers(store_->List(workspace_, ListRequest(R"pb(transcription_status: "failed"
+                                                                    )pb"))),
+              ElementsAre());
+  // With the other filters: a voice call whose transcript is complete is none of them.
+  EXPECT_THAT(Identifiers(store_->List(
+                  workspace_, ListRequest(R"pb(transcription_status: "completed"
+                                               observation_type: "voice")pb"))),
+              ElementsAre());
+  EXPECT_THAT(Identifiers(store_->List(
+                  workspace_, ListRequest(R"pb(transcription_status: "pending"
+                                               analysis_status: "pending" agent_id: 7)pb"))),
+              ElementsAre("voice"));
+  // analysis_status' states are not transcription states.
+  EXPECT_THAT(
+      RefusedFields(store_->List(workspace_, ListRequest(R"pb(transcription_status: "computed")pb"))),
+      ElementsAre("transcription_status"));
+  EXPECT_THAT(RefusedFields(store_->List(workspace_, ListRequest(R"pb(transcription_status: ""
+                                                                      )pb"))),
+              ElementsAre("transcription_status"));
+}
+
+TEST_P(CallsStoreTest, ListFiltersByCallTimestampFromInclusiveToExclusive) {
+  for (const auto& [identifier, timestamp] :
+       std::vector<std::pair<std::string, std::string>>{{"ten", "2026-11-22T10:00:00Z"},
+                                                        {"quarter", "2026-11-22T10:15:00Z"},
+                                                        {"half", "2026-11-22T10:30:00Z"}}) {
+    auto request = Request(identifier, false);
+    request.set_call_timestamp(timestamp);
+    ASSERT_TRUE(store_->Ingest(workspace_, request).ok());
+  }
+  auto listed = [&](absl::string_view text_proto) {
+    return Identifiers(store_->List(workspace_, ListRequest(text_proto)));
+  };
+  EXPECT_THAT(listed(R"pb(call_timestamp_from: "2026-11-22T10:15:00Z")pb"),
+              ElementsAre("half", "quarter"));
+  EXPECT_THAT(listed(R"pb(call_timestamp_to: "2026-11-22T10:15:00Z")pb"), ElementsAre("ten"));
+  EXPECT_THAT(listed(R"pb(call_timestamp_from: "2026-11-22T10:00:00Z"
+                          call_timestamp_to: "2026-11-22T10:30:00Z")pb"),
+              ElementsAre("quarter", "ten"));
+  // Any RFC 3339 offset, converted to UTC.
+  EXPECT_THAT(listed(R"pb(call_timestamp_from: "2026-11-22T12:15:00+02:00"
+                          call_timestamp_to: "2026-11-22T06:30:00-04:00")pb"),
+              ElementsAre("quarter"));
+  // Calls are timed in whole seconds: 10:15:00 is before 10:15:00.5, and after 10:14:59.5.
+  EXPECT_THAT(listed(R"pb(call_timestamp_from: "2026-11-22T10:15:00.5Z")pb"), ElementsAre("half"));
+  EXPECT_THAT(listed(R"pb(call_timestamp_to: "2026-11-22T10:15:00.5Z")pb"),
+              ElementsAre("quarter", "ten"));
+  EXPECT_THAT(listed(R"pb(call_timestamp_from: "2026-11-22T10:14:59.5Z")pb"),
+              ElementsAre("half", "quarter"));
+  // An empty range, and one that ends before it starts, list nothing.
+  EXPECT_THAT(listed(R"pb(call_timestamp_from: "2026-11-22T10:15:00Z"
+                          call_timestamp_to: "2026-11-22T10:15:00Z")pb"),
+              ElementsAre());
+  EXPECT_THAT(listed(R"pb(call_timestamp_from: "2026-11-22T11:00:00Z"
+                          call_timestamp_to: "2026-11-22T09:00:00Z")pb"),
+              ElementsAre());
+  // Paged: the total counts the range only.
+  auto page = store_->List(workspace_, ListRequest(R"pb(call_timestamp_from: "2026-11-22T10:00:00Z"
+                                                        per_page: 1 page: 2)pb"));
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_THAT(Identifiers(page), ElementsAre("quarter"));
+  EXPECT_EQ(page->pagination().total_count(), 3);
+  EXPECT_EQ(page->pagination().total_pages(), 3);
+}
+
+TEST_P(CallsStoreTest, ListRefusesTimestampsThatAreNotRfc3339NamingEachField) {
+  EXPECT_THAT(RefusedFields(store_->List(workspace_, ListRequest(R"pb(call_timestamp_from:
+                                                                        "yesterday")pb"))),
+              ElementsAre("call_timestamp_from"));
+  EXPECT_THAT(RefusedFields(store_->List(workspace_, ListRequest(R"pb(call_timestamp_to:
+                                                                        "2026-11-22")pb"))),
+              ElementsAre("call_timestamp_to"));
+  // Every problem at once, the other filters' among them.
+  auto refused = store_->List(workspace_, ListRequest(R"pb(analysis_status: "done"
+                                                           transcription_status: "done"
+                                                           call_timestamp_from: "2026-13-01T00:00:00Z"
+                                                           call_timestamp_to: "")pb"));
+  EXPECT_THAT(RefusedFields(refused), ElementsAre("analysis_status", "transcription_status",
+                                                  "call_timestamp_from", "call_timestamp_to"));
+  EXPECT_EQ(ErrorInfoOf(refused.status()).code(), "validation_failed");
+}
+
+TEST_P(CallsStoreTest, ListSearchesIdentifierPrefixesCaseSensitively) {
+  for (const char* identifier : {"crm-1", "crm-2", "CRM-3", "xcrm-4"}) {
+    ASSERT_TRUE(store_->Ingest(workspace_, Request(identifier, false)).ok());
+  }
+  ASSERT_TRUE(store_->Ingest(other_workspace_, Request("crm-9", false)).ok());
+  auto search = [&](absl::string_view text) {
+    v1::ListCallsRequest request;
+    request.set_search(std::string(text));
+    return Identifiers(store_->List(workspace_, request));
+  };
+  EXPECT_THAT(search("crm-"), ElementsAre("crm-2", "crm-1"));
+  EXPECT_THAT(search("crm-1"), ElementsAre("crm-1"));
+  EXPECT_THAT(search("CRM"), ElementsAre("CRM-3"));
+  EXPECT_THAT(search("Crm"), ElementsAre());
+  EXPECT_THAT(search("rm-"), ElementsAre());  // a prefix, not a substring
+  EXPECT_THAT(search("crm-1-and-more"), ElementsAre());
+  EXPECT_THAT(search(""), ElementsAre("xcrm-4", "CRM-3", "crm-2", "crm-1"));
+}
+
+TEST_P(CallsStoreTest, ListSearchTakesPatternCharactersLiterally) {
+  // Each identifier that a wildcard in the search would also match stands beside the one it
+  // names literally.
+  for (const char* identifier :
+       {"50%off", "50-off", "crm_x", "crmAx", "a*b", "a-b", "a?b", "[ab]c", "ac", "ab", "a\\b", "a\\"}) {
+    ASSERT_TRUE(store_->Ingest(workspace_, Request(identifier, false)).ok());
+  }
+  auto search = [&](absl::string_view text) {
+    v1::ListCallsRequest request;
+    request.set_search(std::string(text));
+    return Identifiers(store_->List(workspace_, request));
+  };
+  EXPECT_THAT(search("50%"), ElementsAre("50%off"));
+  EXPECT_THAT(search("%"), ElementsAre());
+  EXPECT_THAT(search("crm_"), ElementsAre("crm_x"));
+  EXPECT_THAT(search("_"), ElementsAre());
+  EXPECT_THAT(search("a*"), ElementsAre("a*b"));
+  EXPECT_THAT(search("*"), ElementsAre());
+  EXPECT_THAT(search("a?"), ElementsAre("a?b"));
+  EXPECT_THAT(search("[ab]"), ElementsAre("[ab]c"));
+  EXPECT_THAT(search("a\\b"), ElementsAre("a\\b"));  // the escape character itself
+  EXPECT_THAT(search("ab"), ElementsAre("ab"));
+  EXPECT_THAT(search("a\\"), ElementsAre("a\\", "a\\b"));
+  // A NUL is refused before either backend sees it (PostgreSQL would search up to it only).
+  v1::ListCallsRequest nul;
+  nul.set_search(std::string("a\0b", 3));
+  EXPECT_THAT(RefusedFields(store_->List(workspace_, nul)), ElementsAre("search"));
+}
+
+TEST_P(CallsStoreTest, ListSearchOfDigitsAlsoFindsTheCallWithThatId) {
+  auto first = store_->Ingest(workspace_, Request("first", false));
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string id = std::to_string(first->id());
+  ASSERT_TRUE(store_->Ingest(workspace_, Request(id + "-crm", false)).ok());
+  ASSERT_TRUE(store_->Ingest(workspace_, Request("second", false)).ok());
+  auto search = [&](int64_t workspace, absl::string_view text) {
+    v1::ListCallsRequest request;
+    request.set_search(std::string(text));
+    return Identifiers(store_->List(workspace, request));
+  };
+  EXPECT_THAT(search(workspace_, id), ElementsAre(id + "-crm", "first"));
+  // Another workspace's call of that id is not found by it.
+  EXPECT_THAT(search(other_workspace_, id), ElementsAre());
+  // Not all digits: only identifiers.
+  EXPECT_THAT(search(workspace_, id + "-"), ElementsAre(id + "-crm"));
+  EXPECT_THAT(search(workspace_, "+" + id), ElementsAre());
+  // Too many digits for an id: still an identifier prefix.
+  EXPECT_THAT(search(workspace_, "99999999999999999999999"), ElementsAre());
+  // The id is one more condition with the other filters, not an alternative to them.
+  v1::ListCallsRequest tagged;
+  tagged.set_search(id);
+  tagged.set_tag("none");
+  EXPECT_THAT(Identifiers(store_->List(workspace_, tagged)), ElementsAre());
+}
+
+TEST_P(CallsStoreTest, ListCombinesEveryFilter) {
+  struct Made {
+    const char* identifier;
+    const char* timestamp;
+    const char* tag;
+    bool recording;
+  };
+  for (const Made& m : std::vector<Made>{{"crm-1", "2026-11-22T10:00:00Z", "a", false},
+                                         {"crm-2", "2026-11-22T11:00:00Z", "a", true},
+                                         {"crm-3", "2026-11-22T12:00:00Z", "b", false},
+                                         {"web-4", "2026-11-22T11:30:00Z", "a", false},
+                                         {"crm-5", "2026-11-22T11:45:00Z", "a", false}}) {
+    auto request = Request(m.identifier, m.recording);
+    request.set_call_timestamp(m.timestamp);
+    request.set_tag(m.tag);
+    ASSERT_TRUE(store_->Ingest(workspace_, request).ok());
+  }
+  auto listed = store_->List(workspace_, ListRequest(R"pb(
+    agent_id: 7
+    analysis_status: "pending"
+    transcription_status: "completed"
+    tag: "a"
+    observation_type: "text"
+    call_timestamp_from: "2026-11-22T10:30:00Z"
+    call_timestamp_to: "2026-11-22T12:00:00Z"
+    search: "crm-"
+    per_page: 10
+  )pb"));
+  EXPECT_THAT(Identifiers(listed), ElementsAre("crm-5"));
+  EXPECT_EQ(listed->pagination().total_count(), 1);
+  // Each filter left out lets in the call it alone kept out.
+  EXPECT_THAT(Identifiers(store_->List(workspace_, ListRequest(R"pb(
+    tag: "a" call_timestamp_from: "2026-11-22T10:30:00Z" call_timestamp_to: "2026-11-22T12:00:00Z"
+    search: "crm-")pb"))),
+              ElementsAre("crm-5", "crm-2"));
+  EXPECT_THAT(Identifiers(store_->List(workspace_, ListRequest(R"pb(
+    tag: "a" transcription_status: "completed" call_timestamp_from: "2026-11-22T10:30:00Z"
+    search: "crm-")pb"))),
+              ElementsAre("crm-5"));
+  EXPECT_THAT(Identifiers(store_->List(workspace_, ListRequest(R"pb(
+    transcription_status: "completed" search: "crm-" call_timestamp_to: "2026-11-22T12:00:01Z")pb"))),
+              ElementsAre("crm-5", "crm-3", "crm-1"));
+}
+
 }  // namespace
 }  // namespace calleval::calls
 

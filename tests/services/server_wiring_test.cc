@@ -212,7 +212,7 @@ TEST_P(ServerWiringTest, EveryAnnotatedMethodHasARoute) {
     }
   }
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
-  EXPECT_GE(annotated, 34);
+  EXPECT_GE(annotated, 38);
 }
 
 // Whether a method runs inline or on the pool is chosen once, in its service's method table,
@@ -241,14 +241,14 @@ TEST_P(ServerWiringTest, EveryRoutedMethodRunsAsItsServicesTableSays) {
     }
     ++checked;
   }
-  EXPECT_GE(checked, 34);
-  EXPECT_GE(short_reads, 6);
+  EXPECT_GE(checked, 38);
+  EXPECT_GE(short_reads, 7);
 }
 
 // Without a key every route is refused the same way by both paths: each handler ran (the
 // gRPC server has the method, the edge's direct registration has it) and authenticated.
 TEST_P(ServerWiringTest, EveryRouteRefusesAMissingKeyLikeItsGrpcMethod) {
-  ASSERT_GE(routes_->routes().size(), 34u);
+  ASSERT_GE(routes_->routes().size(), 38u);
   for (const auto& route : routes_->routes()) {
     ExpectSameAnswer(*route, "", "1");
     ExpectSameAnswer(*route, "Bearer cev_notakeyofthisinstallation000000", "1");
