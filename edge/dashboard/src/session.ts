@@ -2,7 +2,7 @@
 // only, gone when the tab closes, never in localStorage or a cookie.
 import { createContext } from "preact";
 import { useContext } from "preact/hooks";
-import { Api, ApiError, type Workspace } from "./api";
+import { Api, type Workspace } from "./api";
 
 const STORAGE_KEY = "calleval.session";
 
@@ -26,19 +26,9 @@ export function saveSession(session: StoredSession | null) {
   else sessionStorage.removeItem(STORAGE_KEY);
 }
 
-// The workspaces a key can see: its own and those granted to it.
+// The workspaces a key can see: its own, then those granted to it.
 export async function workspacesOf(key: string): Promise<Workspace[]> {
-  const api = new Api(key);
-  try {
-    const list = await api.get<{ data: Workspace[] }>("/api/v1/workspaces");
-    return list.data;
-  } catch (e) {
-    // A service without the list route still names the key's own workspace.
-    if (e instanceof ApiError && e.status === 404) {
-      return [await api.get<Workspace>("/api/v1/workspaces/current")];
-    }
-    throw e;
-  }
+  return (await new Api(key).get<{ data: Workspace[] }>("/api/v1/workspaces")).data;
 }
 
 export interface SessionContextValue {
