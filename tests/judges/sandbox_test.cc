@@ -52,21 +52,32 @@ enum class ProcSetup { kMounted, kNone, kMaskedByAContainer };
 
 // A "bwrap" that starts the real one as a container runtime would leave it: in a user and mount
 // namespace of its own with /proc/sys covered by a bind mount (runtimes bind it read-only and
-// mask /proc/kcore and others). Written once per process; the path stays valid until exit.
+// mask /proc/kcore and others). Written once per test process and removed when it exits.
+class ContainerBwrap {
+ public:
+  ContainerBwrap()
+      : path_((fs::path(::testing::TempDir()) / absl::StrCat("bwrap_in_a_container_", getpid()))
+                  .string()) {
+    std::ofstream(path_) << "#!/bin/sh\n"
+                            "exec /usr/bin/unshare --user --map-root-user --mount /bin/sh -c "
+                            "'/usr/bin/mount --bind /proc/sys /proc/sys && exec /usr/bin/bwrap "
+                            "\"$@\"' sh \"$@\"\n";
+    fs::permissions(path_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                               fs::perms::others_read | fs::perms::others_exec);
+  }
+  ~ContainerBwrap() {
+    std::error_code ignored;
+    fs::remove(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 const std::string& BwrapInAContainer() {
-  static const std::string* const path = [] {
-    auto* p = new std::string(
-        (fs::path(::testing::TempDir()) / absl::StrCat("bwrap_in_a_container_", getpid()))
-            .string());
-    std::ofstream(*p) << "#!/bin/sh\n"
-                         "exec /usr/bin/unshare --user --map-root-user --mount /bin/sh -c "
-                         "'/usr/bin/mount --bind /proc/sys /proc/sys && exec /usr/bin/bwrap \"$@\"' "
-                         "sh \"$@\"\n";
-    fs::permissions(*p, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                            fs::perms::others_read | fs::perms::others_exec);
-    return p;
-  }();
-  return *path;
+  static const ContainerBwrap script;
+  return script.path();
 }
 
 PythonSandbox::Options OptionsFor(ProcSetup setup) {
