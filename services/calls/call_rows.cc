@@ -92,6 +92,29 @@ v1::Call CallFromRow(const db::Statement& s, const RecordingSigner* signer) {
 }
 
 // The id of the workspace's call named by `key` (docs/api.md §2: digits are tried as the id first).
+CallKeyRead::CallKeyRead(absl::string_view select, absl::string_view alias)
+    : by_id_or_identifier_(absl::StrCat(
+          select, alias,
+          "id = COALESCE((SELECT id FROM calls WHERE id = ?2 AND workspace_id = ?1), (SELECT id "
+          "FROM calls WHERE workspace_id = ?1 AND call_identifier = ?3))")),
+      by_identifier_(
+          absl::StrCat(select, alias, "workspace_id = ?1 AND ", alias, "call_identifier = ?2")) {}
+
+absl::StatusOr<db::Statement> CallKeyRead::Prepare(db::Connection& c, int64_t workspace_id,
+                                                   absl::string_view key) const {
+  int64_t id = 0;
+  const bool maybe_id =
+      !key.empty() && absl::c_all_of(key, absl::ascii_isdigit) && absl::SimpleAtoi(key, &id);
+  ASSIGN_OR_RETURN(db::Statement stmt, c.Prepare(maybe_id ? by_id_or_identifier_ : by_identifier_));
+  stmt.Bind(1, workspace_id);
+  if (maybe_id) {
+    stmt.Bind(2, id).Bind(3, key);
+  } else {
+    stmt.Bind(2, key);
+  }
+  return stmt;
+}
+
 absl::StatusOr<int64_t> FindCallId(db::Connection& c, int64_t workspace_id, absl::string_view key) {
   int64_t id = 0;
   if (!key.empty() && absl::c_all_of(key, absl::ascii_isdigit) && absl::SimpleAtoi(key, &id)) {

@@ -45,6 +45,23 @@ v1::Call CallFromRow(const db::Statement& s, const RecordingSigner* signer);
 // call_identifier; kNotFound when neither does.
 absl::StatusOr<int64_t> FindCallId(db::Connection& c, int64_t workspace_id, absl::string_view key);
 
+// One statement reading the workspace's call `key` (the API's call_identifier_or_id: a key of
+// digits is an id first, else an identifier, as FindCallId decides), for the hot reads that take
+// no transaction. `select` is the statement up to its condition ("SELECT ... WHERE ") and
+// `alias` the calls table's ("c." or ""). By id or identifier it is two index lookups, the id's
+// first: an OR of the two conditions scanned the workspace's calls on SQLite.
+class CallKeyRead {
+ public:
+  CallKeyRead(absl::string_view select, absl::string_view alias);
+  // The statement, prepared and bound; Step() finds no row when there is no such call.
+  absl::StatusOr<db::Statement> Prepare(db::Connection& c, int64_t workspace_id,
+                                        absl::string_view key) const;
+
+ private:
+  std::string by_id_or_identifier_;
+  std::string by_identifier_;
+};
+
 // The call with id `id`, kNotFound if there is none.
 absl::StatusOr<v1::Call> ReadCall(db::Connection& c, int64_t id, const RecordingSigner* signer);
 

@@ -3,12 +3,10 @@
 #include <iostream>
 #include <string>
 
-#include "absl/algorithm/container.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "services/calls/call_rows.h"
 #include "services/calls/calls_store.h"
 
 namespace calleval::calls {
@@ -45,27 +43,13 @@ absl::Status WriteWaveform(db::Connection& c, int64_t call_id, const v1::CallWav
 absl::StatusOr<v1::CallWaveform> CallsStore::GetWaveform(int64_t workspace_id,
                                                          absl::string_view key) {
   // One statement, as Get: the call (by id first, then by identifier) and its peaks if any.
-  int64_t id = 0;
-  const bool maybe_id =
-      !key.empty() && absl::c_all_of(key, absl::ascii_isdigit) && absl::SimpleAtoi(key, &id);
-  static constexpr absl::string_view kColumns =
+  static const CallKeyRead* const read = new CallKeyRead(
       "SELECT c.recording_state, c.analysis_status, w.channels, w.buckets, w.duration_seconds, "
-      "w.peaks FROM calls c LEFT JOIN call_waveforms w ON w.call_id = c.id WHERE ";
-  static const std::string by_id_or_identifier = absl::StrCat(
-      kColumns,
-      "c.id = COALESCE((SELECT id FROM calls WHERE id = ?2 AND workspace_id = ?1), (SELECT id "
-      "FROM calls WHERE workspace_id = ?1 AND call_identifier = ?3))");
-  static const std::string by_identifier =
-      absl::StrCat(kColumns, "c.workspace_id = ?1 AND c.call_identifier = ?2");
+      "w.peaks FROM calls c LEFT JOIN call_waveforms w ON w.call_id = c.id WHERE ",
+      "c.");
   return db::ReadResult<v1::CallWaveform>(
       *db_, db::kSingleStatementRead, [&](db::Connection& c) -> absl::StatusOr<v1::CallWaveform> {
-        ASSIGN_OR_RETURN(auto stmt, c.Prepare(maybe_id ? by_id_or_identifier : by_identifier));
-        stmt.Bind(1, workspace_id);
-        if (maybe_id) {
-          stmt.Bind(2, id).Bind(3, key);
-        } else {
-          stmt.Bind(2, key);
-        }
+        ASSIGN_OR_RETURN(auto stmt, read->Prepare(c, workspace_id, key));
         ASSIGN_OR_RETURN(bool found, stmt.Step());
         if (!found) return NotFoundError(absl::StrCat("call ", key));
         if (stmt.IsNull(0)) {

@@ -340,28 +340,11 @@ absl::Status CallsStore::WriteCall(const db::Database::WriteFn& fn) {
 
 absl::StatusOr<v1::Call> CallsStore::Get(int64_t workspace_id, absl::string_view key) {
   // One statement, no transaction around it: the hot read takes one round trip on PostgreSQL.
-  // A key of digits is an id first, else an identifier (as FindCallId decides).
-  int64_t id = 0;
-  const bool maybe_id =
-      !key.empty() && absl::c_all_of(key, absl::ascii_isdigit) && absl::SimpleAtoi(key, &id);
-  // Two index lookups, the id's first (an OR of the two conditions scanned the workspace's
-  // calls on SQLite).
-  static const std::string by_id_or_identifier = absl::StrCat(
-      "SELECT ", kCallColumns,
-      " FROM calls WHERE id = COALESCE((SELECT id FROM calls WHERE id = ?2 AND workspace_id = "
-      "?1), (SELECT id FROM calls WHERE workspace_id = ?1 AND call_identifier = ?3))");
-  static const std::string by_identifier = absl::StrCat(
-      "SELECT ", kCallColumns, " FROM calls WHERE workspace_id = ?1 AND call_identifier = ?2");
+  static const CallKeyRead* const read =
+      new CallKeyRead(absl::StrCat("SELECT ", kCallColumns, " FROM calls WHERE "), "");
   return db::ReadResult<v1::Call>(
-      *db_, db::kSingleStatementRead,
-      [&](db::Connection& c) -> absl::StatusOr<v1::Call> {
-        ASSIGN_OR_RETURN(auto stmt, c.Prepare(maybe_id ? by_id_or_identifier : by_identifier));
-        stmt.Bind(1, workspace_id);
-        if (maybe_id) {
-          stmt.Bind(2, id).Bind(3, key);
-        } else {
-          stmt.Bind(2, key);
-        }
+      *db_, db::kSingleStatementRead, [&](db::Connection& c) -> absl::StatusOr<v1::Call> {
+        ASSIGN_OR_RETURN(auto stmt, read->Prepare(c, workspace_id, key));
         ASSIGN_OR_RETURN(bool found, stmt.Step());
         if (!found) return NotFoundError(absl::StrCat("call ", key));
         return CallFromRow(stmt, options_.signer);
