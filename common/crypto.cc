@@ -1,4 +1,5 @@
 #include "common/crypto.h"
+#include "common/log.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -7,14 +8,13 @@
 #include <openssl/sha.h>
 
 #include <cstdlib>
-#include <iostream>
 
 namespace calleval {
 
 std::string RandomBytes(size_t n) {
   std::string out(n, '\0');
   if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1) {
-    std::cerr << "fatal: OpenSSL RAND_bytes failed\n";
+    LogError("fatal: OpenSSL RAND_bytes failed");
     std::abort();
   }
   return out;
@@ -125,7 +125,7 @@ const unsigned char* Bytes(absl::string_view s) {
 std::string Seal(absl::string_view key, absl::string_view plaintext,
                  absl::string_view associated) {
   if (key.size() != 32) {
-    std::cerr << "fatal: Seal needs a 32-byte key\n";
+    LogError("fatal: Seal needs a 32-byte key");
     std::abort();
   }
   const std::string nonce = RandomBytes(kNonceBytes);
@@ -146,7 +146,7 @@ std::string Seal(absl::string_view key, absl::string_view plaintext,
   total += len;
   ok = ok && EVP_CIPHER_CTX_ctrl(c.ctx, EVP_CTRL_GCM_GET_TAG, kTagBytes, cipher + total) == 1;
   if (!ok) {
-    std::cerr << "fatal: OpenSSL AES-256-GCM encryption failed\n";
+    LogError("fatal: OpenSSL AES-256-GCM encryption failed");
     std::abort();
   }
   return out;

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/crypto.h"
+#include "common/grpc_log.h"
 #include "common/errors.h"
 
 namespace calleval {
@@ -167,6 +168,8 @@ std::shared_ptr<grpc::Channel> CreateInternalChannel(const std::string& target,
   const std::vector<absl::string_view> secrets = Secrets(credential);
   factories.push_back(std::make_unique<CredentialInterceptorFactory>(
       secrets.empty() ? std::string() : std::string(secrets.front())));
+  // The request id of the work that makes a call goes with it (common/grpc_log.h).
+  factories.push_back(NewRequestIdClientInterceptorFactory());
   return grpc::experimental::CreateCustomChannelWithInterceptors(
       target, grpc::InsecureChannelCredentials(), grpc::ChannelArguments(), std::move(factories));
 }

@@ -1,11 +1,11 @@
 #include "common/lease_heartbeat.h"
 
 #include <algorithm>
-#include <iostream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/crypto.h"
+#include "common/log.h"
 
 namespace calleval {
 
@@ -87,7 +87,7 @@ void LeaseHeartbeat::Loop() {
         entry->lost.store(true);
         if (entry->on_lost) entry->on_lost();
       } else {
-        std::cerr << name_ << ": lease renewal failed (retried): " << renewed << "\n";
+        LogWarn("lease renewal failed (retried)", {{"worker", name_}, {"error", renewed}});
       }
     }
   }

@@ -40,7 +40,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/grpc_log.h"
 #include "common/internal_credential.h"
+#include "common/log.h"
 #include "common/method_execution.h"
 #include "common/thread_pool.h"
 #include "common/unary.h"
@@ -204,7 +206,11 @@ grpc::ServerUnaryReactor* ServeUnary(Service& service, const MethodEntry<Service
                                      grpc::CallbackServerContext* context,
                                      const google::protobuf::Message* request,
                                      google::protobuf::Message* response) {
-  auto work = [&service, &entry, caller = CallerOf(*context), request, response] {
+  // The request id (common/grpc_log.h) names the handler's log lines and travels on with the
+  // calls it makes to other roles.
+  auto work = [&service, &entry, caller = CallerOf(*context), request_id = RequestIdOf(*context),
+               request, response] {
+    ScopedLogContext log_context(request_id);
     return AdmitAndRun(service, entry, caller, *request, response);
   };
   if (ThreadPool* bounded = entry.BoundedPoolOf(service); bounded != nullptr) {

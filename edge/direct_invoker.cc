@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "common/log.h"
 
 namespace calleval::edge {
 
@@ -26,7 +27,9 @@ void DirectInvoker::Invoke(const google::protobuf::MethodDescriptor* method,
   }
   const Entry& entry = it->second;
   auto run = [&entry, method, request = std::move(request), authorization = context.authorization,
-              done]() mutable {
+              request_id = context.request_id, done]() mutable {
+    // What the handler logs names the request, as it would in a role reached over gRPC.
+    ScopedLogContext log_context(request_id);
     std::unique_ptr<google::protobuf::Message> response(
         google::protobuf::MessageFactory::generated_factory()
             ->GetPrototype(method->output_type())

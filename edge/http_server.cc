@@ -5,10 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <cstdio>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <thread>
 
 #include <unistd.h>
@@ -22,6 +20,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "common/log.h"
+#include "common/request_id.h"
 #include "edge/byte_range.h"
 #include "edge/file_range_body.h"
 #include "edge/json_codec.h"
@@ -37,7 +37,7 @@ using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kJsonContentType[] = "application/json; charset=utf-8";
-constexpr char kRequestIdHeader[] = "x-request-id";
+constexpr const char* kRequestIdHeader = kRequestIdKey;
 constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 // How long a connection that must close still swallows what the client keeps sending (an
 // oversized body), so that closing does not reset the connection before the answer is read.
@@ -59,27 +59,8 @@ std::chrono::nanoseconds ToChrono(absl::Duration d) {
   return std::chrono::nanoseconds(absl::ToInt64Nanoseconds(std::min(d, absl::Hours(24 * 365))));
 }
 
-// A client-supplied request id is echoed only when it is short, printable ASCII.
-bool IsUsableRequestId(std::string_view id) {
-  if (id.empty() || id.size() > 128) return false;
-  for (char c : id) {
-    if (c <= 0x20 || c >= 0x7f) return false;
-  }
-  return true;
-}
-
-void GenerateRequestId(std::string* out) {
-  thread_local std::mt19937_64 rng([] {
-    std::random_device device;
-    return (static_cast<uint64_t>(device()) << 32) ^ device();
-  }());
-  static constexpr char kHex[] = "0123456789abcdef";
-  uint64_t a = rng();
-  uint64_t b = rng();
-  out->resize(24);
-  for (int i = 0; i < 16; ++i) (*out)[i] = kHex[(a >> (i * 4)) & 0xf];
-  for (int i = 0; i < 8; ++i) (*out)[16 + i] = kHex[(b >> (i * 4)) & 0xf];
-}
+// The longest path an access line names: a request line may be kilobytes long.
+constexpr size_t kMaxLoggedPathBytes = 512;
 
 // Token bucket per key (the Authorization header value).
 class RateLimiter {
@@ -362,8 +343,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       // Unparseable HTTP: say so once, then hang up.
       request_ = {};
       start_ = Clock::now();
-      request_id_.clear();
-      GenerateRequestId(&request_id_);
+      request_id_ = NewRequestId();
+      route_template_ = "-";
       method_ = "-";
       path_ = "-";
       keep_alive_ = false;
@@ -377,11 +358,14 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   // Common bookkeeping for the request whose header is `header`.
   void BeginRequest(const http::request<http::string_body>& header) {
     start_ = Clock::now();
+    route_template_ = "-";
+    // A client's id is echoed, passed on and logged only when it is safe to
+    // (common/request_id.h); otherwise the request gets a new one.
     std::string_view id = View(header[kRequestIdHeader]);
-    if (IsUsableRequestId(id)) {
+    if (IsUsableRequestId(Absl(id))) {
       request_id_.assign(id.data(), id.size());
     } else {
-      GenerateRequestId(&request_id_);
+      request_id_ = NewRequestId();
     }
     std::string_view target = View(header.target());
     size_t q = target.find('?');
@@ -439,14 +423,14 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     // Every copy of `respond` gone uncalled: the client would otherwise wait forever.
     ~AsyncAnswer() {
       if (answered_.exchange(true)) return;
-      std::fprintf(stderr, "http: request_id=%s: an async local handler never called respond\n",
-                   session_->request_id_.c_str());
+      LogError("http: an async local handler never called respond",
+               {{"request_id", session_->request_id_}});
       PostAnswer(session_, std::nullopt);
     }
 
     void Respond(LocalResponse response) {
       if (answered_.exchange(true)) {
-        std::fprintf(stderr, "http: an async local handler called respond more than once\n");
+        LogError("http: an async local handler called respond more than once");
         UnlinkUnlessSent discarded{std::optional<LocalResponse>(std::move(response))};
         return;
       }
@@ -486,6 +470,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   }
 
   void ServeLocal(const LocalRoute& local) {
+    route_template_ = local.prefix;
     LocalRequest request;
     request.method = std::string(method_);
     request.path = std::string(path_);
@@ -535,6 +520,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
   void ServeRoute(const RouteMatch& match) {
     const Route* route = match.route;
+    route_template_ = route->path_template;
     if (server_->limiter_) {
       int retry_after = 0;
       if (!server_->limiter_->Allow(RateLimitKey(), &retry_after)) {
@@ -714,12 +700,14 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
   void Log(int status) {
     if (!server_->options_.access_log) return;
-    const auto micros =
-        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_).count();
-    const int path_len = static_cast<int>(std::min<size_t>(path_.size(), 512));
-    std::fprintf(stderr, "http request_id=%s method=%.*s path=%.*s status=%d latency_us=%lld\n",
-                 request_id_.c_str(), static_cast<int>(method_.size()), method_.data(), path_len,
-                 path_.data(), status, static_cast<long long>(micros));
+    const double latency_ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
+    LogInfo("http request", {{"request_id", request_id_},
+                             {"method", Absl(method_)},
+                             {"path", Absl(path_.substr(0, kMaxLoggedPathBytes))},
+                             {"route", Absl(route_template_)},
+                             {"status", status},
+                             {"latency_ms", latency_ms}});
   }
 
   void OnWrite(After after, beast::error_code ec, size_t) {
@@ -784,6 +772,9 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   std::string_view method_;
   std::string_view path_;
   std::string_view query_;
+  // The matched route's template ("/api/v1/calls/{id}") or local prefix; "-" for none. Points
+  // into the route tables, which outlive every session.
+  std::string_view route_template_ = "-";
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool busy_ = false;
@@ -839,7 +830,7 @@ void HttpServer::Impl::RunLoop() {
       return;
     } catch (const std::exception& e) {
       // A handler threw; the connection it served is lost, the server is not.
-      std::fprintf(stderr, "http: handler exception: %s\n", e.what());
+      LogError("http: handler exception", {{"error", e.what()}});
     }
   }
 }
@@ -917,7 +908,7 @@ void HttpServer::Impl::Shutdown() {
   // its answer is posted back onto a strand.
   work_.reset();
   if (!drained) {
-    std::fprintf(stderr, "http: shutdown timed out; abandoning in-flight requests\n");
+    LogWarn("http: shutdown timed out; abandoning in-flight requests");
     abandoned_.store(true);
     ioc_.stop();
   }

@@ -7,9 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "cmd/calleval/server.h"
 #include "cmd/calleval/server_config.h"
+#include "common/grpc_log.h"
+#include "common/log.h"
 
 namespace {
 
@@ -48,9 +52,16 @@ int Serve(const std::vector<std::string>& args) {
               << " (calleval serve --help lists the flags)\n";
     return 2;
   }
+  // Before any thread starts: every line from here on is the configured log's.
+  calleval::LogOptions log;
+  log.format = config->log_format;
+  log.min_level = config->log_level;
+  log.role = config->roles == calleval::AllRoles() ? "all" : absl::StrJoin(config->roles, ",");
+  calleval::ConfigureLogging(std::move(log));
+  calleval::RouteGrpcLogsToLog();
   auto server = calleval::Server::Start(*config);
   if (!server.ok()) {
-    std::cerr << "calleval: cannot start: " << server.status().message() << "\n";
+    calleval::LogError(absl::StrCat("cannot start: ", server.status().message()));
     return 1;
   }
   if (const auto& bootstrap = (*server)->bootstrap()) {
@@ -68,7 +79,7 @@ int Serve(const std::vector<std::string>& args) {
   std::cout.flush();
   int received = 0;
   sigwait(&signals, &received);
-  std::cerr << "calleval: signal " << received << ", shutting down\n";
+  calleval::LogInfo("shutting down", {{"signal", received}});
   (*server)->Shutdown();
   return 0;
 }

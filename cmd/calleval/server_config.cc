@@ -71,6 +71,36 @@ Flag RateLimitFlag() {
   return flag;
 }
 
+Flag LogFormatFlag() {
+  Flag flag;
+  flag.name = "log-format";
+  flag.value_name = "FORMAT";
+  flag.description = "the log on stderr: text (key=value) or json (one object per line)";
+  flag.get = [](const ServerConfig& c) { return std::string(LogFormatName(c.log_format)); };
+  flag.set = [](absl::string_view v, ServerConfig* c) -> absl::Status {
+    absl::StatusOr<LogFormat> format = ParseLogFormat(v);
+    if (!format.ok()) return cli::UsageError(format.status().message());
+    c->log_format = *format;
+    return absl::OkStatus();
+  };
+  return flag;
+}
+
+Flag LogLevelFlag() {
+  Flag flag;
+  flag.name = "log-level";
+  flag.value_name = "LEVEL";
+  flag.description = "the least level logged: debug, info, warn or error";
+  flag.get = [](const ServerConfig& c) { return std::string(LogLevelName(c.log_level)); };
+  flag.set = [](absl::string_view v, ServerConfig* c) -> absl::Status {
+    absl::StatusOr<LogLevel> level = ParseLogLevel(v);
+    if (!level.ok()) return cli::UsageError(level.status().message());
+    c->log_level = *level;
+    return absl::OkStatus();
+  };
+  return flag;
+}
+
 const std::vector<Flag>& Flags() {
   static const auto* flags = new std::vector<Flag>{
       StringFlag("data-dir", "DIR", &ServerConfig::data_dir,
@@ -156,7 +186,9 @@ const std::vector<Flag>& Flags() {
       StringFlag("metrics-addr", "HOST:PORT", &ServerConfig::metrics_addr,
                  "where the metrics role is reached when this process does not run it",
                  "--grpc-addr"),
-      BoolFlag("access-log", &ServerConfig::access_log, "one line per request on stderr"),
+      BoolFlag("access-log", &ServerConfig::access_log, "one log line per request"),
+      LogFormatFlag(),
+      LogLevelFlag(),
       RateLimitFlag(),
       IntFlag("max-recording-bytes", "BYTES", &ServerConfig::max_recording_bytes, 1,
               std::numeric_limits<int64_t>::max(), "recording download cap"),

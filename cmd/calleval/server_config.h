@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/log.h"
 
 namespace calleval {
 
@@ -71,6 +72,10 @@ struct ServerConfig {
   // Where roles not run by this process are reached (default: grpc_addr).
   std::string accounts_addr, agents_addr, calls_addr, metrics_addr;
   bool access_log = true;
+  // The log on stderr (common/log.h): text or one JSON object per line, and the least level
+  // written.
+  LogFormat log_format = LogFormat::kText;
+  LogLevel log_level = LogLevel::kInfo;
   double rate_limit_per_second = 0;  // per API key; 0 = unlimited
   int rate_limit_burst = 0;
   int64_t max_recording_bytes = int64_t{512} << 20;

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -29,6 +28,7 @@
 #include "common/crypto.h"
 #include "common/errors.h"
 #include "common/internal_credential.h"
+#include "common/log.h"
 #include "common/method_table.h"
 #include "edge/dashboard_assets.h"
 #include "common/schema.h"
@@ -85,8 +85,10 @@ int MaxConnectionsWithinFileLimit(int requested) {
   const int64_t usable = static_cast<int64_t>(limit.rlim_cur) - kReservedFiles;
   if (usable >= requested) return requested;
   const int lowered = static_cast<int>(std::max<int64_t>(usable, 16));
-  std::cerr << "calleval: --max-connections " << requested << " lowered to " << lowered
-            << " to fit the open-file limit (" << limit.rlim_cur << ")\n";
+  LogWarn("--max-connections lowered to fit the open-file limit",
+          {{"requested", requested},
+           {"lowered", lowered},
+           {"open_file_limit", static_cast<unsigned long long>(limit.rlim_cur)}});
   return lowered;
 }
 
@@ -170,7 +172,7 @@ edge::LocalResponse RecordingResponse(const ServerState& state, int64_t call_id)
   absl::Status fetched =
       state.recordings->Download(recording->key, copy, state.config.max_recording_bytes);
   if (!fetched.ok()) {
-    std::cerr << "calleval: recording of call " << call_id << ": " << fetched << "\n";
+    LogWarn("the recording cannot be read from storage", {{"call_id", call_id}, {"error", fetched}});
     // The store's trouble is the service's to fix: the client may try again.
     return ErrorResponse(fetched.code() == absl::StatusCode::kNotFound
                              ? fetched

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -28,7 +27,9 @@
 #include "cmd/calleval/server_state.h"
 #include "common/crypto.h"
 #include "common/errors.h"
+#include "common/grpc_log.h"
 #include "common/internal_credential.h"
+#include "common/log.h"
 #include "common/method_table.h"
 #include "common/schema.h"
 #include "common/server_reflection_v1.h"
@@ -188,11 +189,11 @@ absl::Status WireScoring(ServerState* s) {
     }
     if (!released.ok()) {
       // Not fatal: those leases expire on their own within a lease.
-      std::cerr << "calleval: could not give back the leases of " << holder << ": "
-                << released.status() << "\n";
+      LogWarn("could not give back the leases of this holder's previous life",
+              {{"holder", holder}, {"error", released.status()}});
     } else if (*released > 0) {
-      std::cerr << "calleval: gave back " << *released << " leases held by " << holder
-                << " before the restart\n";
+      LogInfo("gave back the leases held before the restart",
+              {{"holder", holder}, {"leases", *released}});
     }
     // Speech-to-text runs on its own workers: a recording takes about a tenth of its length
     // to transcribe, and the audio metrics of other calls must not wait behind it.
@@ -249,11 +250,11 @@ absl::Status WireCalls(ServerState* s) {
       // its release above gave them back already, before any worker started).
       absl::StatusOr<int> released = s->calls_store->ReleaseLeasesOf(holder);
       if (!released.ok()) {
-        std::cerr << "calleval: could not give back the leases of " << holder << ": "
-                  << released.status() << "\n";
+        LogWarn("could not give back the leases of this holder's previous life",
+                {{"holder", holder}, {"error", released.status()}});
       } else if (*released > 0) {
-        std::cerr << "calleval: gave back " << *released << " leases held by " << holder
-                  << " before the restart\n";
+        LogInfo("gave back the leases held before the restart",
+                {{"holder", holder}, {"leases", *released}});
       }
     }
     // Calls stored before the queryable rows (schema version 10) get them now.
@@ -264,15 +265,15 @@ absl::Status WireCalls(ServerState* s) {
                                        backfilled.status().message()));
     }
     if (*backfilled > 0) {
-      std::cerr << "calleval: wrote the queryable rows of " << *backfilled << " older calls\n";
+      LogInfo("wrote the queryable rows of older calls", {{"calls", *backfilled}});
     }
     // Refunds a previous life settled and did not apply; not fatal: they stay owed and the
     // analysis queue's sweep applies them.
     absl::StatusOr<int> refunded = s->calls_store->ApplyOwedRefunds();
     if (!refunded.ok()) {
-      std::cerr << "calleval: could not apply owed refunds yet: " << refunded.status() << "\n";
+      LogWarn("could not apply owed refunds yet", {{"error", refunded.status()}});
     } else if (*refunded > 0) {
-      std::cerr << "calleval: applied the owed refunds of " << *refunded << " calls\n";
+      LogInfo("applied owed refunds", {{"calls", *refunded}});
     }
     s->downloader = std::make_unique<calls::RecordingDownloader>(s->calls_store.get(), download);
     s->downloader->Start();
@@ -362,6 +363,10 @@ absl::Status ServeGrpc(ServerState* s) {
     builder.SetOption(ServerReflectionV1());
     builder.AddListeningPort(config.grpc_addr, grpc::InsecureServerCredentials(), &s->grpc_port);
     builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_body_bytes * 2));
+    // Each call's request id and outcome in the log (common/grpc_log.h).
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> logging;
+    logging.push_back(NewCallLogInterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(logging));
     // Each service from its method table (common/method_table.h).
     auto serve = [&](auto* service) -> absl::Status {
       if (service == nullptr) return absl::OkStatus();
@@ -396,11 +401,11 @@ absl::Status StartRunWorkers(ServerState* s) {
     // What this holder's previous life held resumes at once rather than after its lease.
     absl::StatusOr<int> released = s->run_queue->ReleaseLeasesOf(holder);
     if (!released.ok()) {
-      std::cerr << "calleval: could not give back the run leases of " << holder << ": "
-                << released.status() << "\n";
+      LogWarn("could not give back the run leases of this holder's previous life",
+              {{"holder", holder}, {"error", released.status()}});
     } else if (*released > 0) {
-      std::cerr << "calleval: gave back " << *released << " run leases held by " << holder
-                << " before the restart\n";
+      LogInfo("gave back the run leases held before the restart",
+              {{"holder", holder}, {"leases", *released}});
     }
     s->run_workers->Start();
   }

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -25,6 +24,7 @@
 #include "common/crypto.h"
 #include "common/errors.h"
 #include "common/internal_credential.h"
+#include "common/log.h"
 #include "common/method_table.h"
 #include "common/schema.h"
 #include "common/server_reflection_v1.h"
@@ -299,14 +299,14 @@ absl::Status OpenCallsAndMetricsStores(ServerState* s) {
     absl::StatusOr<judges::CodeRun> probe =
         s->sandbox->Run("metric['result'] = True", nlohmann::json::object());
     if (!probe.ok()) {
-      std::cerr << "calleval: " << probe.status().message()
-                << "; code metrics will fail until it is fixed\n";
+      LogWarn(absl::StrCat(probe.status().message(), "; code metrics will fail until it is fixed"));
     } else if (probe->error) {
-      std::cerr << "calleval: the code sandbox does not run code: " << probe->error->type << ": "
-                << probe->error->message << "\n";
+      LogWarn("the code sandbox does not run code",
+              {{"error_type", probe->error->type}, {"error", probe->error->message}});
     } else if (!s->sandbox->mounts_proc()) {
-      std::cerr << "calleval: the code sandbox runs without /proc (the kernel refused a new "
-                   "proc mount, as in a container whose runtime masks /proc)\n";
+      LogInfo(
+          "the code sandbox runs without /proc (the kernel refused a new proc mount, as in a "
+          "container whose runtime masks /proc)");
     }
   }
   // The ledger is accounts': like keys, through its store unless accounts is explicitly remote.

@@ -1,8 +1,9 @@
 #include "services/agents/agents_service.h"
 
-#include <iostream>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "services/agents/agents_methods.h"
 
@@ -13,8 +14,8 @@ namespace {
 // that fails leaves links that readers ignore (services/agents/deletion_listener.h).
 void ReportFailedNotice(const absl::Status& status, absl::string_view what, int64_t id) {
   if (status.ok()) return;
-  std::cerr << "calleval: " << what << " " << id
-            << " is deleted, but telling the metrics service failed: " << status << "\n";
+  LogWarn(absl::StrCat(what, " is deleted, but telling the metrics service failed"),
+          {{"id", id}, {"error", status}});
 }
 
 }  // namespace

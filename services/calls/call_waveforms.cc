@@ -1,10 +1,10 @@
 #include "services/calls/call_waveforms.h"
 
-#include <iostream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "services/calls/call_rows.h"
 #include "services/calls/calls_store.h"
@@ -19,9 +19,10 @@ bool WellFormedWaveform(const v1::CallWaveform& waveform) {
 
 absl::Status WriteWaveform(db::Connection& c, int64_t call_id, const v1::CallWaveform& waveform) {
   if (!WellFormedWaveform(waveform)) {
-    std::cerr << "calls: call " << call_id << ": malformed waveform not stored ("
-              << waveform.channels() << " channels, " << waveform.buckets() << " buckets, "
-              << waveform.peaks().size() << " bytes)\n";
+    LogWarn("malformed waveform not stored", {{"call_id", call_id},
+                                               {"channels", waveform.channels()},
+                                               {"buckets", waveform.buckets()},
+                                               {"bytes", waveform.peaks().size()}});
     return absl::OkStatus();
   }
   // A report that runs the audio pass again (a lease retried after its report was lost) replaces

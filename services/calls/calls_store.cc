@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <iostream>
 #include <optional>
 
 #include "absl/algorithm/container.h"
@@ -16,6 +15,7 @@
 #include "common/crypto.h"
 #include "common/errors.h"
 #include "common/lease_heartbeat.h"
+#include "common/log.h"
 #include "common/pagination.h"
 #include "common/standard_metrics.h"
 #include "common/status_macros.h"
@@ -546,8 +546,8 @@ absl::Status CallsStore::Delete(int64_t workspace_id, absl::string_view key) {
     // The call is gone: an object left behind (the store unreachable now) is named by nothing.
     absl::Status removed = options_.recordings->Delete(*recording_key);
     if (!removed.ok()) {
-      std::cerr << "calls: the recording of a deleted call stays in the store: " << removed
-                << "\n";
+      LogWarn("the recording of a deleted call stays in the store",
+              {{"call_id", owed_id}, {"error", removed}});
     }
   }
   return absl::OkStatus();

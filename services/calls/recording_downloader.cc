@@ -1,10 +1,10 @@
 #include "services/calls/recording_downloader.h"
 
 #include <filesystem>
-#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "common/crypto.h"
+#include "common/log.h"
 
 namespace calleval::calls {
 namespace {
@@ -41,7 +41,7 @@ void RecordingDownloader::Stop() {
 bool RecordingDownloader::WorkOnce() {
   auto job = store_->ClaimRecordingJob(options_.lease, options_.holder);
   if (!job.ok()) {
-    std::cerr << "recording downloader: " << job.status() << "\n";
+    LogWarn("recording downloader: claiming a job failed", {{"error", job.status()}});
     return false;
   }
   if (!job->has_value()) return false;
@@ -83,7 +83,7 @@ void RecordingDownloader::Process(const RecordingJob& job) {
   }
   if (held && held->lost()) {
     // The lease expired and another downloader claimed the job: its outcome is the one kept.
-    std::cerr << "recording downloader: call " << job.call_id << ": lease lost, dropped\n";
+    LogWarn("recording download: lease lost, result dropped", {{"call_id", job.call_id}});
     drop_scratch();
     return;
   }
@@ -100,7 +100,8 @@ void RecordingDownloader::Process(const RecordingJob& job) {
   if (!stored.ok()) {
     // Downloaded, but the blob store did not take it: tried again like a failed download, and
     // the call ends failed with the store's reason after the last attempt.
-    std::cerr << "recording downloader: call " << job.call_id << ": " << stored << "\n";
+    LogWarn("recording download: the blob store did not take the recording",
+            {{"call_id", job.call_id}, {"attempt", job.attempts}, {"error", stored}});
     recorded = job.attempts < options_.max_attempts
                    ? store_->RetryRecording(job.call_id, absl::Seconds(5 * job.attempts))
                    : store_->FailRecording(
@@ -109,13 +110,18 @@ void RecordingDownloader::Process(const RecordingJob& job) {
   } else if (result.status().code() == absl::StatusCode::kCancelled) {
     recorded = store_->ReleaseRecording(job.call_id);
   } else if (IsTransient(result.status()) && job.attempts < options_.max_attempts) {
+    LogInfo("recording download failed; it will be retried",
+            {{"call_id", job.call_id}, {"attempt", job.attempts}, {"error", result.status()}});
     recorded = store_->RetryRecording(job.call_id, absl::Seconds(5 * job.attempts));
   } else {
+    LogWarn("recording download failed; the call ends failed",
+            {{"call_id", job.call_id}, {"attempt", job.attempts}, {"error", result.status()}});
     // The fetcher's messages read "recording download failed: <why>".
     recorded = store_->FailRecording(job.call_id, result.status().message());
   }
   if (!recorded.ok()) {
-    std::cerr << "recording downloader: call " << job.call_id << ": " << recorded << "\n";
+    LogWarn("recording download: recording the outcome failed",
+            {{"call_id", job.call_id}, {"error", recorded}});
   }
 }
 

@@ -1,11 +1,11 @@
 #include "services/runs/run_worker.h"
 
-#include <iostream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/crypto.h"
 #include "common/errors.h"
+#include "common/log.h"
 #include "services/runs/text_channel.h"
 #include "services/runs/voice_session.h"
 #include "services/runs/websocket_client.h"
@@ -214,7 +214,8 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
     if (scenario.status().code() == absl::StatusCode::kNotFound) {
       return Failed(absl::StrCat("scenario ", job.scenario_id, " is gone"));
     }
-    std::cerr << "runs: run " << job.run_id << ": " << scenario.status() << "\n";
+    LogWarn("run: the scenario could not be read; the run is given back",
+            {{"run_id", job.run_id}, {"error", scenario.status()}});
     return std::nullopt;
   }
   absl::StatusOr<v1::Agent> agent = deps.agents->GetAgent(job.workspace_id, job.agent_id);
@@ -222,7 +223,8 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
     if (agent.status().code() == absl::StatusCode::kNotFound) {
       return Failed(absl::StrCat("agent ", job.agent_id, " is gone"));
     }
-    std::cerr << "runs: run " << job.run_id << ": " << agent.status() << "\n";
+    LogWarn("run: the agent could not be read; the run is given back",
+            {{"run_id", job.run_id}, {"error", agent.status()}});
     return std::nullopt;
   }
 
@@ -247,7 +249,8 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
         if (channel.status().code() == absl::StatusCode::kNotFound) {
           return Failed(absl::StrCat("agent ", job.agent_id, " is gone"));
         }
-        std::cerr << "runs: run " << job.run_id << ": " << channel.status() << "\n";
+        LogWarn("run: the agent's web channel could not be read; the run is given back",
+                {{"run_id", job.run_id}, {"error", channel.status()}});
         return std::nullopt;
       }
       if (!channel->has_value()) {
@@ -276,7 +279,8 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
     }
     job.call_id = *call_id;
     if (absl::Status s = queue_->SetCall(job.run_id, job.token, *call_id); !s.ok()) {
-      std::cerr << "runs: run " << job.run_id << ": " << s << "\n";
+      LogWarn("run: recording the run's call failed",
+              {{"run_id", job.run_id}, {"call_id", *call_id}, {"error", s}});
     }
   }
 
@@ -305,7 +309,8 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
       if (!definitions.ok()) {
         // Judged without its metrics' definitions, a run could pass that did not: the metrics
         // role is asked again, like the calls role above, until the scoring timeout.
-        std::cerr << "runs: run " << job.run_id << ": " << definitions.status() << "\n";
+        LogWarn("run: the metrics' definitions could not be read; asking again",
+                {{"run_id", job.run_id}, {"call_id", *job.call_id}, {"error", definitions.status()}});
         if (absl::Now() >= give_up) return Failed("the run's metrics could not be read in time");
         absl::SleepFor(absl::Milliseconds(250));
         continue;
@@ -330,7 +335,7 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
 bool RunWorkers::WorkOnce() {
   auto job = queue_->Lease(options_.lease, options_.max_attempts, options_.holder);
   if (!job.ok()) {
-    std::cerr << "runs: lease failed: " << job.status() << "\n";
+    LogWarn("runs: leasing a run failed", {{"error", job.status()}});
     return false;
   }
   if (!job->has_value()) return false;
@@ -347,12 +352,14 @@ bool RunWorkers::WorkOnce() {
   std::optional<RunOutcome> outcome = Execute(leased, held.get());
   if (held && held->lost()) {
     // The lease expired and another worker took the run: its report would be refused.
-    std::cerr << "runs: run " << leased.run_id << ": lease lost, outcome dropped\n";
+    LogWarn("run: lease lost, outcome dropped", {{"run_id", leased.run_id}});
     return true;
   }
   absl::Status reported = outcome ? queue_->Finish(leased.run_id, leased.token, *outcome)
                                   : queue_->Release(leased.run_id, leased.token);
-  if (!reported.ok()) std::cerr << "runs: run " << leased.run_id << ": " << reported << "\n";
+  if (!reported.ok()) {
+    LogWarn("run: reporting the outcome failed", {{"run_id", leased.run_id}, {"error", reported}});
+  }
   return true;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdarg>
 #include <filesystem>
 #include <mutex>
 #include <system_error>
@@ -10,7 +11,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/ascii.h"
 #include "common/errors.h"
+#include "common/log.h"
 
 extern "C" {
 #include <libavcodec/avcodec.h>
@@ -18,6 +21,7 @@ extern "C" {
 #include <libavutil/channel_layout.h>
 #include <libavutil/dict.h>
 #include <libavutil/error.h>
+#include <libavutil/log.h>
 #include <libavutil/log.h>
 #include <libavutil/samplefmt.h>
 #include <libswresample/swresample.h>
@@ -68,11 +72,24 @@ absl::Status Unsupported(absl::string_view message) {
   return ValidationError("unsupported_audio", message);
 }
 
+// FFmpeg's messages as log lines (component=ffmpeg): stderr holds nothing but the log's lines.
+void LogFfmpegMessage(void* context, int level, const char* format, va_list args) {
+  if (level > av_log_get_level()) return;
+  char text[1024];
+  int print_prefix = 1;
+  av_log_format_line2(context, level, format, args, text, sizeof(text), &print_prefix);
+  const absl::string_view message = absl::StripAsciiWhitespace(text);
+  if (message.empty()) return;
+  Log(level <= AV_LOG_FATAL ? LogLevel::kError : LogLevel::kWarn, message,
+      {{"component", "ffmpeg"}});
+}
+
 void QuietFfmpegLogs() {
   static std::once_flag once;
   std::call_once(once, [] {
     // Corrupt packets are expected input; only real errors belong in the service log.
     if (av_log_get_level() > AV_LOG_ERROR) av_log_set_level(AV_LOG_ERROR);
+    av_log_set_callback(&LogFfmpegMessage);
   });
 }
 

@@ -3,12 +3,12 @@
 #include <grpcpp/client_context.h>
 
 #include <chrono>
-#include <iostream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/grpc_status.h"
+#include "common/log.h"
 #include "common/standard_metrics.h"
 #include "common/status_macros.h"
 #include "services/calls/calls_service.h"
@@ -360,7 +360,7 @@ void ScoringWorkers::Start() {
 bool ScoringWorkers::WorkOnce() {
   auto job = queue_->Lease();
   if (!job.ok()) {
-    std::cerr << "scoring: lease failed: " << job.status() << "\n";
+    LogWarn("scoring: leasing a call failed", {{"error", job.status()}});
     return false;
   }
   if (!job->has_value()) return false;
@@ -389,7 +389,9 @@ bool ScoringWorkers::WorkOnce() {
             : LocalRecording::Fetch(*options_.recordings, leased.recording_key,
                                     options_.scratch_dir, options_.max_recording_bytes);
     if (!fetched.ok()) {
-      std::cerr << "scoring: call " << leased.call_id << ": " << fetched.status() << "\n";
+      LogWarn("scoring: the recording could not be read", {{"call_id", leased.call_id},
+                                                          {"attempt", leased.attempts},
+                                                          {"error", fetched.status()}});
       if (fetched.status().code() == absl::StatusCode::kUnavailable &&
           leased.attempts < options_.recording_attempts) {
         // Not reported: the heartbeat stops, the lease runs out and the call is leased again, a
@@ -401,7 +403,7 @@ bool ScoringWorkers::WorkOnce() {
           leased, "recording_unavailable",
           absl::StrCat("the recording could not be read: ", fetched.status().message()));
       if (!reported.ok()) {
-        std::cerr << "scoring: call " << leased.call_id << ": " << reported << "\n";
+        LogWarn("scoring: reporting failed", {{"call_id", leased.call_id}, {"error", reported}});
       }
       return true;
     }
@@ -411,7 +413,7 @@ bool ScoringWorkers::WorkOnce() {
       ScoreJob(leased, recording.has_value() ? recording->path() : std::string(), options_.judges);
   if (held && held->lost()) {
     // The lease expired and another worker took the call: its report would be refused.
-    std::cerr << "scoring: call " << leased.call_id << ": lease lost, result dropped\n";
+    LogWarn("scoring: lease lost, result dropped", {{"call_id", leased.call_id}});
     return true;
   }
   // A stop that cancelled provider requests mid-job gives the call back unscored rather than
@@ -422,6 +424,9 @@ bool ScoringWorkers::WorkOnce() {
   if (CancelledByShutdown(outcome)) {
     reported = queue_->Release(leased);
   } else if (!outcome.status.ok()) {
+    LogWarn("scoring failed", {{"call_id", leased.call_id},
+                               {"reason", outcome.failure_reason},
+                               {"error", outcome.status}});
     reported = queue_->Fail(leased, outcome.failure_reason, outcome.status.message());
   } else if (outcome.audio_stage_only) {
     reported = queue_->RecordAudioStage(leased, outcome.duration_s, outcome.results,
@@ -430,7 +435,9 @@ bool ScoringWorkers::WorkOnce() {
     reported = queue_->Record(leased, outcome.duration_s, outcome.results, outcome.metric_results,
                               waveform);
   }
-  if (!reported.ok()) std::cerr << "scoring: call " << leased.call_id << ": " << reported << "\n";
+  if (!reported.ok()) {
+    LogWarn("scoring: reporting failed", {{"call_id", leased.call_id}, {"error", reported}});
+  }
   return true;
 }
 

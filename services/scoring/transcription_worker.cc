@@ -3,11 +3,11 @@
 #include <grpcpp/client_context.h>
 
 #include <chrono>
-#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/grpc_status.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "services/calls/calls_service.h"
 #include "services/scoring/analysis.h"
@@ -196,7 +196,10 @@ void TranscriptionWorkers::Run(const calls::TranscriptionJob& job,
     absl::StatusOr<std::unique_ptr<SpeechRecognizer>> made = options_.make_recognizer(workers_.cancel_flag());
     if (!made.ok()) {
       reported = queue_->Fail(job, made.status().message());
-      if (!reported.ok()) std::cerr << "transcription: call " << job.call_id << ": " << reported << "\n";
+      LogWarn("transcription: no recognizer", {{"call_id", job.call_id}, {"error", made.status()}});
+      if (!reported.ok()) {
+        LogWarn("transcription: reporting failed", {{"call_id", job.call_id}, {"error", reported}});
+      }
       if (options_.on_reported) options_.on_reported();
       return;
     }
@@ -217,7 +220,8 @@ void TranscriptionWorkers::Run(const calls::TranscriptionJob& job,
           : LocalRecording::Fetch(*options_.recordings, job.recording_key, options_.scratch_dir,
                                   options_.max_recording_bytes);
   if (!recording.ok()) {
-    std::cerr << "transcription: call " << job.call_id << ": " << recording.status() << "\n";
+    LogWarn("transcription: the recording could not be read",
+            {{"call_id", job.call_id}, {"attempt", job.attempts}, {"error", recording.status()}});
     if (recording.status().code() == absl::StatusCode::kUnavailable &&
         job.attempts < kRecordingAttempts) {
       // Not reported: the lease runs out and the recording is leased again, a lease later.
@@ -226,7 +230,7 @@ void TranscriptionWorkers::Run(const calls::TranscriptionJob& job,
     reported = queue_->Fail(job, absl::StrCat("the recording could not be read: ",
                                               recording.status().message()));
     if (!reported.ok()) {
-      std::cerr << "transcription: call " << job.call_id << ": " << reported << "\n";
+      LogWarn("transcription: reporting failed", {{"call_id", job.call_id}, {"error", reported}});
     }
     if (options_.on_reported) options_.on_reported();
     return;
@@ -235,18 +239,21 @@ void TranscriptionWorkers::Run(const calls::TranscriptionJob& job,
       recording->path(), ChannelMapOf(job.metadata), job.has_provided_transcript, **recognizer);
   if (held && held->lost()) {
     // The lease expired and another worker took the recording: its report would be refused.
-    std::cerr << "transcription: call " << job.call_id << ": lease lost, transcript dropped\n";
+    LogWarn("transcription: lease lost, transcript dropped", {{"call_id", job.call_id}});
     return;
   }
   if (!transcript.ok() && transcript.status().code() == absl::StatusCode::kCancelled) {
     // Stopping: give the recording back untranscribed; the next start takes it up again.
     reported = queue_->Release(job);
   } else if (!transcript.ok()) {
+    LogWarn("transcription failed", {{"call_id", job.call_id}, {"error", transcript.status()}});
     reported = queue_->Fail(job, transcript.status().message());
   } else {
     reported = queue_->Record(job, *transcript);
   }
-  if (!reported.ok()) std::cerr << "transcription: call " << job.call_id << ": " << reported << "\n";
+  if (!reported.ok()) {
+    LogWarn("transcription: reporting failed", {{"call_id", job.call_id}, {"error", reported}});
+  }
   if (options_.on_reported) options_.on_reported();
 }
 
@@ -255,7 +262,7 @@ bool TranscriptionWorkers::WorkOnce() {
   thread_local std::unique_ptr<SpeechRecognizer> recognizer;
   auto job = queue_->Lease();
   if (!job.ok()) {
-    std::cerr << "transcription: lease failed: " << job.status() << "\n";
+    LogWarn("transcription: leasing a recording failed", {{"error", job.status()}});
     return false;
   }
   if (!job->has_value()) return false;

@@ -286,6 +286,26 @@ TEST_F(HttpServerTest, GeneratesRequestIdWhenAbsent) {
   EXPECT_EQ(invoker_.last_context().request_id, std::string(second["x-request-id"]));
 }
 
+// An id that could quote, split or fake a field of a log line, or is too long, is replaced
+// whole, and the replacement is what the roles are given.
+TEST_F(HttpServerTest, ReplacesUnsafeRequestIds) {
+  StartServer();
+  Client client(port_);
+  for (const std::string& unsafe :
+       {std::string("a\"b"), std::string("a b"), std::string("a,b"), std::string("a\\b"),
+        std::string("x level=error"), std::string(129, 'x')}) {
+    Response response =
+        client.Do(http::verb::get, "/api/public/v1/calls/a", "", {{"x-request-id", unsafe}});
+    const std::string id(response["x-request-id"]);
+    EXPECT_EQ(id.size(), 24u) << unsafe;
+    EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+    EXPECT_EQ(invoker_.last_context().request_id, id);
+  }
+  Response kept = client.Do(http::verb::get, "/api/public/v1/calls/a", "",
+                            {{"x-request-id", "trace/1:2.3_4+5=6@h"}});
+  EXPECT_EQ(kept["x-request-id"], "trace/1:2.3_4+5=6@h");
+}
+
 TEST_F(HttpServerTest, KeepAliveServesManyRequestsOnOneConnection) {
   StartServer();
   Client client(port_);
