@@ -870,6 +870,35 @@ constexpr char kV19[] = R"sql(
 CREATE INDEX calls_by_time ON calls (workspace_id, call_time, id);
 )sql";
 
+// A workspace's settings for each telephony carrier and voice platform (docs/api.md §5.8), owned
+// by the agents role: the fields as JSON, the names of the stored secrets (so a read need not
+// unseal them), and the secrets sealed with the credentials key, bound to the row.
+constexpr char kV20Sqlite[] = R"sql(
+CREATE TABLE integration_settings (
+  workspace_id INTEGER NOT NULL REFERENCES workspaces(id),
+  provider TEXT NOT NULL,
+  fields TEXT NOT NULL,
+  secrets_set TEXT NOT NULL,
+  sealed_secrets BLOB,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  PRIMARY KEY (workspace_id, provider)
+);
+)sql";
+
+constexpr char kV20Postgres[] = R"sql(
+CREATE TABLE integration_settings (
+  workspace_id BIGINT NOT NULL REFERENCES workspaces(id),
+  provider TEXT NOT NULL,
+  fields TEXT NOT NULL,
+  secrets_set TEXT NOT NULL,
+  sealed_secrets BYTEA,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  PRIMARY KEY (workspace_id, provider)
+);
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
@@ -886,6 +915,7 @@ const std::vector<db::Migration>& SchemaMigrations() {
       {17, kV17, kV17},
       {18, kV18Sqlite, kV18Postgres},
       {19, kV19, kV19},
+      {20, kV20Sqlite, kV20Postgres},
   };
   return *migrations;
 }

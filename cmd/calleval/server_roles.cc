@@ -155,6 +155,7 @@ absl::Status WireAgents(ServerState* s) {
     const bool metrics_remote = AskedOverGrpc(config, "metrics", config.metrics_addr);
     s->agents_service->set_deletion_listener(metrics_remote ? s->remote_metrics_listener.get()
                                                             : s->metrics_store.get());
+    s->agents_service->set_integrations(s->integrations_store.get());
     s->agents_service->set_internal_credential(s->internal_credential);
   }
   return absl::OkStatus();

@@ -117,6 +117,7 @@ struct ServerState {
   std::unique_ptr<accounts::AccountsStore> accounts_store;
   std::unique_ptr<accounts::Authenticator> authenticator;
   std::unique_ptr<agents::AgentsStore> agents_store;
+  std::unique_ptr<agents::IntegrationsStore> integrations_store;
   std::unique_ptr<agents::ScenariosStore> scenarios_store;
   // What the metrics store asks the agents service, answered by the two stores above.
   // What each service asks of the tables another owns: in-process or gRPC clients

@@ -200,10 +200,12 @@ absl::Status OpenStores(ServerState* s) {
   }
   agents::AgentsStore::Options agents_options;
   agents_options.url_guard.allowed_hosts = config.allow_private_hosts;
-  agents_options.credentials_key = std::move(credentials_key);
+  agents_options.credentials_key = credentials_key;
   if (s->database) {
     s->agents_store =
         std::make_unique<agents::AgentsStore>(s->database.get(), std::move(agents_options));
+    s->integrations_store =
+        std::make_unique<agents::IntegrationsStore>(s->database.get(), std::move(credentials_key));
   }
   // A service asks the owner of a table: in this process when the owning role runs here or no
   // address is given (with SQLite every role shares the data dir), else over the owner's

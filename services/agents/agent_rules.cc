@@ -202,10 +202,11 @@ void CheckLength(absl::string_view field, const std::optional<std::string>& valu
   }
 }
 
-std::optional<std::pair<std::string, int>> NormalizePhone(absl::string_view raw, Issues& issues) {
+std::optional<std::pair<std::string, int>> NormalizePhone(absl::string_view raw, Issues& issues,
+                                                          absl::string_view field) {
   const absl::string_view input = absl::StripAsciiWhitespace(raw);
   if (!HasOnlyPhoneCharacters(input)) {
-    issues.Add("phone_number",
+    issues.Add(std::string(field),
                "must be an E.164 number: + followed by the country calling code and the "
                "number, e.g. +14155552671");
     return std::nullopt;
@@ -217,17 +218,17 @@ std::optional<std::pair<std::string, int>> NormalizePhone(absl::string_view raw,
     case PhoneNumberUtil::NO_PARSING_ERROR:
       break;
     case PhoneNumberUtil::INVALID_COUNTRY_CODE_ERROR:
-      issues.Add("phone_number", "is not a valid phone number: unknown country calling code");
+      issues.Add(std::string(field), "is not a valid phone number: unknown country calling code");
       return std::nullopt;
     case PhoneNumberUtil::TOO_LONG_NSN:
-      issues.Add("phone_number", "is not a valid phone number: too long");
+      issues.Add(std::string(field), "is not a valid phone number: too long");
       return std::nullopt;
     case PhoneNumberUtil::TOO_SHORT_NSN:
     case PhoneNumberUtil::TOO_SHORT_AFTER_IDD:
-      issues.Add("phone_number", "is not a valid phone number: too short");
+      issues.Add(std::string(field), "is not a valid phone number: too short");
       return std::nullopt;
     default:
-      issues.Add("phone_number", "is not a valid phone number");
+      issues.Add(std::string(field), "is not a valid phone number");
       return std::nullopt;
   }
   if (!util->IsValidNumber(number)) {
@@ -244,7 +245,7 @@ std::optional<std::pair<std::string, int>> NormalizePhone(absl::string_view raw,
       default:
         break;
     }
-    issues.Add("phone_number", absl::StrCat("is not a valid phone number for country calling "
+    issues.Add(std::string(field), absl::StrCat("is not a valid phone number for country calling "
                                             "code +",
                                             number.country_code(), ": ", why));
     return std::nullopt;

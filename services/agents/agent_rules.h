@@ -99,8 +99,9 @@ bool ApplyFields(const v1::AgentFields& f, AgentRecord& record, Issues& issues);
 void CheckLength(absl::string_view field, const std::optional<std::string>& value, size_t max,
                  Issues& issues);
 
-// The normalized E.164 form and its country calling code, or an issue for phone_number.
-std::optional<std::pair<std::string, int>> NormalizePhone(absl::string_view raw, Issues& issues);
+// The normalized E.164 form and its country calling code, or an issue for `field`.
+std::optional<std::pair<std::string, int>> NormalizePhone(absl::string_view raw, Issues& issues,
+                                                          absl::string_view field = "phone_number");
 
 // Drops later duplicates, keeping the first of each value in place.
 template <typename T>

@@ -45,6 +45,16 @@ inline constexpr MethodEntry<AgentsService> kAgentsMethods[] = {
     Unary<&AgentsService::CreateBatchRun>("CreateBatchRun", Execution::kPool, Access::kWorkspace),
     // Counts the batch's runs.
     Unary<&AgentsService::GetBatchRun>("GetBatchRun", Execution::kPool, Access::kWorkspace),
+    Unary<&AgentsService::ListIntegrations>("ListIntegrations", Execution::kPool,
+                                            Access::kWorkspace),
+    Unary<&AgentsService::GetIntegration>("GetIntegration", Execution::kPointRead,
+                                          Access::kWorkspace),
+    Unary<&AgentsService::ReplaceIntegration>("ReplaceIntegration", Execution::kPool,
+                                              Access::kWorkspace),
+    Unary<&AgentsService::UpdateIntegration>("UpdateIntegration", Execution::kPool,
+                                             Access::kWorkspace),
+    Unary<&AgentsService::DeleteIntegration>("DeleteIntegration", Execution::kPool,
+                                             Access::kWorkspace),
     // Internal: the agents and scenarios tables, asked by metrics and runs in other processes.
     Unary<&AgentsService::ExistingAgents>("ExistingAgents", Execution::kPool, Access::kInternal),
     Unary<&AgentsService::ExistingScenarios>("ExistingScenarios", Execution::kPool,

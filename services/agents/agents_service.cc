@@ -73,6 +73,54 @@ absl::Status AgentsService::ListLanguages(const RequestContext& context,
   return absl::OkStatus();
 }
 
+absl::StatusOr<IntegrationsStore*> AgentsService::Integrations() {
+  if (integrations_ == nullptr) {
+    return absl::UnavailableError("integration settings are not served here");
+  }
+  return integrations_;
+}
+
+absl::Status AgentsService::ListIntegrations(const RequestContext& context,
+                                             const v1::ListIntegrationsRequest& request,
+                                             v1::ListIntegrationsResponse* response) {
+  ASSIGN_OR_RETURN(IntegrationsStore * integrations, Integrations());
+  ASSIGN_OR_RETURN(*response, integrations->List(context.workspace_id));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::GetIntegration(const RequestContext& context,
+                                           const v1::IntegrationRequest& request,
+                                           v1::Integration* response) {
+  ASSIGN_OR_RETURN(IntegrationsStore * integrations, Integrations());
+  ASSIGN_OR_RETURN(*response, integrations->Get(context.workspace_id, request.provider()));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::ReplaceIntegration(const RequestContext& context,
+                                               const v1::WriteIntegrationRequest& request,
+                                               v1::Integration* response) {
+  ASSIGN_OR_RETURN(IntegrationsStore * integrations, Integrations());
+  ASSIGN_OR_RETURN(*response, integrations->Write(context.workspace_id, request.provider(),
+                                                  request.settings(), /*replace=*/true));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::UpdateIntegration(const RequestContext& context,
+                                              const v1::WriteIntegrationRequest& request,
+                                              v1::Integration* response) {
+  ASSIGN_OR_RETURN(IntegrationsStore * integrations, Integrations());
+  ASSIGN_OR_RETURN(*response, integrations->Write(context.workspace_id, request.provider(),
+                                                  request.settings(), /*replace=*/false));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::DeleteIntegration(const RequestContext& context,
+                                              const v1::IntegrationRequest& request,
+                                              google::protobuf::Empty* response) {
+  ASSIGN_OR_RETURN(IntegrationsStore * integrations, Integrations());
+  return integrations->Delete(context.workspace_id, request.provider());
+}
+
 absl::StatusOr<ScenariosStore*> AgentsService::Scenarios() {
   if (scenarios_ == nullptr) return absl::UnavailableError("scenarios are not served here");
   return scenarios_;

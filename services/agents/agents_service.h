@@ -15,6 +15,7 @@
 #include "services/accounts/request_guard.h"
 #include "services/agents/agents_store.h"
 #include "services/agents/deletion_listener.h"
+#include "services/agents/integrations_store.h"
 #include "services/agents/scenarios_store.h"
 #include "services/runs/runs_store.h"
 
@@ -44,6 +45,9 @@ class AgentsService {
   // Told after each agent or scenario this service deletes (the metrics store, which keeps
   // links to them). Set before the service is registered; may stay unset.
   void set_deletion_listener(DeletionListener* listener) { deletion_listener_ = listener; }
+  // The workspace's integration settings (docs/api.md §5.8); while unset their methods answer
+  // 503. Set before the service is registered.
+  void set_integrations(IntegrationsStore* integrations) { integrations_ = integrations; }
   // Admits the internal methods below for calls carrying this credential
   // (common/internal_credential.h); while unset they refuse every call. Set before the service
   // is registered.
@@ -85,6 +89,20 @@ class AgentsService {
                               const v1::CreateBatchRunRequest& request, v1::BatchRun* response);
   absl::Status GetBatchRun(const RequestContext& context, const v1::GetBatchRunRequest& request,
                            v1::BatchRun* response);
+  absl::Status ListIntegrations(const RequestContext& context,
+                                const v1::ListIntegrationsRequest& request,
+                                v1::ListIntegrationsResponse* response);
+  absl::Status GetIntegration(const RequestContext& context, const v1::IntegrationRequest& request,
+                              v1::Integration* response);
+  absl::Status ReplaceIntegration(const RequestContext& context,
+                                  const v1::WriteIntegrationRequest& request,
+                                  v1::Integration* response);
+  absl::Status UpdateIntegration(const RequestContext& context,
+                                 const v1::WriteIntegrationRequest& request,
+                                 v1::Integration* response);
+  absl::Status DeleteIntegration(const RequestContext& context,
+                                 const v1::IntegrationRequest& request,
+                                 google::protobuf::Empty* response);
 
   // Internal: what the other services ask of the agents and scenarios tables when this role runs
   // in another process (agents_service_internal.cc). Each answers through the same in-process
@@ -135,6 +153,7 @@ class AgentsService {
  private:
   absl::StatusOr<ScenariosStore*> Scenarios();
   absl::StatusOr<runs::RunsStore*> Runs();
+  absl::StatusOr<IntegrationsStore*> Integrations();
 
   AgentsStore* store_;
   ScenariosStore* scenarios_;
@@ -144,6 +163,7 @@ class AgentsService {
   accounts::Authenticator* authenticator_;
   std::unique_ptr<accounts::ApiKeyGuard> guard_;
   DeletionListener* deletion_listener_ = nullptr;
+  IntegrationsStore* integrations_ = nullptr;
 };
 
 }  // namespace calleval::agents

@@ -42,9 +42,10 @@ std::vector<std::string> QueryNames(const Route& route) {
 
 TEST(RouteTableTest, BuildsOneRoutePerAnnotatedMethod) {
   RouteTable table = RealTable();
-  // Calls 8 (calls, waveform and stats), Agents 16 (agents, languages, scenarios, runs, batch
-  // runs), Accounts 2 (GetCurrentWorkspace, ListWorkspaces; Authenticate has no route).
-  EXPECT_EQ(table.routes().size(), 26u);
+  // Calls 8 (calls, waveform and stats), Agents 21 (agents, languages, scenarios, runs, batch
+  // runs, integration settings), Accounts 2 (GetCurrentWorkspace, ListWorkspaces; Authenticate
+  // has no route).
+  EXPECT_EQ(table.routes().size(), 31u);
   for (const auto& route : table.routes()) {
     EXPECT_NE(route->method_descriptor->name(), "Authenticate");
   }

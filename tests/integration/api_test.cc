@@ -401,6 +401,58 @@ TEST_F(ApiTest, ScenarioLifecycleAndRejections) {
   EXPECT_EQ(client_->Get("/api/v1/scenarios").json()["pagination"]["total_count"], 0);
 }
 
+// Integration settings over HTTP (docs/api.md §5.8): secrets write-only, PUT replaces, PATCH
+// merges, each workspace its own, the client_id of a granted key honoured.
+TEST_F(ApiTest, IntegrationSettingsOverHttp) {
+  const std::string path = "/api/v1/integrations/twilio";
+  ExpectError(client_->Get(path), 404, "integration_not_found");
+  ExpectError(client_->Get("/api/v1/integrations/skype"), 404, "unknown_provider");
+  HttpResponse put = client_->Put(
+      path, json{{"account_sid", "AC0123456789abcdef0123456789abcdef"},
+                 {"auth_token", "twilio-secret-token"},
+                 {"caller_numbers", {"+1 (415) 555-2671"}}}.dump());
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(put.body.find("twilio-secret-token"), std::string::npos);
+  json settings = put.json()["settings"];
+  EXPECT_EQ(settings["auth_token_set"], true);
+  EXPECT_EQ(settings["caller_numbers"], (json{"+14155552671"}));
+  EXPECT_EQ(put.json()["provider"], "twilio");
+
+  HttpResponse patched = client_->Patch(path, json{{"caller_numbers", nullptr}});
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(patched.json()["settings"]["caller_numbers"], json::array());
+  EXPECT_EQ(patched.json()["settings"]["auth_token_set"], true);
+  HttpResponse bad = client_->Patch(path, json{{"auth_token", nullptr}, {"caller_numbers", 5}});
+  ExpectError(bad, 422, "validation_failed");
+  EXPECT_EQ(bad.json()["error"]["details"][0]["field"], "caller_numbers");
+  ExpectError(client_->Put(path, std::string("[1]")), 400);
+
+  HttpResponse listed = client_->Get("/api/v1/integrations");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  ASSERT_EQ(listed.json()["data"].size(), 1u);
+  EXPECT_EQ(listed.json()["data"][0]["provider"], "twilio");
+  EXPECT_EQ(listed.body.find("twilio-secret-token"), std::string::npos);
+
+  // Another workspace has its own; a key granted it writes there with client_id.
+  HttpClient other(server_->http_base_url());
+  other.set_api_key(*other_key_);
+  ExpectError(other.Get(path), 404, "integration_not_found");
+  HttpClient granted(server_->http_base_url());
+  granted.set_api_key(*granted_key_);
+  const std::string retell =
+      absl::StrCat("/api/v1/integrations/retell?client_id=", other_workspace_);
+  ASSERT_EQ(granted.Put(retell, json{{"api_key", "key_other"}}.dump()).status, 200);
+  EXPECT_EQ(other.Get("/api/v1/integrations/retell").json()["settings"]["api_key_set"], true);
+  ExpectError(client_->Get("/api/v1/integrations/retell"), 404, "integration_not_found");
+  ExpectError(other.Put(absl::StrCat("/api/v1/integrations/retell?client_id=1"),
+                        json{{"api_key", "x"}}.dump()),
+              403);
+
+  EXPECT_EQ(client_->Delete(path).status, 204);
+  ExpectError(client_->Delete(path), 404, "integration_not_found");
+  EXPECT_EQ(client_->Get("/api/v1/integrations").json()["data"].size(), 0u);
+}
+
 TEST_F(ApiTest, IngestTranscriptCallAndRead) {
   int64_t agent = CreateAgent(*client_);
   HttpResponse r = client_->Post("/api/public/v1/calls", TranscriptCall("crm-1", agent));

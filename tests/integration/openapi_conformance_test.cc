@@ -300,6 +300,18 @@ TEST_F(OpenApiConformanceTest, EveryRouteAnswersAsDocumented) {
             1);
   Get("/api/v1/agents/{agent_id}/stats", absl::StrCat(agent_path, "/stats?bucket=week"));
 
+  // Integration settings: written, merged, read, listed, deleted.
+  const json twilio = {{"account_sid", "AC0123456789abcdef0123456789abcdef"},
+                       {"auth_token", "token"},
+                       {"caller_numbers", {"+14155552671"}}};
+  Send("PUT", "/api/v1/integrations/{provider}", "/api/v1/integrations/twilio", &twilio, 200);
+  const json twilio_patch = {{"caller_numbers", nullptr}};
+  Send("PATCH", "/api/v1/integrations/{provider}", "/api/v1/integrations/twilio", &twilio_patch,
+       200);
+  Get("/api/v1/integrations/{provider}", "/api/v1/integrations/twilio");
+  Get("/api/v1/integrations", "/api/v1/integrations");
+  Send("DELETE", "/api/v1/integrations/{provider}", "/api/v1/integrations/twilio", nullptr, 204);
+
   // Deletes answer 204 without a body.
   Send("DELETE", "/api/public/v1/calls/{call_identifier_or_id}",
        "/api/public/v1/calls/conformance-1", nullptr, 204);

@@ -21,7 +21,7 @@ import sys
 # services ask it through an interface.
 OWNERS = {
     "accounts": {"workspaces", "api_keys", "api_key_grants", "credit_ledger"},
-    "agents": {"agents", "languages", "scenarios"},
+    "agents": {"agents", "languages", "scenarios", "integration_settings"},
     "calls": {
         "calls",
         "call_metrics",
