@@ -42,6 +42,8 @@ constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 // How long a connection that must close still swallows what the client keeps sending (an
 // oversized body), so that closing does not reset the connection before the answer is read.
 constexpr auto kLingerTime = std::chrono::seconds(2);
+// The route label of a request no route answered (404, 405, malformed HTTP, body too large).
+constexpr std::string_view kUnmatchedRoute = "unmatched";
 constexpr size_t kMaxRateLimitKeys = 100000;
 // What the first read of a request asks for; the header parser reads on as it needs.
 constexpr size_t kFirstReadBytes = 4096;
@@ -366,6 +368,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       GenerateRequestId(&request_id_);
       method_ = "-";
       path_ = "-";
+      route_label_ = kUnmatchedRoute;
       keep_alive_ = false;
       SendError(HttpError(400, "malformed_http", "malformed HTTP request"), After::kLinger);
       return;
@@ -377,6 +380,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   // Common bookkeeping for the request whose header is `header`.
   void BeginRequest(const http::request<http::string_body>& header) {
     start_ = Clock::now();
+    route_label_ = kUnmatchedRoute;
     std::string_view id = View(header[kRequestIdHeader]);
     if (IsUsableRequestId(id)) {
       request_id_.assign(id.data(), id.size());
@@ -486,6 +490,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   }
 
   void ServeLocal(const LocalRoute& local) {
+    route_label_ = local.prefix;
     LocalRequest request;
     request.method = std::string(method_);
     request.path = std::string(path_);
@@ -535,6 +540,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
   void ServeRoute(const RouteMatch& match) {
     const Route* route = match.route;
+    route_label_ = route->path_template;
     if (server_->limiter_) {
       int retry_after = 0;
       if (!server_->limiter_->Allow(RateLimitKey(), &retry_after)) {
@@ -659,6 +665,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     response_.body() = std::move(body);
     response_.prepare_payload();
     Log(status);
+    Observe(status);
     stream_.expires_after(ToChrono(server_->options_.idle_timeout));
     http::async_write(stream_, response_,
                       beast::bind_front_handler(&Session::OnWrite, shared_from_this(), after));
@@ -707,6 +714,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     file_response_->body() = std::move(body);
     file_response_->prepare_payload();
     Log(status);
+    Observe(status);
     stream_.expires_after(ToChrono(server_->options_.idle_timeout));
     http::async_write(stream_, *file_response_,
                       beast::bind_front_handler(&Session::OnWrite, shared_from_this(), after));
@@ -720,6 +728,12 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     std::fprintf(stderr, "http request_id=%s method=%.*s path=%.*s status=%d latency_us=%lld\n",
                  request_id_.c_str(), static_cast<int>(method_.size()), method_.data(), path_len,
                  path_.data(), status, static_cast<long long>(micros));
+  }
+
+  void Observe(int status) {
+    if (!server_->options_.observe_request) return;
+    server_->options_.observe_request(route_label_, method_, status,
+                                      absl::FromChrono(Clock::now() - start_));
   }
 
   void OnWrite(After after, beast::error_code ec, size_t) {
@@ -782,6 +796,9 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   // The current request; the views point into request_ (or the parser's message).
   std::string request_id_;
   std::string_view method_;
+  // What observe_request is told: the matched route's template or kUnmatchedRoute; points into
+  // the route table or a local route, which outlive the session.
+  std::string_view route_label_ = kUnmatchedRoute;
   std::string_view path_;
   std::string_view query_;
   unsigned version_ = 11;
