@@ -28,6 +28,7 @@
 #include "cmd/calleval/server_state.h"
 #include "common/crypto.h"
 #include "common/errors.h"
+#include "common/grpc_metrics.h"
 #include "common/internal_credential.h"
 #include "common/method_table.h"
 #include "common/schema.h"
@@ -362,6 +363,10 @@ absl::Status ServeGrpc(ServerState* s) {
     builder.SetOption(ServerReflectionV1());
     builder.AddListeningPort(config.grpc_addr, grpc::InsecureServerCredentials(), &s->grpc_port);
     builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_body_bytes * 2));
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        interceptors;
+    interceptors.push_back(NewGrpcMetricsInterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
     // Each service from its method table (common/method_table.h).
     auto serve = [&](auto* service) -> absl::Status {
       if (service == nullptr) return absl::OkStatus();
