@@ -17,7 +17,7 @@ PORT=${PORT:-18481}
 DATA=$(mktemp -d)
 trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true; rm -rf "$DATA"' EXIT
 "$BUILD_DIR/cmd/calleval/calleval" serve --data-dir "$DATA" --http-addr "127.0.0.1:$PORT" \
-  --grpc-addr 127.0.0.1:0 --access-log false >"$DATA/serve.log" 2>&1 &
+  --grpc-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --access-log false >"$DATA/serve.log" 2>&1 &
 SERVER=$!
 for _ in $(seq 1 100); do
   curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break

@@ -131,7 +131,7 @@ for round in $(seq 1 "$ROUNDS"); do
   mkdir -p "$DATA"
   BUSY=$(machine_busy)
   "$CALLEVAL" serve --data-dir "$DATA" ${URL:+--database-url "$URL"} \
-    --http-addr "127.0.0.1:$PORT" --grpc-addr 127.0.0.1:0 --access-log false --roles "$ROLES" \
+    --http-addr "127.0.0.1:$PORT" --grpc-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --access-log false --roles "$ROLES" \
     >"$DATA/serve.log" 2>&1 &
   SERVER=$!
   for _ in $(seq 1 100); do

@@ -21,7 +21,7 @@ ffmpeg -v error -i "$CORPUS/ten_minutes.mp3" -t 300 -c:a pcm_s16le "$WORK/call.w
 (cd "$WORK" && exec python3 -m http.server "$FILES_PORT" --bind 127.0.0.1 >/dev/null 2>&1) &
 FILES=$!
 "$BUILD_DIR/cmd/calleval/calleval" serve --data-dir "$WORK/data" --http-addr "127.0.0.1:$PORT" \
-  --grpc-addr 127.0.0.1:0 --access-log false --allow-private-hosts 127.0.0.1 >"$WORK/serve.log" 2>&1 &
+  --grpc-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 --access-log false --allow-private-hosts 127.0.0.1 >"$WORK/serve.log" 2>&1 &
 SERVER=$!
 for _ in $(seq 1 100); do
   curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break

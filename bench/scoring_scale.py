@@ -136,11 +136,11 @@ def round_with(scoring_processes, tmp, pg_dir, files_base, s3_port, s3_pid):
     try:
         api_dir = os.path.join(tmp, f"api-{scoring_processes}")
         procs.append(start(common + ["--roles", "edge,accounts,agents,metrics,calls,runs",
-                                     "--grpc-addr", f"127.0.0.1:{grpc}",
+                                     "--grpc-addr", f"127.0.0.1:{grpc}", "--admin-addr", "127.0.0.1:0",
                                      "--http-addr", f"127.0.0.1:{http_port}"], api_dir, env))
         for i in range(scoring_processes):
             procs.append(start(common + ["--roles", "scoring", "--workers", "1",
-                                         "--grpc-addr", "127.0.0.1:0",
+                                         "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
                                          "--lease-holder", f"scoring-{i}"],
                                os.path.join(tmp, f"scoring-{scoring_processes}-{i}"), env))
         base = f"http://127.0.0.1:{http_port}"

@@ -19,10 +19,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "common/http_fetch.h"
 #include "common/local_blob_store.h"
 #include "common/s3_blob_store.h"
 #include "common/status_macros.h"
+#include "common/telemetry.h"
 
 namespace calleval {
 namespace {
@@ -255,8 +257,65 @@ absl::Status BlobStore::Download(absl::string_view key, const std::string& local
   return status;
 }
 
-absl::StatusOr<std::unique_ptr<BlobStore>> OpenBlobStore(absl::string_view url,
-                                                         const BlobStoreOptions& options) {
+namespace {
+
+// Times every operation of the store it wraps for the operators' metrics
+// (calleval_blob_store_duration_seconds, calleval_blob_store_errors_total).
+class TimedBlobStore final : public BlobStore {
+ public:
+  TimedBlobStore(std::unique_ptr<BlobStore> store, std::string backend)
+      : store_(std::move(store)), backend_(std::move(backend)) {}
+
+  absl::Status Put(absl::string_view key, const BlobSource& source,
+                   absl::string_view content_type) override {
+    return Timed("put", [&] { return store_->Put(key, source, content_type); });
+  }
+  absl::StatusOr<BlobInfo> Stat(absl::string_view key) override {
+    absl::StatusOr<BlobInfo> info;
+    Timed("stat", [&] {
+      info = store_->Stat(key);
+      return info.status();
+    }).IgnoreError();
+    return info;
+  }
+  absl::Status Read(absl::string_view key, int64_t offset, int64_t length,
+                    const BlobSink& sink) override {
+    return Timed("read", [&] { return store_->Read(key, offset, length, sink); });
+  }
+  absl::Status Delete(absl::string_view key) override {
+    return Timed("delete", [&] { return store_->Delete(key); });
+  }
+  std::string Describe() const override { return store_->Describe(); }
+  std::optional<std::string> LocalPath(absl::string_view key) const override {
+    return store_->LocalPath(key);
+  }
+
+ private:
+  template <typename Operation>
+  absl::Status Timed(absl::string_view operation, const Operation& run) {
+    static telemetry::HistogramFamily& durations = telemetry::DefaultRegistry().Histogram(
+        "calleval_blob_store_duration_seconds",
+        "Time of one recording store operation, by backend (local, s3) and operation.",
+        {"backend", "operation"});
+    static telemetry::CounterFamily& errors = telemetry::DefaultRegistry().Counter(
+        "calleval_blob_store_errors_total",
+        "Recording store operations that failed (a missing object included), by backend and "
+        "operation.",
+        {"backend", "operation"});
+    const absl::Time start = absl::Now();
+    absl::Status status = run();
+    const telemetry::LabelValues labels = {backend_, std::string(operation)};
+    durations.WithLabels(labels).ObserveDuration(absl::Now() - start);
+    if (!status.ok()) errors.WithLabels(labels).Increment();
+    return status;
+  }
+
+  const std::unique_ptr<BlobStore> store_;
+  const std::string backend_;
+};
+
+absl::StatusOr<std::unique_ptr<BlobStore>> OpenUntimed(absl::string_view url,
+                                                       const BlobStoreOptions& options) {
   if (absl::StartsWith(url, "s3://")) return OpenS3(url, options);
   absl::string_view path = url;
   if (absl::ConsumePrefix(&path, "file://")) {
@@ -271,6 +330,15 @@ absl::StatusOr<std::unique_ptr<BlobStore>> OpenBlobStore(absl::string_view url,
   ASSIGN_OR_RETURN(std::unique_ptr<LocalDirBlobStore> store,
                    LocalDirBlobStore::Open(std::string(path)));
   return std::unique_ptr<BlobStore>(std::move(store));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BlobStore>> OpenBlobStore(absl::string_view url,
+                                                         const BlobStoreOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<BlobStore> store, OpenUntimed(url, options));
+  return std::unique_ptr<BlobStore>(std::make_unique<TimedBlobStore>(
+      std::move(store), absl::StartsWith(url, "s3://") ? "s3" : "local"));
 }
 
 }  // namespace calleval

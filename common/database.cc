@@ -10,6 +10,15 @@
 
 namespace calleval::db {
 
+telemetry::Histogram& TransactionDurations(absl::string_view backend, absl::string_view kind) {
+  static telemetry::HistogramFamily& durations = telemetry::DefaultRegistry().Histogram(
+      "calleval_db_transaction_duration_seconds",
+      "Time of one database transaction (a Write or Read with its retries), by backend and "
+      "kind.",
+      {"backend", "kind"});
+  return durations.WithLabels({std::string(backend), std::string(kind)});
+}
+
 absl::Status Statement::Run() {
   while (true) {
     ASSIGN_OR_RETURN(bool row, Step());

@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/telemetry.h"
 
 namespace calleval::db {
 
@@ -295,6 +296,11 @@ absl::StatusOr<T> ReadResult(Database& db,
 }
 
 // The SQLite and PostgreSQL implementations behind Database::Open.
+// The operators' histogram of transactions (calleval_db_transaction_duration_seconds): one
+// Write or Read with its retries, by backend ("sqlite", "postgres") and kind ("write",
+// "read").
+telemetry::Histogram& TransactionDurations(absl::string_view backend, absl::string_view kind);
+
 absl::StatusOr<std::unique_ptr<Database>> OpenSqlite(const std::string& path,
                                                      const std::vector<Migration>& migrations,
                                                      const Database::Options& options);

@@ -4,8 +4,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
+#include "common/telemetry.h"
 
 namespace calleval {
 
@@ -28,6 +30,43 @@ absl::Status ValidateLeaseHolder(absl::string_view holder) {
     }
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// The queue label of a heartbeat's name (the workers name theirs for their log lines).
+absl::string_view QueueOfHeartbeat(absl::string_view name) {
+  if (name == "scoring") return "analysis";
+  if (name == "recording downloader") return "downloads";
+  return name;
+}
+
+void CountLeaseLost(absl::string_view heartbeat_name) {
+  static telemetry::CounterFamily& lost = telemetry::DefaultRegistry().Counter(
+      "calleval_leases_lost_total",
+      "Leases a worker found taken from it when renewing (expired and claimed by another).",
+      {"queue"});
+  lost.WithLabels({std::string(QueueOfHeartbeat(heartbeat_name))}).Increment();
+}
+
+}  // namespace
+
+void CountLeaseTakeover(absl::string_view queue) {
+  static telemetry::CounterFamily& takeovers = telemetry::DefaultRegistry().Counter(
+      "calleval_lease_takeovers_total", "Claims that took over a lease another holder let expire.",
+      {"queue"});
+  takeovers.WithLabels({std::string(queue)}).Increment();
+}
+
+void ObserveQueueWait(absl::string_view queue, absl::string_view enqueued_at) {
+  static telemetry::HistogramFamily& wait = telemetry::DefaultRegistry().Histogram(
+      "calleval_queue_wait_seconds",
+      "Time from an item's enqueueing (its row's creation) to a worker's first lease of it.",
+      {"queue"}, telemetry::QueueWaitBuckets());
+  std::optional<absl::Time> enqueued = ParseTimestamp(enqueued_at);
+  if (!enqueued) return;
+  wait.WithLabels({std::string(queue)})
+      .ObserveDuration(std::max(absl::ZeroDuration(), absl::Now() - *enqueued));
 }
 
 LeaseHeartbeat::Held::~Held() { owner_->Remove(entry_.get()); }
@@ -84,6 +123,7 @@ void LeaseHeartbeat::Loop() {
       absl::Status renewed = entry->renew();
       if (renewed.ok()) continue;
       if (absl::IsFailedPrecondition(renewed)) {
+        CountLeaseLost(name_);
         entry->lost.store(true);
         if (entry->on_lost) entry->on_lost();
       } else {

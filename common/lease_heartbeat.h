@@ -89,4 +89,13 @@ class LeaseHeartbeat {
   std::thread thread_;
 };
 
+// Operational counters of the lease queues (docs/operations.md, "Metrics"). `queue` is one of
+// analysis, transcription, runs, downloads.
+// A claim that took a lease over from a holder whose lease had expired (a dead or stalled
+// worker's work).
+void CountLeaseTakeover(absl::string_view queue);
+// An item's first lease: how long it waited since it was enqueued (`enqueued_at`, the row's
+// created_at; one that does not parse is not observed).
+void ObserveQueueWait(absl::string_view queue, absl::string_view enqueued_at);
+
 }  // namespace calleval

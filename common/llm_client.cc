@@ -130,7 +130,14 @@ class OpenAiCompatibleClient : public LlmClient {
     absl::Status last;
     for (int attempt = 1; attempt <= attempts; ++attempt) {
       if (stopping_.load()) return Cancelled();
+      const absl::Time sent = absl::Now();
       Exchange exchange = Post(body);
+      ObserveProviderRequest(
+          "llm",
+          ProviderOutcome(exchange.curl == CURLE_OK,
+                          exchange.curl == CURLE_ABORTED_BY_CALLBACK && !exchange.too_large,
+                          exchange.too_large, exchange.http_status),
+          absl::Now() - sent);
       if (stopping_.load()) return Cancelled();
       absl::Duration delay = BackoffDelay(attempt, config_.initial_backoff,
                                           config_.max_backoff, UnitRandom());

@@ -11,8 +11,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/telemetry.h"
 
 namespace calleval {
 
@@ -27,7 +29,10 @@ class PollingWorkers {
   PollingWorkers& operator=(const PollingWorkers&) = delete;
   ~PollingWorkers() { Stop(); }
 
-  void Start(int threads, absl::Duration poll_interval, WorkOnce work_once);
+  // `pool` names the workers in the operators' metrics (calleval_worker_threads,
+  // calleval_worker_busy_seconds_total); empty: not reported.
+  void Start(int threads, absl::Duration poll_interval, WorkOnce work_once,
+             absl::string_view pool = "");
   // Wakes one waiting thread now instead of at its next poll.
   void Notify();
   void Stop();
@@ -41,6 +46,9 @@ class PollingWorkers {
 
   absl::Duration poll_interval_;
   WorkOnce work_once_;
+  // Set by Start() when the pool is named.
+  telemetry::Counter* busy_seconds_ = nullptr;
+  telemetry::Gauge* threads_gauge_ = nullptr;
   std::atomic<bool> cancel_{false};
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -699,6 +699,8 @@ absl::Status PgDatabase::RunTransaction(const char* begin, bool read_only, const
 }
 
 absl::Status PgDatabase::Write(const WriteFn& fn, const WriteOptions& options) {
+  static telemetry::Histogram& durations = TransactionDurations("postgres", "write");
+  telemetry::ScopedTimer timer(durations);
   thread_local std::minstd_rand jitter(std::random_device{}());
   // READ COMMITTED never fails serialization, but can still deadlock: it is retried the same.
   const char* begin = nullptr;  // kSingleStatement: the statement on its own
@@ -722,6 +724,8 @@ absl::Status PgDatabase::Write(const WriteFn& fn, const WriteOptions& options) {
 }
 
 absl::Status PgDatabase::Read(const ReadFn& fn, const ReadOptions& options) {
+  static telemetry::Histogram& durations = TransactionDurations("postgres", "read");
+  telemetry::ScopedTimer timer(durations);
   bool retryable = false;
   return RunTransaction(
       options.single_statement ? nullptr : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",

@@ -2,20 +2,21 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <random>
-
-#include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "common/errors.h"
+#include "common/telemetry.h"
 #include "nlohmann/json.hpp"
 
 namespace calleval {
@@ -203,9 +204,18 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &exchange);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer);
     if (post.requests != nullptr) post.requests->fetch_add(1);
+    const absl::Time sent = absl::Now();
     const CURLcode result = curl_easy_perform(c);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (!post.metrics_provider.empty()) {
+      ObserveProviderRequest(
+          post.metrics_provider,
+          ProviderOutcome(result == CURLE_OK,
+                          result == CURLE_ABORTED_BY_CALLBACK && !exchange.over_cap,
+                          exchange.over_cap, status),
+          absl::Now() - sent);
+    }
     if (result == CURLE_ABORTED_BY_CALLBACK) return cancelled();
     const std::string shown = ShownUrl(post.url);
     if (exchange.over_cap) {
@@ -244,6 +254,28 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
   }
   if (attempts > 1) absl::StrAppend(&last_error, " (after ", attempts, " attempts)");
   return MakeError(absl::StatusCode::kUnavailable, post.error_code, last_error);
+}
+
+std::string_view ProviderOutcome(bool reached, bool cancelled, bool too_large, long http_status) {
+  if (cancelled) return "cancelled";
+  if (too_large) return "too_large";
+  if (!reached) return "unreachable";
+  if (http_status >= 200 && http_status < 300) return "ok";
+  return IsRetryableHttpStatus(http_status) ? "retryable_error" : "refused";
+}
+
+void ObserveProviderRequest(std::string_view provider, std::string_view outcome,
+                            absl::Duration latency) {
+  static telemetry::CounterFamily& requests = telemetry::DefaultRegistry().Counter(
+      "calleval_provider_requests_total",
+      "HTTP requests to the LLM, speech-to-text and text-to-speech providers (each retry is "
+      "one), by outcome.",
+      {"provider", "outcome"});
+  static telemetry::HistogramFamily& durations = telemetry::DefaultRegistry().Histogram(
+      "calleval_provider_request_duration_seconds",
+      "Time of one HTTP request to a provider, by provider.", {"provider"});
+  requests.WithLabels({std::string(provider), std::string(outcome)}).Increment();
+  durations.WithLabels({std::string(provider)}).ObserveDuration(latency);
 }
 
 }  // namespace calleval

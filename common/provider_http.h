@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
-
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -68,7 +68,17 @@ struct ProviderPost {
   std::string bad_response_code;  // an answer over max_response_bytes
   std::string cancelled_code;
   std::atomic<int>* requests = nullptr;  // counts the HTTP requests made, when set
+  // The provider label of the operators' metrics ("stt", "tts"); empty: not reported.
+  std::string metrics_provider;
 };
+
+// One HTTP request to a provider, for the operators' metrics (calleval_provider_requests_total
+// and calleval_provider_request_duration_seconds): `provider` is "llm", "stt" or "tts".
+// The outcome of a request: "ok", "cancelled", "unreachable" (no answer), "too_large",
+// "retryable_error" (IsRetryableHttpStatus) or "refused" (any other status).
+std::string_view ProviderOutcome(bool reached, bool cancelled, bool too_large, long http_status);
+void ObserveProviderRequest(std::string_view provider, std::string_view outcome,
+                            absl::Duration latency);
 
 // The URL without credentials or query (either may hold secrets), for messages.
 std::string ShownUrl(absl::string_view url);

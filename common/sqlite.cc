@@ -243,6 +243,8 @@ absl::StatusOr<std::unique_ptr<Database>> SqliteDatabase::Open(
 }
 
 absl::Status SqliteDatabase::Write(const WriteFn& fn, const WriteOptions& options) {
+  static telemetry::Histogram& durations = TransactionDurations("sqlite", "write");
+  telemetry::ScopedTimer timer(durations);
   // SQLite has one writer, serializable whatever is asked; a single-statement write keeps its
   // limit so that it fails here as it would on PostgreSQL.
   PendingWrite self{&fn};
@@ -301,6 +303,8 @@ void SqliteDatabase::CommitBatch(std::vector<PendingWrite*>& batch) {
 }
 
 absl::Status SqliteDatabase::Read(const ReadFn& fn, const ReadOptions& options) {
+  static telemetry::Histogram& durations = TransactionDurations("sqlite", "read");
+  telemetry::ScopedTimer timer(durations);
   std::unique_ptr<SqliteConnection> conn;
   {
     absl::MutexLock lock(&read_mu_);

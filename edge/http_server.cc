@@ -42,6 +42,8 @@ constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 // How long a connection that must close still swallows what the client keeps sending (an
 // oversized body), so that closing does not reset the connection before the answer is read.
 constexpr auto kLingerTime = std::chrono::seconds(2);
+// The route label of a request no route answered (404, 405, malformed HTTP, body too large).
+constexpr std::string_view kUnmatchedRoute = "unmatched";
 constexpr size_t kMaxRateLimitKeys = 100000;
 // What the first read of a request asks for; the header parser reads on as it needs.
 constexpr size_t kFirstReadBytes = 4096;
@@ -344,9 +346,9 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       request_ = {};
       start_ = Clock::now();
       request_id_ = NewRequestId();
-      route_template_ = "-";
       method_ = "-";
       path_ = "-";
+      route_label_ = kUnmatchedRoute;
       keep_alive_ = false;
       SendError(HttpError(400, "malformed_http", "malformed HTTP request"), After::kLinger);
       return;
@@ -358,7 +360,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   // Common bookkeeping for the request whose header is `header`.
   void BeginRequest(const http::request<http::string_body>& header) {
     start_ = Clock::now();
-    route_template_ = "-";
+    route_label_ = kUnmatchedRoute;
     // A client's id is echoed, passed on and logged only when it is safe to
     // (common/request_id.h); otherwise the request gets a new one.
     std::string_view id = View(header[kRequestIdHeader]);
@@ -470,7 +472,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   }
 
   void ServeLocal(const LocalRoute& local) {
-    route_template_ = local.prefix;
+    route_label_ = local.prefix;
     LocalRequest request;
     request.method = std::string(method_);
     request.path = std::string(path_);
@@ -520,7 +522,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
   void ServeRoute(const RouteMatch& match) {
     const Route* route = match.route;
-    route_template_ = route->path_template;
+    route_label_ = route->path_template;
     if (server_->limiter_) {
       int retry_after = 0;
       if (!server_->limiter_->Allow(RateLimitKey(), &retry_after)) {
@@ -645,6 +647,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     response_.body() = std::move(body);
     response_.prepare_payload();
     Log(status);
+    Observe(status);
     stream_.expires_after(ToChrono(server_->options_.idle_timeout));
     http::async_write(stream_, response_,
                       beast::bind_front_handler(&Session::OnWrite, shared_from_this(), after));
@@ -693,6 +696,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     file_response_->body() = std::move(body);
     file_response_->prepare_payload();
     Log(status);
+    Observe(status);
     stream_.expires_after(ToChrono(server_->options_.idle_timeout));
     http::async_write(stream_, *file_response_,
                       beast::bind_front_handler(&Session::OnWrite, shared_from_this(), after));
@@ -705,9 +709,15 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     LogInfo("http request", {{"request_id", request_id_},
                              {"method", Absl(method_)},
                              {"path", Absl(path_.substr(0, kMaxLoggedPathBytes))},
-                             {"route", Absl(route_template_)},
+                             {"route", Absl(route_label_)},
                              {"status", status},
                              {"latency_ms", latency_ms}});
+  }
+
+  void Observe(int status) {
+    if (!server_->options_.observe_request) return;
+    server_->options_.observe_request(route_label_, method_, status,
+                                      absl::FromChrono(Clock::now() - start_));
   }
 
   void OnWrite(After after, beast::error_code ec, size_t) {
@@ -770,11 +780,11 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   // The current request; the views point into request_ (or the parser's message).
   std::string request_id_;
   std::string_view method_;
+  // What observe_request is told: the matched route's template or kUnmatchedRoute; points into
+  // the route table or a local route, which outlive the session.
+  std::string_view route_label_ = kUnmatchedRoute;
   std::string_view path_;
   std::string_view query_;
-  // The matched route's template ("/api/v1/calls/{id}") or local prefix; "-" for none. Points
-  // into the route tables, which outlive every session.
-  std::string_view route_template_ = "-";
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool busy_ = false;

@@ -46,6 +46,14 @@ struct HttpServerOptions {
   std::function<std::optional<std::string>(std::string_view authorization)> rate_limit_identity;
   // One line per request on stderr.
   bool access_log = true;
+  // Called once per answered request (beside the access log line, whether or not that is on)
+  // with the route's template ("/api/v1/agents/{id}"), a local route's path prefix, or
+  // "unmatched"; the request's method as sent; the status; and the time since the request
+  // began. For operational metrics: the route is a template, never the raw path, so its values
+  // are bounded. Runs on an io thread: keep it short.
+  std::function<void(std::string_view route, std::string_view method, int status,
+                     absl::Duration latency)>
+      observe_request;
   // How long Shutdown() waits for in-flight requests before abandoning them.
   absl::Duration shutdown_timeout = absl::Seconds(30);
 };

@@ -70,6 +70,10 @@ int Serve(const std::vector<std::string>& args) {
               << " credits.\nAPI key (shown once, also in " << config->data_dir
               << "/bootstrap-key): " << bootstrap->key.api_key << "\n";
   }
+  // Before the HTTP and gRPC lines: whoever reads these stops at the last of them.
+  if ((*server)->admin_port() != 0) {
+    std::cout << "calleval: metrics on " << (*server)->admin_url() << "\n";
+  }
   if ((*server)->http_port() != 0) {
     std::cout << "calleval: HTTP on " << (*server)->http_base_url() << "\n";
   }

@@ -14,6 +14,8 @@ Server::~Server() { Shutdown(); }
 
 int Server::http_port() const { return state_->http_server ? state_->http_server->port() : 0; }
 int Server::grpc_port() const { return state_->grpc_port; }
+int Server::admin_port() const { return state_->admin_server ? state_->admin_server->port() : 0; }
+std::string Server::admin_url() const { return state_->admin_url; }
 std::string Server::http_base_url() const { return state_->base_url; }
 const std::optional<accounts::Bootstrap>& Server::bootstrap() const { return state_->bootstrap; }
 edge::DirectInvoker* Server::direct_invoker() const { return state_->direct_invoker.get(); }
@@ -21,6 +23,7 @@ edge::DirectInvoker* Server::direct_invoker() const { return state_->direct_invo
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   auto s = std::make_unique<ServerState>();
   s->config = config;
+  RETURN_IF_ERROR(StartAdmin(s.get()));
   RETURN_IF_ERROR(OpenStores(s.get()));
   // The edge binds first: presigned links name its port, which is only known once bound when
   // --http-addr asks for port 0. Until ConnectEdge it answers 503.
@@ -37,6 +40,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   RETURN_IF_ERROR(ServeGrpc(s.get()));
   RETURN_IF_ERROR(ConnectEdge(s.get()));
   RETURN_IF_ERROR(StartRunWorkers(s.get()));
+  AddScrapeGauges(s.get());
   s->ready.store(true);
   if (s->grpc_server) {
     for (const std::string& name : s->health_names) {
@@ -68,6 +72,9 @@ void Server::Shutdown() {
   s.sandbox_pool.reset();
   s.llm_pool.reset();
   s.pool.reset();
+  // Last, so what the shutdown did is still scraped while it drains.
+  s.scrape_gauges.clear();
+  if (s.admin_server) s.admin_server->Shutdown();
 }
 
 }  // namespace calleval

@@ -31,6 +31,8 @@ class Server {
 
   int http_port() const;  // 0 without the edge role
   int grpc_port() const;  // 0 when no gRPC role runs here
+  int admin_port() const;         // 0 when --admin-addr is off
+  std::string admin_url() const;  // http://HOST:PORT/metrics; empty when it is off
   std::string http_base_url() const;
   // The workspace and key created on the first start of an empty data dir.
   const std::optional<accounts::Bootstrap>& bootstrap() const;

@@ -115,6 +115,27 @@ const std::vector<Flag>& Flags() {
                  "the JSON edge; port 0 picks a free port (printed at start)"),
       StringFlag("grpc-addr", "HOST:PORT", &ServerConfig::grpc_addr,
                  "the gRPC services, health and reflection"),
+      [] {
+        Flag flag = StringFlag("admin-addr", "HOST:PORT", &ServerConfig::admin_addr,
+                               "operational metrics (Prometheus text format) at GET /metrics, "
+                               "apart from the public edge; port 0 picks a free port (printed "
+                               "at start); \"\" or off: none");
+        flag.set = [](absl::string_view v, ServerConfig* c) -> absl::Status {
+          if (v.empty() || v == "off") {
+            c->admin_addr.clear();
+            return absl::OkStatus();
+          }
+          const size_t colon = v.rfind(':');
+          int port = -1;
+          if (colon == absl::string_view::npos || !absl::SimpleAtoi(v.substr(colon + 1), &port) ||
+              port < 0 || port > 65535) {
+            return cli::UsageError(absl::StrCat("bad address (want HOST:PORT or off): ", v));
+          }
+          c->admin_addr = std::string(v);
+          return absl::OkStatus();
+        };
+        return flag;
+      }(),
       RolesFlag(),
       [] {
         Flag flag = StringFlag("public-base-url", "URL", &ServerConfig::public_base_url,

@@ -27,6 +27,9 @@ struct ServerConfig {
   std::string database_url;
   std::string http_addr = "127.0.0.1:8080";  // port 0 picks a free port
   std::string grpc_addr = "127.0.0.1:50051";
+  // Operational metrics (Prometheus text format) at GET /metrics on a listener of their own,
+  // never the public edge; port 0 picks a free port. Empty: no admin listener.
+  std::string admin_addr = "127.0.0.1:9090";
   std::set<std::string> roles = AllRoles();
   // Base of presigned recording links; default http://<http_addr>.
   std::string public_base_url;

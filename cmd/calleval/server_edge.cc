@@ -34,12 +34,12 @@
 #include "common/schema.h"
 #include "common/server_reflection_v1.h"
 #include "common/status_macros.h"
+#include "common/telemetry.h"
 #include "edge/json_codec.h"
 #include "edge/openapi.h"
 #include "grpc/health/v1/health.pb.h"
 
 namespace calleval {
-namespace {
 
 absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& addr) {
   size_t colon = addr.rfind(':');
@@ -54,6 +54,8 @@ absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& add
   }
   return std::make_pair(host, port);
 }
+
+namespace {
 
 // The services whose HTTP annotations make up the public API.
 std::vector<const google::protobuf::ServiceDescriptor*> PublicServices() {
@@ -73,6 +75,32 @@ edge::LocalResponse JsonResponse(int status, std::string body) {
 
 edge::LocalResponse ErrorResponse(const absl::Status& status) {
   return JsonResponse(HttpStatusFor(status), edge::PrintJson(ToErrorResponse(status)));
+}
+
+// The method's label: the ones HTTP defines, else "other" (a client may send any token).
+std::string_view HttpMethodLabel(std::string_view method) {
+  for (std::string_view known : {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}) {
+    if (method == known) return known;
+  }
+  return "other";
+}
+
+// The edge's requests for the operators' metrics (docs/operations.md, "Metrics"): the route is
+// its template, never the raw path, so the labels stay few.
+void ObserveHttpRequest(std::string_view route, std::string_view method, int status,
+                        absl::Duration latency) {
+  static telemetry::CounterFamily& requests = telemetry::DefaultRegistry().Counter(
+      "calleval_http_requests_total",
+      "Requests the public edge answered, by route template, method and status.",
+      {"route", "method", "status"});
+  static telemetry::HistogramFamily& durations = telemetry::DefaultRegistry().Histogram(
+      "calleval_http_request_duration_seconds",
+      "Time from a request's first byte to its answer, by route template and method.",
+      {"route", "method"});
+  const std::string route_label(route);
+  const std::string method_label(HttpMethodLabel(method));
+  requests.WithLabels({route_label, method_label, absl::StrCat(status)}).Increment();
+  durations.WithLabels({route_label, method_label}).ObserveDuration(latency);
 }
 
 // The connection cap, lowered so that the connections plus the descriptors the rest of the
@@ -140,6 +168,7 @@ absl::Status BindEdge(ServerState* s) {
       if (!principal.ok()) return std::nullopt;
       return absl::StrCat(principal->key_id);
     };
+    options.observe_request = ObserveHttpRequest;
     s->http_server = std::make_unique<edge::HttpServer>(s->routes.get(), &s->invoker_slot, options);
     AddLocalRoutes(s);
     RETURN_IF_ERROR(s->http_server->Start());

@@ -28,6 +28,7 @@
 #include "common/crypto.h"
 #include "common/errors.h"
 #include "common/grpc_log.h"
+#include "common/grpc_metrics.h"
 #include "common/internal_credential.h"
 #include "common/log.h"
 #include "common/method_table.h"
@@ -364,10 +365,14 @@ absl::Status ServeGrpc(ServerState* s) {
     builder.SetOption(ServerReflectionV1());
     builder.AddListeningPort(config.grpc_addr, grpc::InsecureServerCredentials(), &s->grpc_port);
     builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_body_bytes * 2));
-    // Each call's request id and outcome in the log (common/grpc_log.h).
-    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> logging;
-    logging.push_back(NewCallLogInterceptorFactory());
-    builder.experimental().SetInterceptorCreators(std::move(logging));
+    // One list: the builder keeps only the last one it is given. Each call's request id and
+    // outcome in the log (common/grpc_log.h), and counted by method and code
+    // (common/grpc_metrics.h).
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        interceptors;
+    interceptors.push_back(NewCallLogInterceptorFactory());
+    interceptors.push_back(NewGrpcMetricsInterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
     // Each service from its method table (common/method_table.h).
     auto serve = [&](auto* service) -> absl::Status {
       if (service == nullptr) return absl::OkStatus();

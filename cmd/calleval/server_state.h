@@ -18,6 +18,7 @@
 #include "common/blob_store.h"
 #include "common/database.h"
 #include "common/llm_client.h"
+#include "common/telemetry.h"
 #include "common/thread_pool.h"
 #include "edge/direct_invoker.h"
 #include "edge/grpc_invoker.h"
@@ -174,7 +175,22 @@ struct ServerState {
   bool shut_down = false;
   // Set when every role is up; until then /readyz and presigned links answer 503.
   std::atomic<bool> ready{false};
+  // The admin listener (--admin-addr) and the gauges it computes at scrape time from the stores
+  // above; declared last so they go first, before what their callbacks read.
+  std::unique_ptr<edge::RouteTable> admin_routes;  // empty: /metrics is a local route
+  std::unique_ptr<edge::HttpServer> admin_server;
+  std::string admin_url;  // http://HOST:PORT/metrics
+  std::vector<telemetry::CallbackGaugeHandle> scrape_gauges;
 };
+
+// "HOST:PORT" (IPv6 hosts in brackets) as host and port.
+absl::StatusOr<std::pair<std::string, int>> SplitHostPort(const std::string& addr);
+
+// server_admin.cc
+// Starts the admin listener of --admin-addr (GET /metrics) unless it is off.
+absl::Status StartAdmin(ServerState* s);
+// The gauges read at scrape time (queue depths), for the queues this process can see.
+void AddScrapeGauges(ServerState* s);
 
 // server_stores.cc
 // The data dir, its secrets, the database, the pools, and the stores every role reads: accounts

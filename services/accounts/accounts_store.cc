@@ -10,6 +10,7 @@
 #include "common/crypto.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "common/telemetry.h"
 
 namespace calleval::accounts {
 namespace {
@@ -210,6 +211,18 @@ absl::StatusOr<int64_t> AccountsStore::AddCredits(int64_t workspace_id, int64_t 
   });
 }
 
+namespace {
+
+// Credits moved by the ledger, once committed: "charged" or "refunded".
+telemetry::Counter& CreditsCounter(absl::string_view kind) {
+  static telemetry::CounterFamily& credits = telemetry::DefaultRegistry().Counter(
+      "calleval_credits_total", "Credits charged for metrics and refunded, once committed.",
+      {"kind"});
+  return credits.WithLabels({std::string(kind)});
+}
+
+}  // namespace
+
 absl::StatusOr<Reservation> AccountsStore::Reserve(int64_t workspace_id, int64_t call_id,
                                                    const std::vector<CreditCharge>& charges) {
   for (const CreditCharge& charge : charges) {
@@ -245,6 +258,7 @@ absl::StatusOr<Reservation> AccountsStore::Reserve(int64_t workspace_id, int64_t
         RETURN_IF_ERROR(take.Run());
         return out;
       });
+  if (reserved.ok() && reserved->reserved) CreditsCounter("charged").Increment(reserved->cost);
   if (reserved.ok() || !short_of) return reserved;
   // Nothing was charged; the balance as it is now.
   ASSIGN_OR_RETURN(short_of->balance,
@@ -256,6 +270,13 @@ absl::StatusOr<Reservation> AccountsStore::Reserve(int64_t workspace_id, int64_t
 
 absl::StatusOr<int64_t> AccountsStore::Refund(int64_t workspace_id, int64_t call_id,
                                               const std::vector<int64_t>& metric_ids) {
+  absl::StatusOr<int64_t> refunded = RefundOnce(workspace_id, call_id, metric_ids);
+  if (refunded.ok()) CreditsCounter("refunded").Increment(static_cast<double>(*refunded));
+  return refunded;
+}
+
+absl::StatusOr<int64_t> AccountsStore::RefundOnce(int64_t workspace_id, int64_t call_id,
+                                                  const std::vector<int64_t>& metric_ids) {
   return db::WriteResult<int64_t>(
       *db_, kLedgerWrite, [&](db::Connection& c) -> absl::StatusOr<int64_t> {
         // Only what was charged is given back, once: refund rows are unique like charges.

@@ -99,6 +99,10 @@ class AccountsStore {
   absl::StatusOr<std::optional<Bootstrap>> BootstrapIfEmpty();
 
  private:
+  // Refund's transaction; Refund counts what it gave back once committed.
+  absl::StatusOr<int64_t> RefundOnce(int64_t workspace_id, int64_t call_id,
+                                     const std::vector<int64_t>& metric_ids);
+
   db::Database* db_;
 };
 

@@ -106,7 +106,7 @@ constexpr db::WriteOptions kClaim{db::Isolation::kReadCommitted};
 // The next call of a queue (queue_claims.h): a lease that expired, else the oldest call ready.
 // The statement stands on the call's row, which PostgreSQL has locked; a call another worker is
 // claiming is passed over (SKIP LOCKED).
-absl::StatusOr<std::optional<db::Statement>> NextInQueue(db::Connection& c,
+absl::StatusOr<std::optional<db::Statement>> NextInQueue(db::Connection& c, absl::string_view queue,
                                                          absl::string_view columns,
                                                          absl::string_view leased,
                                                          absl::string_view ready, int64_t now) {
@@ -115,9 +115,19 @@ absl::StatusOr<std::optional<db::Statement>> NextInQueue(db::Connection& c,
                                                        c.ForUpdateSkipLocked())));
     if (expired_lease) next.Bind(1, now);
     ASSIGN_OR_RETURN(bool found, next.Step());
-    if (found) return std::optional<db::Statement>(std::move(next));
+    if (found) {
+      if (expired_lease) CountLeaseTakeover(queue);
+      return std::optional<db::Statement>(std::move(next));
+    }
   }
   return std::optional<db::Statement>();
+}
+
+// "SELECT COUNT(*) FROM calls WHERE ..." from a claim's ready lookup: the same predicate,
+// without its columns, order and limit.
+std::string CountOf(absl::string_view ready_where) {
+  ready_where = ready_where.substr(0, ready_where.find(" ORDER BY"));
+  return absl::StrCat("SELECT COUNT(*) FROM calls ", ready_where);
 }
 
 }  // namespace
@@ -146,19 +156,21 @@ absl::StatusOr<std::optional<RecordingJob>> CallsStore::ClaimRecordingJob(
         for (bool expired_lease : {true, false}) {
           ASSIGN_OR_RETURN(
               auto claim,
-              c.Prepare(absl::StrCat("UPDATE calls SET recording_lease_until = ?, "
-                                     "recording_token = ?, recording_attempts = "
-                                     "recording_attempts + 1 WHERE id = (",
-                                     expired_lease ? queue_claims::kRecordingLeased
-                                                   : queue_claims::kRecordingReady,
-                                     c.ForUpdateSkipLocked(),
-                                     ") RETURNING id, recording_url, recording_attempts")));
+              c.Prepare(absl::StrCat(
+                  "UPDATE calls SET recording_lease_until = ?, "
+                  "recording_token = ?, recording_attempts = "
+                  "recording_attempts + 1 WHERE id = (",
+                  expired_lease ? queue_claims::kRecordingLeased : queue_claims::kRecordingReady,
+                  c.ForUpdateSkipLocked(),
+                  ") RETURNING id, recording_url, recording_attempts, created_at")));
           claim.Bind(1, now + absl::ToInt64Seconds(lease)).Bind(2, token);
           if (expired_lease) claim.Bind(3, now);
           ASSIGN_OR_RETURN(bool row, claim.Step());
           if (!row) continue;
+          if (expired_lease) CountLeaseTakeover("downloads");
           RecordingJob job{claim.Int64(0), claim.Text(1), static_cast<int>(claim.Int64(2)),
                            token};
+          if (job.attempts == 1) ObserveQueueWait("downloads", claim.Text(3));
           // Drain the statement so the UPDATE completes before the transaction commits.
           ASSIGN_OR_RETURN(bool more, claim.Step());
           (void)more;
@@ -220,6 +232,23 @@ absl::Status CallsStore::FailRecording(int64_t call_id, absl::string_view messag
     if (c.Changes() == 0) return absl::OkStatus();
     RETURN_IF_ERROR(SettlePendingMetrics(c, call_id, "failed"));
     return ApplyToAgentTotals(c, call_id, +1);
+  });
+}
+
+absl::StatusOr<CallsStore::QueueDepths> CallsStore::CountQueued() {
+  return db::ReadResult<QueueDepths>(*db_, [](db::Connection& c) -> absl::StatusOr<QueueDepths> {
+    QueueDepths depths;
+    const std::pair<absl::string_view, int64_t*> queues[] = {
+        {queue_claims::kRecordingReady.substr(queue_claims::kRecordingReady.find("WHERE")),
+         &depths.downloads},
+        {queue_claims::kTranscriptionReady, &depths.transcription},
+        {queue_claims::kAnalysisReady, &depths.analysis}};
+    for (const auto& [ready, depth] : queues) {
+      ASSIGN_OR_RETURN(auto count, c.Prepare(CountOf(ready)));
+      ASSIGN_OR_RETURN(bool row, count.Step());
+      *depth = row ? count.Int64(0) : 0;
+    }
+    return depths;
   });
 }
 
@@ -308,9 +337,9 @@ absl::StatusOr<CallsStore::Claim> CallsStore::LeaseNext(absl::Duration lease, in
     while (true) {
       // An expired lease first (a pending call under a lease is being reserved for; its claim
       // expires like a lease), then the oldest call ready.
-      ASSIGN_OR_RETURN(auto next, NextInQueue(c, queue_claims::kAnalysisColumns,
-                                              queue_claims::kAnalysisLeased,
-                                              queue_claims::kAnalysisReady, now));
+      ASSIGN_OR_RETURN(
+          auto next, NextInQueue(c, "analysis", queue_claims::kAnalysisColumns,
+                                 queue_claims::kAnalysisLeased, queue_claims::kAnalysisReady, now));
       if (!next.has_value()) return claim;
       const int64_t id = next->Int64(0);
       const int64_t workspace_id = next->Int64(1);
@@ -659,9 +688,10 @@ absl::StatusOr<std::optional<TranscriptionJob>> CallsStore::LeaseTranscription(
   return db::WriteResult<std::optional<TranscriptionJob>>(
       *db_, kClaim, [&](db::Connection& c) -> absl::StatusOr<std::optional<TranscriptionJob>> {
         while (true) {
-          ASSIGN_OR_RETURN(auto next, NextInQueue(c, queue_claims::kTranscriptionColumns,
-                                                  queue_claims::kTranscriptionLeased,
-                                                  queue_claims::kTranscriptionReady, now));
+          ASSIGN_OR_RETURN(auto next,
+                           NextInQueue(c, "transcription", queue_claims::kTranscriptionColumns,
+                                       queue_claims::kTranscriptionLeased,
+                                       queue_claims::kTranscriptionReady, now));
           if (!next.has_value()) return std::nullopt;
           const int64_t id = next->Int64(0);
           const int attempts = static_cast<int>(next->Int64(1));
@@ -677,6 +707,7 @@ absl::StatusOr<std::optional<TranscriptionJob>> CallsStore::LeaseTranscription(
             RETURN_IF_ERROR(end.Run());
             continue;
           }
+          if (attempts == 0) ObserveQueueWait("transcription", next->Text(5));
           TranscriptionJob job;
           job.call_id = id;
           job.token = LeaseToken(holder);

@@ -243,6 +243,16 @@ class CallsStore {
   // many leases were given back.
   absl::StatusOr<int> ReleaseLeasesOf(absl::string_view holder);
 
+  // Calls waiting for a worker, under no lease, in each queue: what the claims' "ready" lookups
+  // (queue_claims.h) would find. One COUNT over a partial index each; for the operators'
+  // queue-depth gauges.
+  struct QueueDepths {
+    int64_t downloads = 0;
+    int64_t transcription = 0;
+    int64_t analysis = 0;
+  };
+  absl::StatusOr<QueueDepths> CountQueued();
+
   // Gives back, through Options::credits, what settled calls are owed (metrics charged and not
   // used) and clears their refunds_owed mark. Each settlement applies its own once it has
   // committed; this finds those a crash or an unreachable accounts role left behind. Run at

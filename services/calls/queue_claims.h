@@ -28,10 +28,10 @@ inline constexpr absl::string_view kRecordingReady =
 
 // Transcriptions: a stored recording whose analysis has been claimed once; a worker's lease that
 // expired. Columns: id, transcription_attempts, has a provided transcript, metadata, the
-// recording's key in the blob store.
+// recording's key in the blob store, when the call was ingested.
 inline constexpr absl::string_view kTranscriptionColumns =
     "SELECT id, transcription_attempts, transcript_source IS NOT NULL, metadata, "
-    "COALESCE(recording_key, CAST(id AS TEXT)) FROM calls ";
+    "COALESCE(recording_key, CAST(id AS TEXT)), created_at FROM calls ";
 // Bind: now.
 inline constexpr absl::string_view kTranscriptionLeased =
     "WHERE transcription_status = 'processing' AND transcription_lease_until <= ? "

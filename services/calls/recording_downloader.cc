@@ -28,7 +28,8 @@ void RecordingDownloader::Start() {
     heartbeat_ = std::make_unique<LeaseHeartbeat>("recording downloader",
                                                   LeaseHeartbeat::IntervalFor(options_.lease));
   }
-  workers_.Start(options_.workers, options_.poll_interval, [this] { return WorkOnce(); });
+  workers_.Start(
+      options_.workers, options_.poll_interval, [this] { return WorkOnce(); }, "downloads");
 }
 
 void RecordingDownloader::Notify() { workers_.Notify(); }

@@ -29,6 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "common/telemetry.h"
 #include "services/judges/sandbox_py.h"
 
 namespace calleval::judges {
@@ -608,6 +609,25 @@ bool PythonSandbox::mounts_proc() const {
 
 absl::StatusOr<CodeRun> PythonSandbox::Run(absl::string_view code,
                                            const nlohmann::json& context) const {
+  static telemetry::CounterFamily& runs = telemetry::DefaultRegistry().Counter(
+      "calleval_sandbox_runs_total",
+      "Custom metric code run in the sandbox, by outcome: ok, error (the code raised, hit a "
+      "limit or left no valid result), unavailable (the sandbox could not run).",
+      {"outcome"});
+  static telemetry::Histogram& durations =
+      telemetry::DefaultRegistry()
+          .Histogram("calleval_sandbox_run_duration_seconds",
+                     "Wall time of a sandboxed run of custom metric code.", {})
+          .WithLabels({});
+  const absl::Time start = absl::Now();
+  absl::StatusOr<CodeRun> run = RunUncounted(code, context);
+  durations.ObserveDuration(absl::Now() - start);
+  runs.WithLabels({!run.ok() ? "unavailable" : run->error ? "error" : "ok"}).Increment();
+  return run;
+}
+
+absl::StatusOr<CodeRun> PythonSandbox::RunUncounted(absl::string_view code,
+                                                    const nlohmann::json& context) const {
   RETURN_IF_ERROR(CheckPaths(options_));
   const SandboxLimits& limits = options_.limits;
   std::vector<std::string> args;

@@ -125,6 +125,9 @@ class PythonSandbox {
   bool mounts_proc() const;
 
  private:
+  // Run, before its outcome is counted for the operators' metrics.
+  absl::StatusOr<CodeRun> RunUncounted(absl::string_view code, const nlohmann::json& context) const;
+
   Options options_;
   // kAuto: the kernel refused a proc mount; shared by copies of this sandbox.
   std::shared_ptr<std::atomic<bool>> proc_refused_ = std::make_shared<std::atomic<bool>>(false);

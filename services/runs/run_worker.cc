@@ -86,7 +86,8 @@ void RunWorkers::Start() {
     heartbeat_ =
         std::make_unique<LeaseHeartbeat>("runs", LeaseHeartbeat::IntervalFor(options_.lease));
   }
-  workers_.Start(options_.workers, options_.poll_interval, [this] { return WorkOnce(); });
+  workers_.Start(
+      options_.workers, options_.poll_interval, [this] { return WorkOnce(); }, "runs");
 }
 
 absl::StatusOr<int64_t> RunWorkers::TextRun(const RunJob& job, const v1::Scenario& scenario,

@@ -305,7 +305,8 @@ absl::StatusOr<std::optional<RunJob>> RunsStore::Lease(absl::Duration lease, int
                 auto next,
                 c.Prepare(absl::StrCat(
                     "SELECT r.id, r.workspace_id, r.scenario_id, r.agent_id, r.channel, "
-                    "r.call_id, r.attempts, r.status = 'queued', r.batch_run_id FROM runs r ",
+                    "r.call_id, r.attempts, r.status = 'queued', r.batch_run_id, r.created_at "
+                    "FROM runs r ",
                     expired_lease
                         ? "WHERE r.status = 'in_progress' AND r.lease_until <= ? "
                           "ORDER BY r.lease_until, r.id LIMIT 1"
@@ -317,6 +318,7 @@ absl::StatusOr<std::optional<RunJob>> RunsStore::Lease(absl::Duration lease, int
             if (expired_lease) next.Bind(1, now);
             ASSIGN_OR_RETURN(bool row, next.Step());
             if (row) {
+              if (expired_lease) CountLeaseTakeover("runs");
               found.emplace(std::move(next));
               break;
             }
@@ -347,6 +349,7 @@ absl::StatusOr<std::optional<RunJob>> RunsStore::Lease(absl::Duration lease, int
             RETURN_IF_ERROR(end.Run());
             continue;
           }
+          if (attempts == 0) ObserveQueueWait("runs", next.Text(9));
           job.token = LeaseToken(holder);
           job.attempts = attempts + 1;
           ASSIGN_OR_RETURN(auto lease_stmt,
@@ -359,6 +362,14 @@ absl::StatusOr<std::optional<RunJob>> RunsStore::Lease(absl::Duration lease, int
           return std::optional<RunJob>(std::move(job));
         }
       });
+}
+
+absl::StatusOr<int64_t> RunsStore::CountQueued() {
+  return db::ReadResult<int64_t>(*db_, [](db::Connection& c) -> absl::StatusOr<int64_t> {
+    ASSIGN_OR_RETURN(auto count, c.Prepare("SELECT COUNT(*) FROM runs WHERE status = 'queued'"));
+    ASSIGN_OR_RETURN(bool row, count.Step());
+    return row ? count.Int64(0) : int64_t{0};
+  });
 }
 
 absl::Status RunsStore::SetCall(int64_t run_id, absl::string_view token, int64_t call_id) {

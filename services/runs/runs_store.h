@@ -109,6 +109,10 @@ class RunsStore {
   // Answers how many were given back.
   absl::StatusOr<int> ReleaseLeasesOf(absl::string_view holder);
 
+  // Runs queued and not yet taken by a worker (a batch's runs waiting for room included), for
+  // the operators' queue-depth gauge.
+  absl::StatusOr<int64_t> CountQueued();
+
  private:
   db::Database* db_;
   ScenarioDirectory* scenarios_;

@@ -103,6 +103,7 @@ class OpenAiSpeechSynthesizer : public SpeechSynthesizer {
                                                   int sample_rate) override {
     if (text.empty()) return std::vector<int16_t>();
     ProviderPost post;
+    post.metrics_provider = "tts";
     post.url = absl::StrCat(absl::StripSuffix(config_.base_url, "/"), "/audio/speech");
     if (!config_.api_key.empty()) {
       post.headers.push_back(absl::StrCat("Authorization: Bearer ", config_.api_key));

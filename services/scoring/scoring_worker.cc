@@ -354,7 +354,8 @@ void ScoringWorkers::Start() {
     heartbeat_ = std::make_unique<LeaseHeartbeat>("scoring",
                                                   LeaseHeartbeat::IntervalFor(queue_->lease()));
   }
-  workers_.Start(options_.workers, options_.poll_interval, [this] { return WorkOnce(); });
+  workers_.Start(
+      options_.workers, options_.poll_interval, [this] { return WorkOnce(); }, "analysis");
 }
 
 bool ScoringWorkers::WorkOnce() {
@@ -365,6 +366,8 @@ bool ScoringWorkers::WorkOnce() {
   }
   if (!job->has_value()) return false;
   const calls::AnalysisJob& leased = **job;
+  // Once per call: a voice call's analysis is leased again after its transcription.
+  if (leased.attempts == 1) ObserveQueueWait("analysis", leased.call.created_at());
   // Renewed until reported (the handle is destroyed before the job).
   std::unique_ptr<LeaseHeartbeat::Held> held;
   if (heartbeat_) {

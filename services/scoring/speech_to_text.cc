@@ -493,6 +493,7 @@ absl::StatusOr<ChannelTranscript> OpenAiTranscriber::TranscribePiece(
     absl::Span<const int16_t> samples, double offset_seconds) {
   const double duration = static_cast<double>(samples.size()) / kSpeechSampleRate;
   ProviderPost post;
+  post.metrics_provider = "stt";
   post.url = url_;
   post.headers.push_back("Accept: application/json");
   if (!config_.api_key.empty()) {

@@ -177,7 +177,8 @@ void TranscriptionWorkers::Start() {
     heartbeat_ = std::make_unique<LeaseHeartbeat>("transcription",
                                                   LeaseHeartbeat::IntervalFor(queue_->lease()));
   }
-  workers_.Start(options_.workers, options_.poll_interval, [this] { return WorkOnce(); });
+  workers_.Start(
+      options_.workers, options_.poll_interval, [this] { return WorkOnce(); }, "transcription");
 }
 
 namespace {

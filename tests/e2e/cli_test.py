@@ -149,6 +149,10 @@ class CallevalErrorsTest(unittest.TestCase):
         self.assert_usage_error(run(CALLEVAL, "serve", "--rate-limit=fast"), "--rate-limit")
         self.assert_usage_error(run(CALLEVAL, "serve", "--access-log", "maybe"), "--access-log")
         self.assert_usage_error(run(CALLEVAL, "serve", "--roles", "edge,nope"), "--roles", "nope")
+        self.assert_usage_error(run(CALLEVAL, "serve", "--admin-addr", "localhost"),
+                                "--admin-addr", "localhost")
+        self.assert_usage_error(run(CALLEVAL, "serve", env={"CALLEVAL_ADMIN_ADDR": "h:99999"}),
+                                "CALLEVAL_ADMIN_ADDR", "h:99999")
 
     def test_malformed_environment(self):
         self.assert_usage_error(run(CALLEVAL, "serve", env={"CALLEVAL_HTTP_THREADS": "two"}),
@@ -162,7 +166,8 @@ class CallevalErrorsTest(unittest.TestCase):
             for flag in ("--signing-key-file", "--internal-credential-file"):
                 with self.subTest(flag=flag):
                     result = run(CALLEVAL, "serve", "--data-dir", data, "--http-addr",
-                                 "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", flag, missing)
+                                 "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--admin-addr",
+                                 "127.0.0.1:0", flag, missing)
                     self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
                     self.assertIn("cannot start", result.stderr)
                     self.assertIn(missing, result.stderr)

@@ -152,7 +152,7 @@ class Installation:
         database = self.database_for(name)
         return ([] if database is None else ["--database-url", database.url]) + [
             "--roles", role,
-            "--grpc-addr", f"127.0.0.1:{grpc_port}",
+            "--grpc-addr", f"127.0.0.1:{grpc_port}", "--admin-addr", "127.0.0.1:0",
             "--accounts-addr", f"127.0.0.1:{self.grpc['accounts']}",
             "--agents-addr", f"127.0.0.1:{self.grpc['agents']}",
             "--metrics-addr", f"127.0.0.1:{self.grpc['metrics']}",

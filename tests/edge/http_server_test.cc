@@ -13,7 +13,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <sys/stat.h>
@@ -484,6 +486,49 @@ TEST_F(HttpServerTest, OversizedBodyIs413AndCloses) {
   EXPECT_EQ(other.Do(http::verb::post, "/api/public/v1/calls", R"({"call_identifier": "s"})")
                 .result_int(),
             201);
+}
+
+TEST_F(HttpServerTest, ObserverIsToldTheRouteTemplateNeverThePath) {
+  struct Seen {
+    std::string route, method;
+    int status;
+  };
+  std::mutex mu;
+  std::vector<Seen> seen;
+  HttpServerOptions options;
+  options.max_body_bytes = 1024;
+  options.observe_request = [&](std::string_view route, std::string_view method, int status,
+                                absl::Duration latency) {
+    EXPECT_GE(latency, absl::ZeroDuration());
+    std::lock_guard<std::mutex> lock(mu);
+    seen.push_back({std::string(route), std::string(method), status});
+  };
+  StartServer(options);
+  Client client(port_);
+  // Each answer is observed before it is written, so it has been once the client has it.
+  EXPECT_EQ(client.Do(http::verb::get, "/api/public/v1/calls/crm-1").result_int(), 200);
+  EXPECT_EQ(client.Do(http::verb::get, "/api/public/v1/calls/missing").result_int(), 404);
+  EXPECT_EQ(client.Do(http::verb::post, "/api/public/v1/calls", "[1]").result_int(), 400);
+  EXPECT_EQ(client.Do(http::verb::get, "/healthz").result_int(), 200);
+  EXPECT_EQ(client.Do(http::verb::get, "/api/v1/nothing-here").result_int(), 404);
+  EXPECT_EQ(client.Do(http::verb::put, "/api/public/v1/calls/1", "{}").result_int(), 405);
+  Client big(port_);
+  EXPECT_EQ(big.Do(http::verb::post, "/api/public/v1/calls", std::string(4096, 'x'))
+                .result_int(),
+            413);
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(seen.size(), 7u);
+  const std::vector<std::tuple<std::string, std::string, int>> expected = {
+      {"/api/public/v1/calls/{call_identifier_or_id}", "GET", 200},
+      {"/api/public/v1/calls/{call_identifier_or_id}", "GET", 404},
+      {"/api/public/v1/calls", "POST", 400},
+      {"/healthz", "GET", 200},
+      {"unmatched", "GET", 404},
+      {"unmatched", "PUT", 405},
+      {"unmatched", "POST", 413}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(std::make_tuple(seen[i].route, seen[i].method, seen[i].status), expected[i]) << i;
+  }
 }
 
 TEST_F(HttpServerTest, OversizedBodyWithExpectContinueIs413) {

@@ -33,7 +33,8 @@ def serve_document(data_dir, extra_args):
     with open(os.path.join(data_dir, "stderr.log"), "w+") as log:
         proc = subprocess.Popen(
             [CALLEVAL, "serve", "--data-dir", data_dir, "--http-addr", address,
-             "--grpc-addr", "127.0.0.1:0", "--access-log", "false"] + extra_args,
+             "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--access-log",
+             "false"] + extra_args,
             stdout=subprocess.PIPE, stderr=log, text=True)
         try:
             printed = []

@@ -49,6 +49,7 @@ TEST(SplitRolesTest, EdgeReachesRemoteRolesOverGrpc) {
   const std::string edge_url = absl::StrCat("http://127.0.0.1:", edge_port);
 
   ServerConfig backend_config;
+  backend_config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   backend_config.data_dir = dir;
   backend_config.grpc_addr = "127.0.0.1:0";
   backend_config.roles = {"accounts", "agents", "calls"};
@@ -60,6 +61,7 @@ TEST(SplitRolesTest, EdgeReachesRemoteRolesOverGrpc) {
   const std::string grpc_addr = absl::StrCat("127.0.0.1:", (*backend)->grpc_port());
 
   ServerConfig edge_config;
+  edge_config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   edge_config.data_dir = dir;
   edge_config.http_addr = absl::StrCat("127.0.0.1:", edge_port);
   edge_config.roles = {"edge"};
@@ -119,6 +121,7 @@ TEST(SplitRolesTest, ScoringProcessJudgesCustomMetricsOverGrpc) {
   const std::string credential_file = secrets + "/internal-credential";
   std::ofstream(credential_file) << "split-roles-internal-credential\n";
   ServerConfig backend_config;
+  backend_config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   backend_config.internal_credential_file = credential_file;
   backend_config.data_dir = dir;
   backend_config.grpc_addr = "127.0.0.1:0";
@@ -129,6 +132,7 @@ TEST(SplitRolesTest, ScoringProcessJudgesCustomMetricsOverGrpc) {
   const std::string grpc_addr = absl::StrCat("127.0.0.1:", (*backend)->grpc_port());
 
   ServerConfig scoring_config;
+  scoring_config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   scoring_config.internal_credential_file = credential_file;
   scoring_config.data_dir = dir;
   scoring_config.grpc_addr = "127.0.0.1:0";
@@ -139,6 +143,7 @@ TEST(SplitRolesTest, ScoringProcessJudgesCustomMetricsOverGrpc) {
   ASSERT_TRUE(scoring.ok()) << scoring.status();
 
   ServerConfig edge_config;
+  edge_config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   edge_config.internal_credential_file = credential_file;
   edge_config.data_dir = dir;
   edge_config.http_addr = "127.0.0.1:0";
@@ -220,6 +225,7 @@ TEST(SplitRolesTest, CallsReserveAndRefundThroughARemoteAccountsRole) {
   const std::string credential_file = secrets + "/internal-credential";
   std::ofstream(credential_file) << "split-credits-internal-credential\n";
   ServerConfig accounts_config;
+  accounts_config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   accounts_config.internal_credential_file = credential_file;
   accounts_config.data_dir = dir;
   accounts_config.grpc_addr = "127.0.0.1:0";
@@ -229,6 +235,7 @@ TEST(SplitRolesTest, CallsReserveAndRefundThroughARemoteAccountsRole) {
   const std::string accounts_addr = absl::StrCat("127.0.0.1:", (*accounts)->grpc_port());
 
   ServerConfig rest_config;
+  rest_config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   rest_config.internal_credential_file = credential_file;
   rest_config.data_dir = dir;
   rest_config.grpc_addr = "127.0.0.1:0";
@@ -295,6 +302,7 @@ TEST(SplitRolesTest, AgentsAndMetricsAskEachOtherAcrossProcesses) {
 
   // Both processes share the data dir, and with it the internal credential.
   ServerConfig agents_config;
+  agents_config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   agents_config.data_dir = dir;
   agents_config.grpc_addr = agents_addr;
   agents_config.roles = {"agents"};
@@ -303,6 +311,7 @@ TEST(SplitRolesTest, AgentsAndMetricsAskEachOtherAcrossProcesses) {
   ASSERT_TRUE(agents.ok()) << agents.status();
 
   ServerConfig metrics_config;
+  metrics_config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   metrics_config.data_dir = dir;
   metrics_config.grpc_addr = metrics_addr;
   metrics_config.http_addr = "127.0.0.1:0";
@@ -398,6 +407,7 @@ TEST(SplitRolesTest, TextRunInARunsProcessApartCompletesThroughTheOtherRoles) {
   llm.SetDefault(R"({"message": "Done, Friday it is. Anything else?", "end_call": false})");
   const std::string dir = testing::MakeTempDir("split_runs");
   ServerConfig backend_config;
+  backend_config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   backend_config.data_dir = dir;
   backend_config.grpc_addr = "127.0.0.1:0";
   backend_config.http_addr = "127.0.0.1:0";
@@ -409,6 +419,7 @@ TEST(SplitRolesTest, TextRunInARunsProcessApartCompletesThroughTheOtherRoles) {
 
   const std::string runs_dir = testing::MakeTempDir("split_runs_apart");
   ServerConfig runs_config;
+  runs_config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   runs_config.data_dir = runs_dir;
   runs_config.internal_credential_file = dir + "/internal-credential";
   runs_config.grpc_addr = "127.0.0.1:0";
@@ -521,6 +532,7 @@ TEST(SplitRolesTest, EachRoleOnADatabaseOfItsOwnAsksTheOwners) {
   }
 
   ServerConfig owners_config;
+  owners_config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   owners_config.database_url = database_urls[0];
   owners_config.internal_credential_file = credential_file;
   owners_config.signing_key_file = signing_key_file;
@@ -532,6 +544,7 @@ TEST(SplitRolesTest, EachRoleOnADatabaseOfItsOwnAsksTheOwners) {
   const std::string owners_addr = absl::StrCat("127.0.0.1:", (*owners)->grpc_port());
 
   ServerConfig calls_config;
+  calls_config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   calls_config.database_url = database_urls[1];
   calls_config.internal_credential_file = credential_file;
   calls_config.signing_key_file = signing_key_file;
@@ -548,6 +561,7 @@ TEST(SplitRolesTest, EachRoleOnADatabaseOfItsOwnAsksTheOwners) {
   const std::string calls_addr = absl::StrCat("127.0.0.1:", (*calls)->grpc_port());
 
   ServerConfig edge_config;
+  edge_config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   edge_config.database_url = database_urls[2];
   edge_config.internal_credential_file = credential_file;
   edge_config.signing_key_file = signing_key_file;

@@ -21,6 +21,7 @@ inline std::string MakeTempDir(const std::string& prefix) {
 
 inline ServerConfig TestServerConfig(const std::string& data_dir) {
   ServerConfig config;
+  config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
   config.data_dir = data_dir;
   config.http_addr = "127.0.0.1:0";
   config.grpc_addr = "127.0.0.1:0";

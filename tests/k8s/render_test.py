@@ -26,7 +26,8 @@ objects) and checks the objects:
   - HorizontalPodAutoscalers and PodDisruptionBudgets target existing workloads (HPAs: no fixed
     replicas, CPU requests set; PDBs: multi-replica workloads);
   - the NetworkPolicy selects every pod with a gRPC port, opens gRPC to pods of the namespace
-    only and the edge's HTTP port to anyone;
+    only, the metrics port to those and one named (scraper's) namespace, and the edge's HTTP
+    port to anyone; every pod is annotated for scraping on its metrics port;
   - what must be shared is: a pod whose /data is its own (an emptyDir) keeps nothing there that
     another pod needs (recordings in an s3:// store with its keys where the role touches them,
     the credentials, signing and internal keys from Secrets), and the pods of a render agree on
@@ -193,7 +194,8 @@ class Running:
         clean = {k: v for k, v in os.environ.items() if not k.startswith("CALLEVAL_")}
         if args is None:
             args = ["serve", "--roles", ",".join(sorted(roles)), "--data-dir", data_dir,
-                    "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--access-log",
+                    "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0",
+                    "--admin-addr", "127.0.0.1:0", "--access-log",
                     "false"]
         self.proc = subprocess.Popen([CALLEVAL] + list(args), stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True,
@@ -582,6 +584,13 @@ class RenderTest(unittest.TestCase):
                     expected["grpc"] = config.get("grpc-addr", self.defaults["grpc-addr"])
                 if "edge" in roles:
                     expected["http"] = config.get("http-addr", self.defaults["http-addr"])
+                # Every process serves its metrics; the scrape annotations name that port.
+                expected["metrics"] = config.get("admin-addr", self.defaults["admin-addr"])
+                annotations = w["spec"]["template"]["metadata"].get("annotations", {})
+                self.assertEqual(annotations.get("prometheus.io/scrape"), "true")
+                self.assertEqual(annotations.get("prometheus.io/path"), "/metrics")
+                self.assertEqual(annotations.get("prometheus.io/port"),
+                                 str(host_port(expected["metrics"])[1]), "scraped port")
                 self.assertEqual(set(ports), set(expected), "declared ports vs ports listened on")
                 for name, addr in expected.items():
                     host, port = host_port(addr)
@@ -741,7 +750,7 @@ class RenderTest(unittest.TestCase):
                     if "grpc" in ports or any(is_calleval(c) for c in
                                               w["spec"]["template"]["spec"]["containers"]):
                         self.assertTrue(mine, "%s: no NetworkPolicy" % w["metadata"]["name"])
-                    open_to_all, open_to_namespace = set(), set()
+                    open_to_all, open_to_namespace, open_to_scraper = set(), set(), set()
                     for p in mine:
                         self.assertIn("Ingress", p["spec"]["policyTypes"])
                         for rule in p["spec"].get("ingress", []):
@@ -753,6 +762,15 @@ class RenderTest(unittest.TestCase):
                             sources = rule.get("from")
                             if not sources:
                                 open_to_all |= names
+                            elif names == {"metrics"}:
+                                # The scraper may live in a namespace of its own.
+                                for s in sources:
+                                    self.assertIn(set(s), ({"podSelector"}, {"namespaceSelector"}),
+                                                  "the namespace's pods or a named namespace")
+                                    if "namespaceSelector" in s:
+                                        self.assertTrue(s["namespaceSelector"].get("matchLabels"),
+                                                        "one named namespace, not all of them")
+                                open_to_scraper |= names
                             else:
                                 for s in sources:
                                     self.assertEqual(set(s), {"podSelector"},
@@ -764,6 +782,9 @@ class RenderTest(unittest.TestCase):
                             self.assertIn("grpc", open_to_namespace)
                         if "http" in ports:
                             self.assertIn("http", open_to_all)
+                        self.assertNotIn("metrics", open_to_all, "metrics open to all")
+                        if "metrics" in ports:
+                            self.assertIn("metrics", open_to_scraper)
 
     # Images and security.
 
@@ -861,7 +882,7 @@ class RenderTest(unittest.TestCase):
                                "CALLEVAL_INTERNAL_CREDENTIAL_FILE"],
                            CALLEVAL_GRPC_ADDR="127.0.0.1:%d" % grpc_ports[w["metadata"]["name"]],
                            CALLEVAL_HTTP_ADDR=http, CALLEVAL_PUBLIC_BASE_URL="http://" + http,
-                           CALLEVAL_ACCESS_LOG="false")
+                           CALLEVAL_ADMIN_ADDR="127.0.0.1:0", CALLEVAL_ACCESS_LOG="false")
                 running.append((w["metadata"]["name"],
                                 Running(roles, data_dir, args=c["args"], env=env)))
             with open(os.path.join(data_dir, "bootstrap-key")) as f:

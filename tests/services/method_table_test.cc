@@ -92,6 +92,7 @@ class MethodTableTest : public ::testing::Test {
     const std::string credential_file = dir_ + "/internal-credential-given";
     std::ofstream(credential_file) << testing::kTestInternalCredential << "\n";
     ServerConfig config;  // every role in this process, as `calleval serve` runs them
+    config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
     config.data_dir = dir_;
     config.http_addr = "127.0.0.1:0";
     config.grpc_addr = "127.0.0.1:0";

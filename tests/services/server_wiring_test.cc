@@ -118,6 +118,7 @@ class ServerWiringTest : public ::testing::TestWithParam<db::Backend> {
   void SetUp() override {
     dir_ = testing::MakeTempDir("server_wiring");
     ServerConfig config;  // all roles in this process, as `calleval serve` runs them
+    config.admin_addr = "127.0.0.1:0";  // never the fixed default: tests run in parallel
     config.data_dir = dir_;
     config.http_addr = "127.0.0.1:0";
     config.grpc_addr = "127.0.0.1:0";

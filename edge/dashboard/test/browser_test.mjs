@@ -92,7 +92,7 @@ async function serveLlm() {
 async function startService(llm) {
   const data = join(tmp, "data");
   const proc = spawn(BIN, ["serve", "--data-dir", data, "--http-addr", "127.0.0.1:0",
-    "--grpc-addr", "127.0.0.1:0", "--access-log", "false", "--allow-private-hosts", "127.0.0.1",
+    "--grpc-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--access-log", "false", "--allow-private-hosts", "127.0.0.1",
     "--llm-base-url", llm, "--llm-api-key", "test-key", "--llm-model", "test-model"],
   { stdio: ["ignore", "pipe", "inherit"] });
   cleanups.unshift(() => proc.kill("SIGTERM"));
