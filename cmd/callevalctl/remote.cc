@@ -185,7 +185,7 @@ int64_t IntField(const json& object, const char* key) {
 }
 
 // The gate report's files, and the failed outcomes on stderr.
-int FinishReport(const GateReport& report, const RemoteOptions& options) {
+int FinishReport(const GateReport& report, const RemoteOptions& options, absl::Time started) {
   for (const CaseReport& c : report.cases) {
     if (c.error.has_value()) {
       std::cerr << "ERROR " << c.name << ": " << *c.error << "\n";
@@ -198,7 +198,7 @@ int FinishReport(const GateReport& report, const RemoteOptions& options) {
     }
   }
   if (!options.junit.empty()) {
-    if (absl::Status s = WriteFileAtomically(options.junit, JUnitXml(report)); !s.ok()) {
+    if (absl::Status s = WriteFileAtomically(options.junit, JUnitXml(report, started)); !s.ok()) {
       return Fail(s.message());
     }
   }
@@ -422,6 +422,7 @@ const std::vector<Flag<PushOptions>>& PushFlags() {
 
 int CallsPush(const std::vector<std::string>& positional, const PushOptions& options) {
   constexpr char kCommand[] = "calls push";
+  const absl::Time started = absl::Now();
   auto connection = Connection(options);
   if (!connection.ok()) return Usage(connection.status().message(), kCommand);
   auto assertions = ParseAssertions(options, options.wait);
@@ -529,7 +530,7 @@ int CallsPush(const std::vector<std::string>& positional, const PushOptions& opt
     std::cout << line.dump() << "\n";
   }
   std::cout.flush();
-  return FinishReport(report, options);
+  return FinishReport(report, options, started);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -554,7 +555,7 @@ std::string CsvField(const std::string& value) {
 
 namespace {
 
-std::string FigureText(const FigureValue& value) {
+std::string CsvCell(const FigureValue& value) {
   if (std::holds_alternative<std::monostate>(value)) return "";
   if (const bool* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
   if (const double* d = std::get_if<double>(&value)) return json(*d).dump();
@@ -686,7 +687,7 @@ int CallsExport(const std::vector<std::string>&, const ExportOptions& options) {
       }
       for (const std::string& name : figure_names) {
         auto it = figures[i].find(name);
-        row.push_back(CsvField(it == figures[i].end() ? "" : FigureText(it->second)));
+        row.push_back(CsvField(it == figures[i].end() ? "" : CsvCell(it->second)));
       }
       absl::StrAppend(&out, absl::StrJoin(row, ","), "\r\n");
     }
@@ -923,7 +924,7 @@ int RunsBatch(const std::vector<std::string>&, const BatchOptions& options) {
   totals["min_pass_rate"] = options.min_pass_rate < 0 ? json(nullptr) : json(options.min_pass_rate);
   std::cout << totals.dump() << "\n";
   std::cout.flush();
-  int exit_status = FinishReport(report, options);
+  int exit_status = FinishReport(report, options, started);
   if (options.min_pass_rate >= 0 && pass_rate < options.min_pass_rate) {
     std::cerr << kProgram << ": pass rate " << pass_rate << " (" << passed << " of "
               << run_ids.size() << " runs) is below --min-pass-rate " << options.min_pass_rate
