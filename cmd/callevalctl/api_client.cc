@@ -127,12 +127,14 @@ absl::StatusOr<ApiResponse> ApiClient::Send(absl::string_view method, absl::stri
 absl::StatusOr<ApiResponse> ApiClient::Call(absl::string_view method, absl::string_view target,
                                             const std::string* body,
                                             std::atomic<int64_t>* retried) const {
-  const int attempts = std::max(1, options_.max_attempts);
   for (int attempt = 1;; ++attempt) {
     absl::StatusOr<ApiResponse> response = Send(method, target, body);
     const bool retry = response.ok() ? Retryable(response->status)
                                      : absl::IsUnavailable(response.status());
-    if (!retry || attempt == attempts) {
+    const int attempts = response.ok() && response->status == 429
+                             ? std::max(1, options_.max_rate_limited_attempts)
+                             : std::max(1, options_.max_attempts);
+    if (!retry || attempt >= attempts) {
       if (response.ok()) response->attempts = attempt;
       return response;
     }

@@ -5,7 +5,8 @@
 // often on localhost or a private network. Every request is bounded by a connect timeout, a
 // total timeout and a cap on the answer's size.
 //
-// Retries (Call): connection errors and timeouts, 429 and 503, up to max_attempts in all. The
+// Retries (Call): connection errors and timeouts and 503, up to max_attempts in all; 429, up to
+// max_rate_limited_attempts. The
 // wait before the next attempt is the answer's Retry-After (seconds or an HTTP date, capped at
 // max_retry_after), else exponential backoff with full jitter. Other answers are returned as
 // they are, for the caller to read (a 409 on ingest is a call already pushed).
@@ -29,6 +30,8 @@ struct ApiClientOptions {
   absl::Duration request_timeout = absl::Seconds(60);
   int64_t max_response_bytes = int64_t{64} << 20;
   int max_attempts = 8;
+  // A 429 is the server pacing its clients, not a failure: it gets more attempts.
+  int max_rate_limited_attempts = 30;
   absl::Duration initial_backoff = absl::Milliseconds(500);
   absl::Duration max_backoff = absl::Seconds(30);
   absl::Duration max_retry_after = absl::Seconds(60);
