@@ -16,7 +16,8 @@ std::string EnvName(absl::string_view prefix, absl::string_view flag) {
 std::string FormatFlagsHelp(const std::vector<FlagHelp>& flags, absl::string_view env_prefix) {
   std::string out;
   for (const FlagHelp& flag : flags) {
-    absl::StrAppend(&out, "  --", flag.name, " ", flag.value_name, "  (");
+    absl::StrAppend(&out, "  --", flag.name, flag.value_name.empty() ? "" : " ",
+                    flag.value_name, "  (");
     if (flag.required) {
       absl::StrAppend(&out, "required");
     } else {
@@ -81,6 +82,10 @@ absl::Status Tokenize(const std::vector<std::string>& args,
     if (!known(name)) {
       fail(absl::StrCat("unknown flag --", name));
       continue;
+    }
+    if (!has_value && options.is_switch && options.is_switch(name)) {
+      value = "true";
+      has_value = true;
     }
     // A following "--flag" is the next flag, not this one's value (--x=--y passes one).
     if (!has_value && i + 1 < args.size() && !absl::StartsWith(args[i + 1], "--")) {

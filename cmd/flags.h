@@ -33,6 +33,9 @@ struct Flag {
   // The help's default when get() is empty (a default derived at run time, or "none").
   std::string empty_default = "none";
   bool required = false;
+  // A switch stands alone: --wait means true; --wait=false is still accepted. It never takes
+  // the next argument as its value.
+  bool is_switch = false;
 };
 
 // The outcome of parsing: --help (or -h) anywhere wins over everything else.
@@ -50,6 +53,8 @@ struct ParseOptions {
   // Stops at the first positional argument and returns it and everything after it unparsed
   // (a program's flags before its command's words).
   bool stop_at_positional = false;
+  // Names the switches among the known flags (set by ParseFlags from the table).
+  std::function<bool(absl::string_view)> is_switch;
 };
 
 // "CALLEVAL_DATA_DIR" for prefix "CALLEVAL_" and flag "data-dir".
@@ -110,8 +115,13 @@ absl::StatusOr<Parsed> ParseFlags(const std::vector<Flag<T>>& flags,
   };
   Parsed parsed;
   std::vector<internal::Assignment> assignments;
+  ParseOptions tokenize_options = parse_options;
+  tokenize_options.is_switch = [&](absl::string_view name) {
+    const Flag<T>* flag = find(name);
+    return flag != nullptr && flag->is_switch;
+  };
   absl::Status tokens = internal::Tokenize(
-      args, [&](absl::string_view name) { return find(name) != nullptr; }, parse_options,
+      args, [&](absl::string_view name) { return find(name) != nullptr; }, tokenize_options,
       &parsed.help, &assignments, &parsed.positional);
   // Help is answered even when the rest of the line, or the environment, is wrong.
   if (parsed.help) return parsed;
@@ -199,6 +209,15 @@ Flag<T> BoolFlag(std::string name, bool T::*field, std::string description) {
     }
     return absl::OkStatus();
   };
+  return flag;
+}
+
+// A boolean given as a bare --name (true), or --name=true / --name=false.
+template <typename T>
+Flag<T> SwitchFlag(std::string name, bool T::*field, std::string description) {
+  Flag<T> flag = BoolFlag(std::move(name), field, std::move(description));
+  flag.value_name = "";
+  flag.is_switch = true;
   return flag;
 }
 

@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "calleval/v1/calls.pb.h"
+#include "cmd/callevalctl/remote.h"
 #include "cmd/flags.h"
 #include "common/errors.h"
 #include "common/schema.h"
@@ -403,6 +404,13 @@ int Analyze(const GlobalOptions&, const std::vector<std::string>& positional,
 // ---------------------------------------------------------------------------------------------
 // The command table.
 
+// A command of cmd/callevalctl/remote.h: it talks to a server, not to the data dir.
+template <typename Options, int (*body)(const std::vector<std::string>&, const Options&)>
+int Remote(const GlobalOptions&, const std::vector<std::string>& positional,
+           const Options& options) {
+  return body(positional, options);
+}
+
 struct Command {
   std::string words;       // "workspace create"
   std::string positional;  // what follows the words besides flags: "FILE"
@@ -470,6 +478,20 @@ const std::vector<Command>& Commands() {
                   "Runs the audio pass of the scoring service on a recording offline; prints "
                   "{\"duration_seconds\", \"standard_metrics\"} as a call record carries them.",
                   &AnalyzeFlags, &Analyze),
+      MakeCommand("calls push", "MANIFEST.jsonl",
+                  "Ingests the calls of a manifest (one ingest body a line, each with a "
+                  "call_identifier) into a server, resumably; --wait gates on their results.",
+                  &calleval::ctl::PushFlags,
+                  &Remote<calleval::ctl::PushOptions, &calleval::ctl::CallsPush>),
+      MakeCommand("calls export", "",
+                  "Prints every call of an agent from a server as CSV or JSON lines.",
+                  &calleval::ctl::ExportFlags,
+                  &Remote<calleval::ctl::ExportOptions, &calleval::ctl::CallsExport>),
+      MakeCommand("runs batch", "",
+                  "Runs scenarios against an agent on a server as one batch; --wait reports on "
+                  "every run and gates on them (--min-pass-rate, --assert).",
+                  &calleval::ctl::BatchFlags,
+                  &Remote<calleval::ctl::BatchOptions, &calleval::ctl::RunsBatch>),
   };
   return *commands;
 }

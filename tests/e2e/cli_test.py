@@ -34,6 +34,13 @@ CTL_COMMANDS = {
     "key create": {"--workspace", "--grant"},
     "credits add": {"--workspace", "--amount"},
     "analyze": {"--transcript", "--channel-map", "--stt"},
+    "calls push": {"--url", "--key", "--workspace", "--timeout", "--assert", "--junit",
+                   "--summary", "--concurrency", "--wait"},
+    "calls export": {"--url", "--key", "--workspace", "--agent", "--since", "--until",
+                     "--format", "--output"},
+    "runs batch": {"--url", "--key", "--workspace", "--timeout", "--assert", "--junit",
+                   "--summary", "--agent", "--scenarios", "--channel", "--concurrency", "--wait",
+                   "--min-pass-rate"},
 }
 
 
@@ -273,6 +280,17 @@ class CallevalctlErrorsTest(unittest.TestCase):
         self.assert_usage_error(self.ctl("analyze"), "FILE")
         self.assert_usage_error(self.ctl("analyze", self.wav, "second.wav"), "second.wav")
         self.assertEqual(run(CALLEVALCTL).returncode, 2)
+
+    def test_switches_take_no_value(self):
+        # --wait stands alone: the manifest after it stays the positional argument, so the
+        # parse gets as far as the missing server.
+        self.assert_usage_error(self.ctl("calls", "push", "--wait", "m.jsonl"), "--url")
+        self.assert_usage_error(self.ctl("calls", "push", "m.jsonl", "--wait=maybe"), "--wait")
+        self.assert_usage_error(self.ctl("calls", "push", "--wait"), "MANIFEST.jsonl")
+        self.assert_usage_error(self.ctl("runs", "batch", "--agent", "1", "--scenarios", "a"),
+                                "--scenarios")
+        self.assert_usage_error(self.ctl("calls", "export", "--agent", "1", "--format", "xml"),
+                                "--format")
 
     def test_commands_still_work(self):
         result = self.ctl("workspace", "create", "--name", "acme", "--credits=7")
