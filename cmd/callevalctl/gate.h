@@ -1,6 +1,6 @@
 #pragma once
 
-// The CI gate of callevalctl (docs/cli.md): the figures of a scored call, assertions over them,
+// The CI gate of callevalctl (docs/operations.md §2): the figures of a scored call, assertions over them,
 // and the reports a CI server reads (JUnit XML, a JSON summary, an exit status). Pure functions
 // over the JSON the API and `callevalctl analyze` print, so the offline and the server commands
 // judge a call the same way.
@@ -117,7 +117,8 @@ struct GateReport {
 // JUnit XML: one <testsuite> named after the suite; one <testcase> per case and assertion
 // (classname the case's name, name the assertion) with <failure>, <error> or <skipped>; a case
 // without assertions is one <testcase name="completed"> (an <error> when its work failed). The
-// shape GitLab, GitHub's reporters and Jenkins read; tests validate it against Jenkins' schema.
+// shape GitLab, GitHub's reporters and Jenkins read; tests validate it against the schema in
+// tests/fixtures/junit-ci.xsd (the rules those readers share) and read it back with junitparser.
 // `timestamp` is the run's start.
 std::string JUnitXml(const GateReport& report, absl::Time timestamp);
 

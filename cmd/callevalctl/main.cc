@@ -7,10 +7,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iostream>
-#include <iterator>
 #include <limits>
 #include <memory>
 #include <string>
@@ -21,19 +19,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "calleval/v1/calls.pb.h"
+#include "cmd/callevalctl/analyze.h"
 #include "cmd/callevalctl/remote.h"
 #include "cmd/flags.h"
 #include "common/errors.h"
 #include "common/schema.h"
 #include "common/database.h"
-#include "edge/json_codec.h"
 #include "nlohmann/json.hpp"
 #include "services/accounts/accounts_store.h"
-#include "services/calls/call_rules.h"
-#include "services/scoring/analysis.h"
-#include "services/scoring/transcription_accuracy.h"
-#include "services/scoring/transcription_worker.h"
 
 namespace {
 
@@ -54,12 +47,6 @@ int Fail(absl::string_view message) {
 int Usage(absl::string_view message, absl::string_view help_command = "") {
   std::cerr << kProgram << ": " << message << " (" << kProgram
             << (help_command.empty() ? "" : " ") << help_command << " --help)\n";
-  return 2;
-}
-
-// Input the API would refuse: the same exit status as a usage error.
-int InputError(absl::string_view message) {
-  std::cerr << kProgram << ": " << message << "\n";
   return 2;
 }
 
@@ -232,173 +219,11 @@ int CreditsAdd(const GlobalOptions& global, const std::vector<std::string>&,
 }
 
 // ---------------------------------------------------------------------------------------------
-// analyze
+// analyze (cmd/callevalctl/analyze.cc)
 
-struct AnalyzeOptions {
-  std::string transcript;
-  calleval::scoring::ChannelMap channel_map;
-  std::string stt = "pocketsphinx";
-};
-
-const std::vector<Flag<AnalyzeOptions>>& AnalyzeFlags() {
-  static const auto* flags = new std::vector<Flag<AnalyzeOptions>>{
-      [] {
-        Flag<AnalyzeOptions> flag =
-            StringFlag("transcript", "T.json", &AnalyzeOptions::transcript,
-                       "the call's transcript: the ingest format's transcript array, checked "
-                       "as the API checks it (enables transcription_accuracy)");
-        flag.set = [](absl::string_view v, AnalyzeOptions* o) -> absl::Status {
-          if (v.empty()) return UsageError("must not be empty");
-          o->transcript = std::string(v);
-          return absl::OkStatus();
-        };
-        return flag;
-      }(),
-      [] {
-        Flag<AnalyzeOptions> flag;
-        flag.name = "channel-map";
-        flag.value_name = "agent=N,user=M";
-        flag.description = "which channel of a stereo recording is the agent's and the user's";
-        flag.get = [](const AnalyzeOptions& o) {
-          return absl::StrCat("agent=", o.channel_map.agent, ",user=", o.channel_map.user);
-        };
-        flag.set = [](absl::string_view v, AnalyzeOptions* o) -> absl::Status {
-          auto map = calleval::scoring::ParseChannelMap(std::string(v));
-          if (!map.ok()) {
-            const auto info = calleval::ErrorInfoOf(map.status());
-            return UsageError(info.details_size() > 0 ? info.details(0).issue()
-                                                      : std::string(map.status().message()));
-          }
-          o->channel_map = *map;
-          return absl::OkStatus();
-        };
-        return flag;
-      }(),
-      [] {
-        Flag<AnalyzeOptions> flag;
-        flag.name = "stt";
-        flag.value_name = "pocketsphinx|none";
-        flag.description =
-            "the recognizer transcription_accuracy compares --transcript with; none: off";
-        flag.get = [](const AnalyzeOptions& o) { return o.stt; };
-        flag.set = [](absl::string_view v, AnalyzeOptions* o) -> absl::Status {
-          if (v != "pocketsphinx" && v != "none") {
-            return UsageError(absl::StrCat("must be pocketsphinx or none, not ", v));
-          }
-          o->stt = std::string(v);
-          return absl::OkStatus();
-        };
-        return flag;
-      }(),
-  };
-  return *flags;
-}
-
-// nlohmann's messages start with "[json.exception...] " and quote the input, which may hold
-// bytes that are not printable; the line printed must stay one short line.
-std::string PrintableParseError(absl::string_view what) {
-  if (size_t pos = what.find("] "); pos != absl::string_view::npos && what.front() == '[') {
-    what.remove_prefix(pos + 2);
-  }
-  std::string out;
-  for (char c : what.substr(0, 200)) {
-    unsigned char u = static_cast<unsigned char>(c);
-    out.push_back(u >= 0x20 && u < 0x7F ? c : '?');
-  }
-  return out;
-}
-
-// The API's error as one line: its details as "field: issue", else its message.
-std::string OneLine(const absl::Status& status) {
-  const calleval::v1::ErrorInfo info = calleval::ErrorInfoOf(status);
-  std::vector<std::string> parts;
-  for (const auto& detail : info.details()) {
-    parts.push_back(detail.has_field() ? absl::StrCat(detail.field(), ": ", detail.issue())
-                                       : detail.issue());
-  }
-  if (parts.empty()) return std::string(status.message());
-  return absl::StrJoin(parts, "; ");
-}
-
-// Reads a transcript file exactly as the API's ingest takes its `transcript` field: the edge's
-// JSON codec parses it and the calls service's rules check it (services/calls/call_rules.h), so
-// what the API refuses is refused here with the same field and issue. Unreadable file: exit 1;
-// a transcript the API would refuse: a usage error.
-absl::StatusOr<std::vector<calleval::v1::Turn>> ReadTranscript(const std::string& path,
-                                                               int* exit_status) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *exit_status = 1;
-    return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  }
-  *exit_status = 2;
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // Syntax errors are reported here, where line and column are the file's own.
-  if (!nlohmann::json::accept(text)) {
-    try {
-      const nlohmann::json document = nlohmann::json::parse(text);
-      (void)document;
-    } catch (const nlohmann::json::exception& e) {
-      return UsageError(absl::StrCat(path, ": malformed JSON: ", PrintableParseError(e.what())));
-    }
-  }
-  calleval::v1::IngestCallRequest request;
-  absl::Status parsed = calleval::edge::ParseJsonBody("{\"transcript\": " + text + "\n}", &request);
-  if (!parsed.ok()) return UsageError(absl::StrCat(path, ": ", OneLine(parsed)));
-  // The fields a real ingest would carry besides the transcript; the recording is FILE.
-  request.set_call_identifier("callevalctl-analyze");
-  request.set_agent_id(1);
-  absl::Status valid = calleval::calls::ValidateIngest(request, /*recorded=*/true);
-  if (!valid.ok()) return UsageError(absl::StrCat(path, ": ", OneLine(valid)));
-  return std::vector<calleval::v1::Turn>(request.transcript().begin(),
-                                         request.transcript().end());
-}
-
-// `analyze FILE ...`: the audio pass of the scoring service on one recording, offline; prints
-// {"duration_seconds", "standard_metrics"} with the elements a call record carries.
 int Analyze(const GlobalOptions&, const std::vector<std::string>& positional,
-            const AnalyzeOptions& flags) {
-  const std::string& file = positional[0];
-  calleval::scoring::AnalysisOptions options;
-  options.channel_map = flags.channel_map;
-  const bool has_transcript = !flags.transcript.empty();
-  std::vector<calleval::v1::Turn> transcript;
-  if (has_transcript) {
-    int exit_status = 0;
-    auto read = ReadTranscript(flags.transcript, &exit_status);
-    if (!read.ok()) {
-      if (exit_status == 2) return InputError(read.status().message());
-      return Fail(read.status().message());
-    }
-    transcript = std::move(*read);
-  }
-  auto result =
-      calleval::scoring::AnalyzeRecording(file, has_transcript ? &transcript : nullptr, options);
-  if (!result.ok()) return Fail(result.status().message());
-  // transcription_accuracy: the provided transcript against the embedded recognizer's.
-  calleval::v1::StandardMetricResult accuracy;
-  if (!has_transcript) {
-    accuracy = calleval::scoring::TranscriptionAccuracyNotApplicable(
-        calleval::scoring::kNoProvidedTranscript);
-  } else if (flags.stt == "none") {
-    accuracy = calleval::scoring::TranscriptionAccuracyNotApplicable(
-        "speech-to-text is off (--stt none)");
-  } else {
-    auto recognizer = calleval::scoring::PocketsphinxRecognizer::Create();
-    if (!recognizer.ok()) return Fail(recognizer.status().message());
-    auto generated = calleval::scoring::TranscribeRecording(
-        file, options.channel_map, /*has_provided_transcript=*/true, **recognizer);
-    if (!generated.ok()) return Fail(generated.status().message());
-    accuracy = calleval::scoring::TranscriptionAccuracy(transcript, *generated);
-  }
-  result->standard_metrics.push_back(std::move(accuracy));
-  std::stable_sort(result->standard_metrics.begin(), result->standard_metrics.end(),
-                   [](const auto& a, const auto& b) { return a.metric_id() < b.metric_id(); });
-  calleval::v1::RecordingAnalysis analysis;
-  analysis.set_duration_seconds(result->duration_seconds);
-  for (auto& m : result->standard_metrics) *analysis.add_standard_metrics() = std::move(m);
-  std::cout << calleval::edge::PrintJson(analysis) << "\n";
-  return 0;
+            const calleval::ctl::AnalyzeOptions& options) {
+  return calleval::ctl::Analyze(positional, options);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -445,14 +270,18 @@ Command MakeCommand(std::string words, std::string positional, std::string summa
                                          const std::vector<std::string>& args) {
     Options options;
     calleval::cli::ParseOptions parse_options;
-    parse_options.max_positional = described.positional.empty() ? 0 : 1;
+    // "FILE": one, required; "[FILE...]": any number, none required (the command checks).
+    parse_options.max_positional = described.positional.empty()                  ? 0
+                                   : absl::StrContains(described.positional, "...") ? SIZE_MAX
+                                                                                    : 1;
     auto parsed = calleval::cli::ParseFlags(flags(), args, parse_options, &options);
     if (parsed.ok() && parsed->help) {
       std::cout << CommandHelp(described);
       return 0;
     }
     if (!parsed.ok()) return Usage(parsed.status().message(), described.words);
-    if (parsed->positional.size() < parse_options.max_positional) {
+    if (parsed->positional.empty() && !described.positional.empty() &&
+        !absl::StartsWith(described.positional, "[")) {
       return Usage(absl::StrCat(described.words, " needs a ", described.positional),
                    described.words);
     }
@@ -474,10 +303,15 @@ const std::vector<Command>& Commands() {
       MakeCommand("credits add", "",
                   "Adds credits to a workspace; prints {\"workspace_id\", \"credit_balance\"}.",
                   &CreditsAddFlags, &CreditsAdd),
-      MakeCommand("analyze", "FILE",
-                  "Runs the audio pass of the scoring service on a recording offline; prints "
-                  "{\"duration_seconds\", \"standard_metrics\"} as a call record carries them.",
-                  &AnalyzeFlags, &Analyze),
+      MakeCommand("analyze", "[FILE|GLOB...]",
+                  "Runs the audio pass of the scoring service on recordings offline. One FILE: "
+                  "prints {\"duration_seconds\", \"standard_metrics\"} as a call record carries "
+                  "them. Several (files, quoted globs, --manifest): analysed --jobs at a time, "
+                  "one JSON line each in input order ({\"name\", \"duration_seconds\", "
+                  "\"standard_metrics\"} or {\"name\", \"error\"}), progress on stderr. "
+                  "--assert checks every input's figures; exits 0 when every input was analysed "
+                  "and every assertion holds, 1 otherwise.",
+                  &calleval::ctl::AnalyzeFlags, &Analyze),
       MakeCommand("calls push", "MANIFEST.jsonl",
                   "Ingests the calls of a manifest (one ingest body a line, each with a "
                   "call_identifier) into a server, resumably; --wait gates on their results.",

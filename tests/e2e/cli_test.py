@@ -4,8 +4,11 @@
 --help of every program and command lists each flag with its default and exits 0; an unknown
 flag or command, a flag without its value and a malformed value exit 2 with one line on stderr
 naming it; `callevalctl analyze --transcript` rejects what the API's ingest rejects, with the
-API's field and issue (checked against a running server).
+API's field and issue (checked against a running server); `callevalctl analyze` over many
+recordings of the test corpus checks assertions, exits 0/1/2 and writes a JUnit report that a
+JUnit XML schema accepts and a JUnit reader that is not ours reads back.
 """
+import glob
 import json
 import os
 import re
@@ -16,12 +19,19 @@ import unittest
 import urllib.error
 import urllib.request
 
+import junitparser
+from lxml import etree
+
 from serve_process import ServeProcess
 
 CALLEVAL = os.environ.get("CALLEVAL_BIN")
 CALLEVALCTL = os.environ.get("CALLEVALCTL_BIN")
-DOCS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
-                    "operations.md")
+HERE = os.path.dirname(os.path.abspath(__file__))
+DOCS = os.path.join(HERE, "..", "..", "docs", "operations.md")
+# The JUnit XML schema the --junit reports are checked against (its header says whose rules).
+JUNIT_XSD = os.path.join(HERE, "..", "fixtures", "junit-ci.xsd")
+# The test corpus: <id>.wav with <id>.transcript.json and <id>.truth.json (tests/corpus).
+CORPUS = os.environ.get("CALLEVAL_CORPUS_DIR")
 
 ROLES_MESSAGE = "must be one of AI Assistant, User, Function Call, Function Call Result"
 
@@ -33,7 +43,8 @@ CTL_COMMANDS = {
     "workspace create": {"--name", "--credits"},
     "key create": {"--workspace", "--grant"},
     "credits add": {"--workspace", "--amount"},
-    "analyze": {"--transcript", "--channel-map", "--stt"},
+    "analyze": {"--transcript", "--channel-map", "--stt", "--manifest", "--jobs", "--assert",
+                "--junit", "--summary"},
     "calls push": {"--url", "--key", "--workspace", "--timeout", "--assert", "--junit",
                    "--summary", "--concurrency", "--wait"},
     "calls export": {"--url", "--key", "--workspace", "--agent", "--since", "--until",
@@ -44,14 +55,15 @@ CTL_COMMANDS = {
 }
 
 
-def run(*args, env=None):
+def run(*args, env=None, cwd=None):
     full_env = dict(os.environ)
     # Defaults of the help must be the built-in ones, whatever the environment says.
     for name in list(full_env):
         if name.startswith("CALLEVAL_") and name not in ("CALLEVAL_BIN", "CALLEVALCTL_BIN"):
             del full_env[name]
     full_env.update(env or {})
-    return subprocess.run(list(args), capture_output=True, text=True, timeout=120, env=full_env)
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=300, env=full_env,
+                          cwd=cwd)
 
 
 def flag_lines(help_text):
@@ -278,7 +290,7 @@ class CallevalctlErrorsTest(unittest.TestCase):
         self.assert_usage_error(self.ctl("workspace", "delete"), "workspace delete")
         self.assert_usage_error(self.ctl("frobnicate"), "frobnicate")
         self.assert_usage_error(self.ctl("analyze"), "FILE")
-        self.assert_usage_error(self.ctl("analyze", self.wav, "second.wav"), "second.wav")
+        self.assert_usage_error(self.ctl("analyze", "--stt", "none", "--jobs", "0"), "--jobs")
         self.assertEqual(run(CALLEVALCTL).returncode, 2)
 
     def test_switches_take_no_value(self):
@@ -390,6 +402,308 @@ class AnalyzeMatchesApiTest(unittest.TestCase):
                 self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
                 for detail in details:
                     self.assertIn("%s: %s" % (detail["field"], detail["issue"]), result.stderr)
+
+
+def junit_schema():
+    return etree.XMLSchema(etree.parse(JUNIT_XSD))
+
+
+class AnalyzeBatchTest(unittest.TestCase):
+    """`callevalctl analyze` over several corpus recordings: inputs as files, a glob or a
+    manifest; assertions checked before any work; exit 0/1/2; JUnit and summary reports."""
+
+    CALLS = ["basic_stereo", "interruptions", "short_stereo"]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp()
+        cls.calls = os.path.join(cls.dir, "calls")
+        os.makedirs(cls.calls)
+        for call in cls.CALLS:
+            for suffix in (".wav", ".transcript.json", ".truth.json"):
+                shutil.copy(os.path.join(CORPUS, call + suffix), cls.calls)
+        cls.wavs = [os.path.join(cls.calls, call + ".wav") for call in cls.CALLS]
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir)
+
+    def analyze(self, *args, cwd=None):
+        return run(CALLEVALCTL, "analyze", *args, cwd=cwd)
+
+    def report_path(self, name):
+        path = os.path.join(self.dir, name)
+        if os.path.exists(path):
+            os.remove(path)
+        return path
+
+    def lines(self, result):
+        return [json.loads(line) for line in result.stdout.splitlines()]
+
+    def assert_usage_error(self, result, *needles):
+        self.assertEqual(result.returncode, 2, result.stdout + result.stderr)
+        self.assertEqual(result.stdout, "")
+        self.assertEqual(len(result.stderr.strip().splitlines()), 1, result.stderr)
+        for needle in needles:
+            self.assertIn(needle, result.stderr)
+
+    def assert_valid_junit(self, path):
+        """The report passes the schema and a JUnit reader that is not ours reads it back."""
+        document = etree.parse(path)
+        schema = junit_schema()
+        self.assertTrue(schema.validate(document), schema.error_log)
+        return junitparser.JUnitXml.fromfile(path)
+
+    def test_batch_with_holding_assertions_exits_0(self):
+        junit, summary = self.report_path("pass.xml"), self.report_path("pass.json")
+        wavs = self.wavs[:2]  # the calls with latencies: their truth's p95 is under 1500 ms
+        assertions = ["duration_seconds > 1", "latency.status==completed",
+                      "latency.p95_ms<=1500", "user_interruptions.count>=0",
+                      # --stt none: transcription_accuracy is not_applicable, so skipped.
+                      "transcription_accuracy.wer<=0.5"]
+        args = [a for assertion in assertions for a in ("--assert", assertion)]
+        result = self.analyze(*wavs, "--transcript", "auto", "--stt", "none", *args,
+                              "--junit", junit, "--summary", summary)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        lines = self.lines(result)
+        self.assertEqual([line["name"] for line in lines], wavs)
+        for line, call in zip(lines, self.CALLS):
+            with open(os.path.join(self.calls, call + ".truth.json")) as f:
+                truth = json.load(f)
+            self.assertAlmostEqual(line["duration_seconds"], truth["duration_seconds"], delta=0.1)
+            self.assertEqual(len(line["standard_metrics"]), 10)
+            # --transcript auto found each call's transcript: its words were counted.
+            wpm = next(m for m in line["standard_metrics"]
+                       if m["standard_metric_key"] == "words_per_minute")
+            self.assertEqual(wpm["status"], "completed")
+        with open(summary) as f:
+            report = json.load(f)
+        self.assertEqual(report["totals"]["cases"], 2)
+        self.assertEqual(report["totals"]["assertions"], 10)  # one per call and assertion
+        self.assertEqual(report["totals"]["passed"], 8)
+        self.assertEqual(report["totals"]["skipped"], 2)
+        self.assertEqual(report["totals"]["failed"], 0)
+        self.assertEqual(report["totals"]["errors"], 0)
+        self.assertEqual(report["exit_code"], 0)
+        self.assertEqual(report["assertions"], assertions)
+        # Every figure of every call, the same numbers as the output lines.
+        for case, line in zip(report["cases"], lines):
+            latency = next(m for m in line["standard_metrics"]
+                           if m["standard_metric_key"] == "latency")
+            self.assertEqual(case["figures"]["latency.p95_ms"], latency["result"]["p95_ms"])
+        xml = self.assert_valid_junit(junit)
+        cases = [case for suite in xml for case in suite]
+        self.assertEqual(len(cases), 10)
+        self.assertEqual({case.classname for case in cases}, set(wavs))
+        self.assertEqual(sum(1 for case in cases if case.is_skipped), 2)
+        self.assertTrue(all(case.is_passed or case.is_skipped for case in cases))
+
+    def test_failing_assertion_exits_1_with_the_actual_figure(self):
+        junit, summary = self.report_path("fail.xml"), self.report_path("fail.json")
+        # basic_stereo's p95 is 1255 ms by its truth (measured about 1270), interruptions' 985 ms
+        # (measured about 1080); short_stereo has no latency (the metric is not_applicable, so
+        # the assertion is skipped).
+        result = self.analyze(*self.wavs, "--stt", "none", "--assert", "latency.p95_ms<=1200",
+                              "--assert", "duration_seconds>0", "--junit", junit,
+                              "--summary", summary)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        lines = self.lines(result)
+        self.assertEqual(len(lines), 3)
+        with open(summary) as f:
+            report = json.load(f)
+        self.assertEqual(report["exit_code"], 1)
+        self.assertEqual(report["totals"]["failed"], 1)
+        self.assertEqual(report["totals"]["skipped"], 1)
+        self.assertEqual(report["totals"]["passed"], 4)
+        xml = self.assert_valid_junit(junit)
+        failures = {}
+        for suite in xml:
+            for case in suite:
+                if case.result and isinstance(case.result[0], junitparser.Failure):
+                    self.assertEqual(case.name, "latency.p95_ms<=1200")
+                    failures[case.classname] = case.result[0].message
+        self.assertEqual(set(failures), {self.wavs[0]})
+        p95 = next(m for m in lines[0]["standard_metrics"]
+                   if m["standard_metric_key"] == "latency")["result"]["p95_ms"]
+        self.assertGreater(p95, 1200)
+        # The message says what the figure was...
+        shown = re.search(r"latency\.p95_ms is ([0-9.]+)", failures[self.wavs[0]])
+        self.assertIsNotNone(shown, failures[self.wavs[0]])
+        self.assertAlmostEqual(float(shown.group(1)), p95, delta=0.05)
+        # ...and so does the log, one line per failure.
+        logged = [line for line in result.stderr.splitlines() if "latency.p95_ms is" in line]
+        self.assertEqual(len(logged), 1, result.stderr)
+        self.assertIn(self.wavs[0], logged[0])
+
+    def test_usage_errors_before_any_work(self):
+        junit = self.report_path("usage.xml")
+        wav = self.wavs[0]
+        cases = {
+            "latncy": ["--assert", "latncy.p95_ms<=1500"],
+            "p96_ms": ["--assert", "latency.p96_ms<=1500"],
+            "latency.p95_ms": ["--assert", "latency.p95_ms"],
+            "fast": ["--assert", "latency.p95_ms<=fast"],
+        }
+        for needle, args in cases.items():
+            with self.subTest(needle=needle):
+                self.assert_usage_error(self.analyze(wav, *args, "--junit", junit), needle)
+        nowhere = os.path.join(self.dir, "nowhere", "*.wav")
+        self.assert_usage_error(self.analyze(nowhere, "--junit", junit), nowhere)
+        self.assert_usage_error(self.analyze(wav, wav, "--transcript", wav + ".json"),
+                                "--transcript")
+        self.assert_usage_error(self.analyze(wav, "--junit", "/nonexistent/dir/r.xml"),
+                                "--junit")
+        # Nothing was analysed: no report was written.
+        self.assertFalse(os.path.exists(junit))
+
+    def write_manifest(self, name, lines):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write("\n".join(line if isinstance(line, str) else json.dumps(line)
+                              for line in lines) + "\n")
+        return path
+
+    def test_malformed_manifest_names_the_line(self):
+        good = {"recording": "calls/short_stereo.wav"}
+        cases = {
+            "malformed JSON": [good, "{not json"],
+            "not a JSON object": [good, "", "[1, 2]"],
+            "recording": [good, {"transcript": None}],
+            "unknown key": [good, {"recording": "a.wav", "transcipt": "a.json"}],
+            "channel_map": [good, {"recording": "a.wav", "channel_map": "agent=0"}],
+        }
+        for needle, lines in cases.items():
+            with self.subTest(needle=needle):
+                path = self.write_manifest("bad.jsonl", lines)
+                line = len(lines)
+                self.assert_usage_error(self.analyze("--manifest", path),
+                                        "bad.jsonl:%d:" % line, needle)
+
+    def test_manifest_paths_are_relative_to_the_manifest(self):
+        manifest = self.write_manifest("calls.jsonl", [
+            {"recording": "calls/basic_stereo.wav",
+             "transcript": "calls/basic_stereo.transcript.json", "name": "basic"},
+            {"recording": "calls/short_stereo.wav", "transcript": None,
+             "channel_map": "agent=1,user=0"},
+        ])
+        elsewhere = tempfile.mkdtemp()
+        try:
+            result = self.analyze("--manifest", manifest, "--stt", "none", "--assert",
+                                  "words_per_minute.status==completed", cwd=elsewhere)
+        finally:
+            shutil.rmtree(elsewhere)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        lines = self.lines(result)
+        self.assertEqual([line["name"] for line in lines],
+                         ["basic", "calls/short_stereo.wav"])
+        wpm = [next(m for m in line["standard_metrics"]
+                    if m["standard_metric_key"] == "words_per_minute") for line in lines]
+        # The transcript was found beside the manifest; the second call had none to count.
+        self.assertEqual(wpm[0]["status"], "completed")
+        self.assertNotEqual(wpm[1]["status"], "completed")
+        self.assertIn("calls/short_stereo.wav", result.stderr)
+
+    def test_glob_is_expanded_sorted(self):
+        pattern = os.path.join(self.calls, "*.wav")
+        result = self.analyze(pattern, "--stt", "none")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual([line["name"] for line in self.lines(result)], sorted(self.wavs))
+
+    def analyze_measured(self, *args):
+        """Runs analyze; returns its stdout, exit status and peak resident memory in bytes."""
+        process = subprocess.Popen([CALLEVALCTL, "analyze", *args], stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, text=True)
+        stdout = process.stdout.read()
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        process.stdout.close()
+        return stdout, process.returncode, usage.ru_maxrss * 1024
+
+    def test_jobs_2_prints_what_jobs_1_prints(self):
+        outputs = {}
+        for jobs in ("1", "2", "3"):
+            result = self.analyze(*self.wavs, "--stt", "none", "--jobs", jobs)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            outputs[jobs] = result.stdout
+        self.assertEqual(outputs["2"], outputs["1"])
+        self.assertEqual(outputs["3"], outputs["1"])
+        self.assertEqual(len(outputs["1"].splitlines()), 3)
+
+    def test_each_job_keeps_one_recognizer(self):
+        # The short call three times, with its transcript: transcription_accuracy runs the
+        # recognizer (~140 MB) on each. One job loads it once for the three; two jobs load one
+        # each. Were it loaded per file and kept, one job would hold three.
+        short = self.wavs[2]
+        args = [short, short, short, "--transcript", "auto"]
+        one_job, status, one_job_rss = self.analyze_measured(*args, "--jobs", "1")
+        self.assertEqual(status, 0)
+        two_jobs, status, two_jobs_rss = self.analyze_measured(*args, "--jobs", "2")
+        self.assertEqual(status, 0)
+        self.assertEqual(two_jobs, one_job)
+        accuracy = [next(m for m in json.loads(line)["standard_metrics"]
+                         if m["standard_metric_key"] == "transcription_accuracy")
+                    for line in one_job.splitlines()]
+        self.assertEqual([a["status"] for a in accuracy], ["completed"] * 3)
+        self.assertLess(one_job_rss, 0.75 * two_jobs_rss, (one_job_rss, two_jobs_rss))
+
+    def test_progress_lines_when_stderr_is_not_a_terminal(self):
+        result = self.analyze(*self.wavs, "--stt", "none", "--jobs", "2")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertNotIn("\r", result.stderr)
+        progress = [line for line in result.stderr.splitlines()
+                    if re.match(r"^\d+/3 ", line)]
+        self.assertEqual(len(progress), 3, result.stderr)
+        for wav in self.wavs:
+            self.assertEqual(sum(1 for line in progress if wav in line), 1, result.stderr)
+
+    def test_inputs_that_cannot_be_analysed_are_error_cases(self):
+        not_audio = os.path.join(self.dir, "notes.wav")
+        with open(not_audio, "w") as f:
+            f.write("not a recording\n")
+        missing = os.path.join(self.dir, "missing.wav")
+        junit, summary = self.report_path("errors.xml"), self.report_path("errors.json")
+        result = self.analyze(self.wavs[2], not_audio, missing, "--stt", "none",
+                              "--assert", "duration_seconds>0", "--junit", junit,
+                              "--summary", summary)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        lines = self.lines(result)
+        self.assertEqual([line["name"] for line in lines], [self.wavs[2], not_audio, missing])
+        self.assertIn("standard_metrics", lines[0])
+        self.assertTrue(lines[1]["error"])
+        self.assertTrue(lines[2]["error"])
+        with open(summary) as f:
+            totals = json.load(f)["totals"]
+        self.assertEqual((totals["passed"], totals["errors"]), (1, 2))
+        xml = self.assert_valid_junit(junit)
+        errors = [case.classname for suite in xml for case in suite
+                  if case.result and isinstance(case.result[0], junitparser.Error)]
+        self.assertEqual(errors, [not_audio, missing])
+
+    def test_one_file_prints_the_call_record_document(self):
+        one = self.analyze(self.wavs[2], "--stt", "none")
+        self.assertEqual(one.returncode, 0, one.stderr)
+        self.assertEqual(one.stderr, "")
+        document = json.loads(one.stdout)
+        self.assertEqual(set(document), {"duration_seconds", "standard_metrics"})
+        many = self.lines(self.analyze(self.wavs[2], self.wavs[2], "--stt", "none"))
+        self.assertEqual(many[0], dict(document, name=self.wavs[2]))
+        # Assertions on one file keep its document and say the outcome by the exit status.
+        failed = self.analyze(self.wavs[2], "--stt", "none", "--assert", "duration_seconds>1e6")
+        self.assertEqual(failed.returncode, 1)
+        self.assertEqual(json.loads(failed.stdout), document)
+        self.assertIn("duration_seconds", failed.stderr)
+
+    def test_junit_schema_refuses_what_ci_servers_would_not_read(self):
+        # The check above can fail: the schema is not a rubber stamp.
+        schema = junit_schema()
+        for bad in (b'<testsuites><testsuite name="s" tests="1" failures="0" errors="0">'
+                    b'<testcase name="a"/></testsuite></testsuites>',
+                    b'<testsuites><testsuite name="s" tests="1" failures="1" errors="1">'
+                    b'<testcase name="a" classname="c"><failure/><error/></testcase>'
+                    b'</testsuite></testsuites>',
+                    b'<testsuites><testsuite name="s" tests="1" failures="0" errors="0">'
+                    b'<testcase name="a" classname="c" time="1,5"/></testsuite></testsuites>'):
+            self.assertFalse(schema.validate(etree.fromstring(bad)), bad)
 
 
 if __name__ == "__main__":
