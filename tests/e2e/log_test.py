@@ -213,7 +213,7 @@ class TextLogTest(unittest.TestCase):
             self.assertEqual(fields["method"], "GET")
             self.assertEqual(fields["path"], '"/api/v1/a=b"')
             self.assertEqual(fields["status"], "404")
-            self.assertEqual(fields["route"], "-")
+            self.assertEqual(fields["route"], "unmatched")
 
 
 class LogFlagsTest(unittest.TestCase):

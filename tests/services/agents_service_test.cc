@@ -152,7 +152,7 @@ TEST_P(AgentsServiceTest, EveryPublicMethodAuthenticatesAndResolvesTheWorkspace)
   const auto* service = testing::ServiceNamed(v1::Agents::service_full_name());
   EXPECT_THAT(
       testing::ExpectPublicMethodsRefuseUnauthenticated(server_->channel(), service, tenants_),
-      SizeIs(16));
+      SizeIs(21));
   // Languages are the same for every workspace.
   EXPECT_THAT(
       testing::ExpectPublicMethodsRefuseForeignWorkspace(server_->channel(), service, tenants_),
@@ -461,8 +461,8 @@ TEST_P(AgentsServiceTest, RunCountsAnswerTheSameInProcessAndOverGrpc) {
   }
 }
 
-// A process that serves agents without the scenarios and runs stores answers their methods
-// 503, so the edge can tell the client to retry elsewhere.
+// A process that serves agents without the scenarios, runs and integrations stores answers their
+// methods 503, so the edge can tell the client to retry elsewhere.
 TEST_P(AgentsServiceTest, ScenariosAndRunsNotServedHereAreUnavailable) {
   AgentsService agents_only(agents_.get(), authenticator_.get(), &pool_);
   auto server = testing::TestGrpcServer::Serve(&agents_only);
@@ -478,10 +478,12 @@ TEST_P(AgentsServiceTest, ScenariosAndRunsNotServedHereAreUnavailable) {
     if (status.error_code() != grpc::UNAVAILABLE) continue;
     ++unavailable;
     EXPECT_THAT(method->name(),
-                ::testing::AnyOf(::testing::HasSubstr("Scenario"), ::testing::HasSubstr("Run")));
+                ::testing::AnyOf(::testing::HasSubstr("Scenario"), ::testing::HasSubstr("Run"),
+                                 ::testing::HasSubstr("Integration")));
   }
-  // Five scenario methods, RunScenario, GetRun, ListRuns and the two batch methods.
-  EXPECT_EQ(unavailable, 10);
+  // Five scenario methods, RunScenario, GetRun, ListRuns, the two batch methods and the five
+  // integration settings methods.
+  EXPECT_EQ(unavailable, 15);
   v1::ListAgentsResponse listed;
   ASSERT_GRPC_OK(v1::Agents::NewStub(server->channel())->ListAgents(Keyed().get(), {}, &listed));
 }

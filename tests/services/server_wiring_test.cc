@@ -269,7 +269,7 @@ TEST_P(ServerWiringTest, EveryRouteAnswersAnEmptyRequestLikeItsGrpcMethod) {
 struct Made {
   int64_t agent = 0, scenario = 0, metric = 0, call = 0;
 };
-int64_t IdFor(const edge::Route& route, const Made& made) {
+int64_t NumericIdFor(const edge::Route& route, const Made& made) {
   const std::string& method = route.method_descriptor->name();
   for (const edge::PathSegment& segment : route.segments) {
     if (!segment.is_variable) continue;
@@ -282,6 +282,13 @@ int64_t IdFor(const edge::Route& route, const Made& made) {
     return 0;  // runs: none are made (the runs role would start them at once)
   }
   return 0;
+}
+// The path value of a read: an id, or the provider of the integration settings made.
+std::string IdFor(const edge::Route& route, const Made& made) {
+  for (const edge::PathSegment& segment : route.segments) {
+    if (segment.is_variable && segment.field_path == "provider") return "retell";
+  }
+  return absl::StrCat(NumericIdFor(route, made));
 }
 
 // Reads of objects that exist answer the same JSON both ways: the handlers behind the edge and
@@ -313,6 +320,12 @@ TEST_P(ServerWiringTest, EveryReadOfExistingObjectsAnswersLikeItsGrpcMethod) {
   ASSERT_GRPC_OK(
       v1::Metrics::NewStub(channel_)->CreateMetric(context().get(), metric_request, &metric));
   made.metric = metric.id();
+  v1::WriteIntegrationRequest integration;
+  integration.set_provider("retell");
+  (*integration.mutable_settings()->mutable_fields())["api_key"].set_string_value("key_1");
+  v1::Integration written;
+  ASSERT_GRPC_OK(v1::Agents::NewStub(channel_)->ReplaceIntegration(context().get(), integration,
+                                                                   &written));
   v1::IngestCallRequest ingest;
   ingest.set_call_identifier("wired");
   ingest.set_agent_id(agent.id());
@@ -340,7 +353,7 @@ TEST_P(ServerWiringTest, EveryReadOfExistingObjectsAnswersLikeItsGrpcMethod) {
   for (const auto& route : routes_->routes()) {
     if (route->method != edge::HttpMethod::kGet) continue;
     ++reads;
-    ExpectSameAnswer(*route, testing::Bearer(key_), absl::StrCat(IdFor(*route, made)));
+    ExpectSameAnswer(*route, testing::Bearer(key_), IdFor(*route, made));
   }
   EXPECT_GE(reads, 14);
   // Every read but GetRun, GetBatchRun and GetCallWaveform (the call is a text call, without a
