@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/request_id.h"
 
@@ -14,46 +15,6 @@ namespace {
 
 using grpc::experimental::InterceptionHookPoints;
 
-absl::string_view CodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK:
-      return "OK";
-    case grpc::StatusCode::CANCELLED:
-      return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN:
-      return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND:
-      return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS:
-      return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED:
-      return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE:
-      return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL:
-      return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE:
-      return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS:
-      return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return "UNAUTHENTICATED";
-    default:
-      return "UNKNOWN";
-  }
-}
 
 // A caller's mistake is worth a line, not an alarm; a failure of the service is.
 LogLevel LevelFor(grpc::StatusCode code) {
@@ -115,13 +76,15 @@ class CallLogInterceptor final : public grpc::experimental::Interceptor {
             .count();
     if (status.ok()) {
       Log(level, "grpc call",
-          {{"request_id", request_id_}, {"method", method_}, {"code", CodeName(status.error_code())},
+          {{"request_id", request_id_},
+           {"method", method_},
+           {"code", GrpcCodeName(status.error_code())},
            {"latency_ms", latency_ms}});
     } else {
       Log(level, "grpc call failed",
           {{"request_id", request_id_},
            {"method", method_},
-           {"code", CodeName(status.error_code())},
+           {"code", GrpcCodeName(status.error_code())},
            {"latency_ms", latency_ms},
            {"error", status.error_message()}});
     }

@@ -7,52 +7,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
 #include "common/telemetry.h"
 
 namespace calleval {
 namespace {
 
-// The codes' names as gRPC spells them (and the calleval_grpc_* metrics carry them).
-const char* CodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK:
-      return "OK";
-    case grpc::StatusCode::CANCELLED:
-      return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN:
-      return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND:
-      return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS:
-      return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED:
-      return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE:
-      return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL:
-      return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE:
-      return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS:
-      return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return "UNAUTHENTICATED";
-    default:
-      return "UNKNOWN";
-  }
-}
 
 // The method's label: its full name for this code base's services and gRPC's own (health,
 // reflection); anything else a client names is "other", so labels stay bounded.
@@ -85,7 +45,7 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
     static telemetry::HistogramFamily& latency = telemetry::DefaultRegistry().Histogram(
         "calleval_grpc_server_handling_seconds",
         "Time from a gRPC call's arrival to its status, by method.", {"method"});
-    calls.WithLabels({method_, CodeName(code)}).Increment();
+    calls.WithLabels({method_, std::string(GrpcCodeName(code))}).Increment();
     latency.WithLabels({method_}).ObserveDuration(absl::Now() - start_);
   }
 

@@ -8,8 +8,13 @@
 #include <grpcpp/support/status.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace calleval {
+
+// A code's name as gRPC spells it ("NOT_FOUND"), as the log and the calleval_grpc_* metrics
+// carry it.
+absl::string_view GrpcCodeName(grpc::StatusCode code);
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 // Tolerant: details that are not a google.rpc.Status of the call's code (a peer from before

@@ -21,7 +21,7 @@ struct Key {
   bool required;
 };
 
-// The keys of each provider (SPEC §11). LiveKit's are those the room transport falls back on
+// The keys of each provider (docs/api.md §5.8). LiveKit's are those the room transport falls back on
 // when an agent's web channel has no room credentials (docs/channels.md).
 std::vector<Key> KeysOf(absl::string_view provider) {
   if (provider == "twilio") {
@@ -182,7 +182,7 @@ void ValidateIntegration(IntegrationSettings* settings, rules::Issues& issues) {
         continue;
       }
       // LiveKit's server URL: the service calls its API (https) and its signalling (wss). Where
-      // it may point is checked when it is dialled (SPEC §8), as for every outbound URL.
+      // it may point is checked when it is dialled (docs/api.md §8), as for every outbound URL.
       const std::string lower = absl::AsciiStrToLower(value);
       const bool scheme = absl::StartsWith(lower, "wss://") || absl::StartsWith(lower, "ws://") ||
                           absl::StartsWith(lower, "https://") ||

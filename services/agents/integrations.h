@@ -1,6 +1,6 @@
 #pragma once
 
-// A workspace's integration settings (docs/api.md §5.8, SPEC §11): the credentials and numbers
+// A workspace's integration settings (docs/api.md §5.8): the credentials and numbers
 // with which the service reaches each telephony carrier and voice platform. Pure functions over
 // the stored form; the integrations store keeps the SQL and seals the secrets
 // (common/crypto.h), as the agents store does for a web channel's credentials.
