@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/crypto.h"
@@ -172,8 +173,7 @@ class PlivoCarrierClient : public CarrierClient {
     const std::string method = hook.method.empty() ? "POST" : hook.method;
     if (method == "POST" && !hook.body.empty()) {
       if (!absl::StartsWithIgnoreCase(hook.content_type, "application/x-www-form-urlencoded")) {
-        return absl::InvalidArgumentError(
-            "a Plivo callback is application/x-www-form-urlencoded");
+        return absl::InvalidArgumentError("a Plivo callback is application/x-www-form-urlencoded");
       }
       absl::StatusOr<std::multimap<std::string, std::string>> form = ParseFormParams(hook.body);
       if (!form.ok()) return UnauthenticatedError("the Plivo callback's body is not a form");
@@ -200,16 +200,8 @@ class PlivoCarrierClient : public CarrierClient {
   }
 
   std::string AnswerDocument(const OutboundCall& call) override {
-    std::string url;
-    for (char c : call.media_url) {
-      switch (c) {
-        case '&': url += "&amp;"; break;
-        case '<': url += "&lt;"; break;
-        case '>': url += "&gt;"; break;
-        case '"': url += "&quot;"; break;
-        default: url += c;
-      }
-    }
+    const std::string url = absl::StrReplaceAll(
+        call.media_url, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
     // keepCallAlive: the call lives as long as the stream (the stream is the whole call).
     return absl::StrCat(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Stream bidirectional=\"true\" "
@@ -299,9 +291,8 @@ class PlivoMediaDialect : public MediaDialect {
         .dump();
   }
   std::string Mark(absl::string_view stream_id, absl::string_view name) override {
-    return nlohmann::json{{"event", "checkpoint"},
-                          {"streamId", std::string(stream_id)},
-                          {"name", std::string(name)}}
+    return nlohmann::json{
+        {"event", "checkpoint"}, {"streamId", std::string(stream_id)}, {"name", std::string(name)}}
         .dump();
   }
   std::string Clear(absl::string_view stream_id) override {
@@ -378,8 +369,7 @@ absl::Status VerifyPlivoSignature(absl::string_view auth_token, absl::string_vie
   return absl::OkStatus();
 }
 
-std::vector<CarrierEvent> ReadPlivoCallback(
-    const std::multimap<std::string, std::string>& params) {
+std::vector<CarrierEvent> ReadPlivoCallback(const std::multimap<std::string, std::string>& params) {
   CarrierEvent event;
   event.call_id = PlivoCarrierClient::RequestUuid(params);
   if (event.call_id.empty()) event.call_id = Param(params, "CallUUID");
@@ -412,14 +402,14 @@ std::vector<CarrierEvent> ReadPlivoCallback(
   return {std::move(event)};
 }
 
-absl::StatusOr<std::unique_ptr<CarrierClient>> NewPlivoCarrierClient(
-    const CarrierAccount& account, const std::string& api_url) {
+absl::StatusOr<std::unique_ptr<CarrierClient>> NewPlivoCarrierClient(const CarrierAccount& account,
+                                                                     const std::string& api_url) {
   if (account.account_id.empty() || account.secret.empty()) {
     return MakeError(absl::StatusCode::kFailedPrecondition, kErrorCode,
                      "the Plivo integration needs an auth_id and an auth_token");
   }
-  return std::unique_ptr<CarrierClient>(std::make_unique<PlivoCarrierClient>(
-      account, std::string(absl::StripSuffix(api_url, "/"))));
+  return std::unique_ptr<CarrierClient>(
+      std::make_unique<PlivoCarrierClient>(account, std::string(absl::StripSuffix(api_url, "/"))));
 }
 
 std::unique_ptr<MediaDialect> NewPlivoMediaDialect() {

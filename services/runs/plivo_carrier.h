@@ -59,8 +59,8 @@ std::vector<CarrierEvent> ReadPlivoCallback(const std::multimap<std::string, std
 // The client over Plivo's API at `api_url` (https://api.plivo.com or a test server).
 // `account.account_id` is the auth_id and `account.secret` the auth_token; kFailedPrecondition
 // when either is missing.
-absl::StatusOr<std::unique_ptr<CarrierClient>> NewPlivoCarrierClient(
-    const CarrierAccount& account, const std::string& api_url);
+absl::StatusOr<std::unique_ptr<CarrierClient>> NewPlivoCarrierClient(const CarrierAccount& account,
+                                                                     const std::string& api_url);
 
 // Plivo's audio stream dialect.
 std::unique_ptr<MediaDialect> NewPlivoMediaDialect();

@@ -57,10 +57,9 @@ bool Ed25519Verify(absl::string_view public_key, absl::string_view signature,
   if (key == nullptr) return false;
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   bool ok = ctx != nullptr && EVP_DigestVerifyInit(ctx, nullptr, nullptr, nullptr, key) == 1 &&
-            EVP_DigestVerify(ctx, reinterpret_cast<const unsigned char*>(signature.data()),
-                             signature.size(),
-                             reinterpret_cast<const unsigned char*>(message.data()),
-                             message.size()) == 1;
+            EVP_DigestVerify(
+                ctx, reinterpret_cast<const unsigned char*>(signature.data()), signature.size(),
+                reinterpret_cast<const unsigned char*>(message.data()), message.size()) == 1;
   EVP_MD_CTX_free(ctx);
   EVP_PKEY_free(key);
   return ok;
@@ -107,9 +106,9 @@ class TelnyxCarrierClient : public CarrierClient {
     post.max_attempts = 1;
     ASSIGN_OR_RETURN(std::string answer, PostToProvider(post));
     nlohmann::json parsed = nlohmann::json::parse(answer, nullptr, false);
-    std::string id = StringField(parsed.is_object() ? parsed.value("data", nlohmann::json())
-                                                    : nlohmann::json(),
-                                 "call_control_id");
+    std::string id =
+        StringField(parsed.is_object() ? parsed.value("data", nlohmann::json()) : nlohmann::json(),
+                    "call_control_id");
     if (id.empty()) {
       return MakeError(absl::StatusCode::kUnavailable, kErrorCode,
                        "Telnyx call failed: the answer has no data.call_control_id");
@@ -199,8 +198,7 @@ class TelnyxMediaDialect : public MediaDialect {
 
   // Telnyx takes the application's messages without a stream id: the websocket is the stream.
   std::string Media(absl::string_view, absl::string_view mulaw) override {
-    return nlohmann::json{{"event", "media"}, {"media", {{"payload", Base64Encode(mulaw)}}}}
-        .dump();
+    return nlohmann::json{{"event", "media"}, {"media", {{"payload", Base64Encode(mulaw)}}}}.dump();
   }
   std::string Mark(absl::string_view, absl::string_view name) override {
     return nlohmann::json{{"event", "mark"}, {"mark", {{"name", std::string(name)}}}}.dump();
@@ -212,9 +210,9 @@ class TelnyxMediaDialect : public MediaDialect {
 
 }  // namespace
 
-absl::Status VerifyTelnyxSignature(absl::string_view public_key_b64,
-                                   absl::string_view timestamp, absl::string_view signature_b64,
-                                   absl::string_view body, absl::Time now) {
+absl::Status VerifyTelnyxSignature(absl::string_view public_key_b64, absl::string_view timestamp,
+                                   absl::string_view signature_b64, absl::string_view body,
+                                   absl::Time now) {
   if (timestamp.empty() || signature_b64.empty()) {
     return UnauthenticatedError(
         "the Telnyx webhook has no telnyx-timestamp or telnyx-signature-ed25519 header");
@@ -273,8 +271,8 @@ absl::StatusOr<std::vector<CarrierEvent>> ParseTelnyxWebhook(absl::string_view b
   return std::vector<CarrierEvent>{std::move(event)};
 }
 
-absl::StatusOr<std::unique_ptr<CarrierClient>> NewTelnyxCarrierClient(
-    const CarrierAccount& account, const std::string& api_url) {
+absl::StatusOr<std::unique_ptr<CarrierClient>> NewTelnyxCarrierClient(const CarrierAccount& account,
+                                                                      const std::string& api_url) {
   if (account.secret.empty() || account.account_id.empty()) {
     return MakeError(absl::StatusCode::kFailedPrecondition, kErrorCode,
                      "the Telnyx integration needs an api_key and a connection_id");
@@ -286,8 +284,7 @@ absl::StatusOr<std::unique_ptr<CarrierClient>> NewTelnyxCarrierClient(
                      "verifies Telnyx's webhooks)");
   }
   return std::unique_ptr<CarrierClient>(std::make_unique<TelnyxCarrierClient>(
-      account, account.public_key,
-      std::string(absl::StripSuffix(api_url, "/"))));
+      account, account.public_key, std::string(absl::StripSuffix(api_url, "/"))));
 }
 
 std::unique_ptr<MediaDialect> NewTelnyxMediaDialect() {

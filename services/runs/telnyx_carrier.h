@@ -31,9 +31,9 @@ inline constexpr absl::Duration kTelnyxWebhookTolerance = absl::Minutes(5);
 // `public_key_b64` (the 32-byte Ed25519 key from the Telnyx portal). kUnauthenticated when a
 // header is missing or malformed, the timestamp is outside the tolerance at `now`, or the
 // signature does not verify.
-absl::Status VerifyTelnyxSignature(absl::string_view public_key_b64,
-                                   absl::string_view timestamp, absl::string_view signature_b64,
-                                   absl::string_view body, absl::Time now);
+absl::Status VerifyTelnyxSignature(absl::string_view public_key_b64, absl::string_view timestamp,
+                                   absl::string_view signature_b64, absl::string_view body,
+                                   absl::Time now);
 
 // Maps one Telnyx Call Control webhook body ({"data": {"event_type", "payload"}}) to the run's
 // events; kInvalidArgument when it is not one. An event the run does not act on is kOther.
@@ -43,8 +43,8 @@ absl::StatusOr<std::vector<CarrierEvent>> ParseTelnyxWebhook(absl::string_view b
 // `account.secret` is the API key, `account.account_id` the Call Control connection_id and
 // `account.public_key` the webhook signing key; kFailedPrecondition when one is missing or the
 // key is not a base64 Ed25519 public key.
-absl::StatusOr<std::unique_ptr<CarrierClient>> NewTelnyxCarrierClient(
-    const CarrierAccount& account, const std::string& api_url);
+absl::StatusOr<std::unique_ptr<CarrierClient>> NewTelnyxCarrierClient(const CarrierAccount& account,
+                                                                      const std::string& api_url);
 
 // Telnyx's media streaming dialect.
 std::unique_ptr<MediaDialect> NewTelnyxMediaDialect();
