@@ -247,7 +247,8 @@ TEST(TelnyxMediaDialectTest, ReadsTelnyxsEventsAndWritesTheApplicationsMessages)
   EXPECT_EQ(mark->kind, MediaEvent::kMark);
   EXPECT_EQ(mark->mark, "turn-3");
   absl::StatusOr<MediaEvent> stop = dialect->Parse(
-      R"({"event": "stop", "sequence_number": "6", "stop": {"call_control_id": "v3:call-1"}, "stream_id": "s"})");
+      R"({"event": "stop", "sequence_number": "6", "stop": {"call_control_id": "v3:call-1"},)"
+      R"( "stream_id": "s"})");
   ASSERT_TRUE(stop.ok());
   EXPECT_EQ(stop->kind, MediaEvent::kStop);
   absl::StatusOr<MediaEvent> dtmf =
@@ -289,7 +290,8 @@ TEST(TelnyxCallControlTest, DialsWithABidirectionalStreamAndHangsUp) {
   telnyx.Handle("/v2/calls", [](const TestHttpServer::Request&) {
     TestHttpServer::Response r;
     r.content_type = "application/json";
-    r.body = R"({"data": {"call_control_id": "v3:MdI91X4lWFEs7IgbBEOT9M4AigoY08M0WWZFISt1Yw2axZ_IiE4pqg",
+    r.body = R"({"data": {
+                 "call_control_id": "v3:MdI91X4lWFEs7IgbBEOT9M4AigoY08M0WWZFISt1Yw2axZ_IiE4pqg",
                  "call_leg_id": "2dc6fc34-f9e0-11ea-b68e-02420a0f7768",
                  "call_session_id": "2dc1b3c8-f9e0-11ea-bc5a-02420a0f7768",
                  "is_alive": false, "record_type": "call"}})";
