@@ -5,7 +5,6 @@
 // agree, on the genuine ones and on the forgeries.
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -22,44 +21,12 @@
 #include "nlohmann/json.hpp"
 #include "services/runs/plivo_carrier.h"
 #include "services/runs/telnyx_carrier.h"
+#include "tests/support/fake_carriers.h"
 
 namespace calleval::runs {
 namespace {
 
 using nlohmann::json;
-
-class Ed25519Key {
- public:
-  Ed25519Key() {
-    EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr);
-    EXPECT_EQ(EVP_PKEY_keygen_init(ctx), 1);
-    EXPECT_EQ(EVP_PKEY_keygen(ctx, &key_), 1);
-    EVP_PKEY_CTX_free(ctx);
-  }
-  ~Ed25519Key() { EVP_PKEY_free(key_); }
-
-  std::string PublicKeyBase64() const {
-    unsigned char raw[32];
-    size_t n = sizeof raw;
-    EXPECT_EQ(EVP_PKEY_get_raw_public_key(key_, raw, &n), 1);
-    return Base64Encode(std::string(reinterpret_cast<char*>(raw), n));
-  }
-  std::string Sign(const std::string& message) const {
-    unsigned char signature[64];
-    size_t n = sizeof signature;
-    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-    EXPECT_EQ(EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, key_), 1);
-    EXPECT_EQ(EVP_DigestSign(ctx, signature, &n,
-                             reinterpret_cast<const unsigned char*>(message.data()),
-                             message.size()),
-              1);
-    EVP_MD_CTX_free(ctx);
-    return Base64Encode(std::string(reinterpret_cast<char*>(signature), n));
-  }
-
- private:
-  EVP_PKEY* key_ = nullptr;
-};
 
 // The SDKs' verdicts on `cases`, in order.
 std::vector<bool> SdkVerdicts(const json& cases) {
@@ -92,7 +59,7 @@ std::vector<bool> SdkVerdicts(const json& cases) {
 }
 
 TEST(CarrierSdkTest, TelnyxsSdkAndTheServiceAgreeOnEd25519Webhooks) {
-  Ed25519Key key, other;
+  Ed25519TestKey key, other;
   const absl::Time now = absl::Now();
   const std::string timestamp = absl::StrCat(absl::ToUnixSeconds(now));
   const std::string body =

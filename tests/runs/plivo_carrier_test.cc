@@ -7,13 +7,16 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/crypto.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/fake_carriers.h"
 #include "tests/support/test_http_server.h"
 
 namespace calleval::runs {
@@ -382,6 +385,107 @@ TEST(PlivoCallApiTest, QuotesPlivosRefusalAndTreatsAnEndedCallAsHungUp) {
   EXPECT_EQ(requests[2].target, account + "/Call/a-call-already-over/");
   EXPECT_TRUE((*client)->Hangup("../../x").ok());
   EXPECT_EQ(plivo.requests()[3].target, account + "/Request/..%2F..%2Fx/");
+}
+
+// The service's side of the callbacks, over real HTTP: each one read by the client, as the run
+// does (401 when it does not verify); the answer URL answered with the answer document.
+class CallbackReceiver {
+ public:
+  CallbackReceiver(CarrierClient* client, OutboundCall* call) : client_(client), call_(call) {
+    http_.HandlePrefix("/media/", [this](const TestHttpServer::Request& request) {
+      CarrierWebhook hook;
+      hook.url = http_.url(request.target);
+      hook.method = request.method;
+      hook.content_type = request.Header("content-type");
+      hook.body = request.body;
+      for (const auto& [name, value] : request.headers) hook.headers[name] = value;
+      absl::StatusOr<std::vector<CarrierEvent>> read = client_->ReadWebhook(hook, absl::Now());
+      TestHttpServer::Response r;
+      if (!read.ok()) {
+        r.status = read.status().code() == absl::StatusCode::kUnauthenticated ? 401 : 400;
+        return r;
+      }
+      if (absl::EndsWith(request.path, "/answer")) {
+        r.content_type = "application/xml";
+        r.body = client_->AnswerDocument(*call_);
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      events_.insert(events_.end(), read->begin(), read->end());
+      return r;
+    });
+  }
+  std::string url(absl::string_view path) const { return http_.url(path); }
+  std::vector<CarrierEvent> events() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+
+ private:
+  CarrierClient* const client_;
+  OutboundCall* const call_;
+  mutable std::mutex mu_;
+  std::vector<CarrierEvent> events_;
+  TestHttpServer http_;
+};
+
+TEST(PlivoCallApiTest, ACallThroughAFakePlivoAndItsSignedCallbacks) {
+  FakePlivo plivo;
+  CarrierAccount account;
+  account.carrier = "plivo";
+  account.account_id = plivo.auth_id();
+  account.secret = plivo.auth_token();
+  auto client = NewPlivoCarrierClient(account, plivo.url());
+  ASSERT_TRUE(client.ok()) << client.status();
+  OutboundCall call = Call();
+  CallbackReceiver service(client->get(), &call);
+  call.events_url = service.url("/media/plivo/tok/events");
+  call.answer_url = service.url("/media/plivo/tok/answer");
+
+  absl::StatusOr<std::string> id = (*client)->PlaceCall(call);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_EQ(plivo.calls().size(), 1u);
+  const FakePlivo::Call placed = plivo.calls()[0];
+  EXPECT_EQ(placed.request_uuid, *id);
+
+  absl::StatusOr<WebhookAnswer> ring = plivo.Callback(*id, "ring_url", {{"CallStatus", "ringing"}});
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  EXPECT_EQ(ring->status, 200);
+  absl::StatusOr<WebhookAnswer> answer =
+      plivo.Callback(*id, "answer_url", {{"CallStatus", "in-progress"}, {"Event", "StartApp"}});
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->status, 200);
+  EXPECT_THAT(answer->body, HasSubstr("<Stream bidirectional=\"true\""));
+  EXPECT_THAT(answer->body, HasSubstr("wss://calleval.example/media/plivo/tok?a=1&amp;b=2"));
+  absl::StatusOr<WebhookAnswer> forged =
+      plivo.Callback(*id, "hangup_url", {{"CallStatus", "completed"}, {"HangupSource", "Callee"}},
+                     "not-the-token");
+  ASSERT_TRUE(forged.ok());
+  EXPECT_EQ(forged->status, 401);
+  absl::StatusOr<WebhookAnswer> hangup = plivo.Callback(*id, "hangup_url",
+                                                        {{"CallStatus", "completed"},
+                                                         {"HangupSource", "Callee"},
+                                                         {"HangupCauseName", "Normal Hangup"}});
+  ASSERT_TRUE(hangup.ok());
+  EXPECT_EQ(hangup->status, 200);
+
+  std::vector<CarrierEvent> events = service.events();
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].progress, CarrierEvent::kRinging);
+  EXPECT_EQ(events[1].progress, CarrierEvent::kAnswered);
+  EXPECT_EQ(events[2].progress, CarrierEvent::kCompleted);
+  EXPECT_TRUE(events[2].hangup_by_callee);
+  for (const CarrierEvent& e : events) EXPECT_EQ(e.call_id, *id);
+
+  // The answer named the call, so hanging up ends it by its CallUUID.
+  EXPECT_TRUE((*client)->Hangup(*id).ok());
+  EXPECT_EQ(plivo.deletes(),
+            std::vector<std::string>{
+                absl::StrCat("/v1/Account/", plivo.auth_id(), "/Call/", placed.call_uuid, "/")});
+
+  plivo.RefuseCalls(402, "Insufficient credit.");
+  absl::StatusOr<std::string> refused = (*client)->PlaceCall(call);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("Insufficient credit."));
 }
 
 }  // namespace

@@ -2,9 +2,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "common/crypto.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/fake_carriers.h"
 #include "tests/support/test_http_server.h"
 
 namespace calleval::runs {
@@ -20,40 +21,12 @@ namespace {
 using ::testing::HasSubstr;
 using nlohmann::json;
 
-// An Ed25519 key pair made here with OpenSSL, signing as Telnyx does: timestamp|body.
-class TelnyxKey {
+// Telnyx signs timestamp|body with an Ed25519 key; the test makes its own.
+class TelnyxKey : public Ed25519TestKey {
  public:
-  TelnyxKey() {
-    EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr);
-    EXPECT_EQ(EVP_PKEY_keygen_init(ctx), 1);
-    EXPECT_EQ(EVP_PKEY_keygen(ctx, &key_), 1);
-    EVP_PKEY_CTX_free(ctx);
-  }
-  ~TelnyxKey() { EVP_PKEY_free(key_); }
-
-  std::string PublicKeyBase64() const {
-    unsigned char raw[32];
-    size_t n = sizeof raw;
-    EXPECT_EQ(EVP_PKEY_get_raw_public_key(key_, raw, &n), 1);
-    return Base64Encode(std::string(reinterpret_cast<char*>(raw), n));
-  }
-
   std::string Sign(const std::string& timestamp, const std::string& body) const {
-    const std::string message = absl::StrCat(timestamp, "|", body);
-    unsigned char signature[64];
-    size_t n = sizeof signature;
-    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-    EXPECT_EQ(EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, key_), 1);
-    EXPECT_EQ(EVP_DigestSign(ctx, signature, &n,
-                             reinterpret_cast<const unsigned char*>(message.data()),
-                             message.size()),
-              1);
-    EVP_MD_CTX_free(ctx);
-    return Base64Encode(std::string(reinterpret_cast<char*>(signature), n));
+    return Ed25519TestKey::Sign(absl::StrCat(timestamp, "|", body));
   }
-
- private:
-  EVP_PKEY* key_ = nullptr;
 };
 
 const absl::Time kNow = absl::FromUnixSeconds(1764340000);
@@ -383,6 +356,89 @@ TEST(TelnyxCallControlTest, QuotesTelnyxsRefusal) {
   auto unreachable = NewTelnyxCarrierClient(Account(key), "http://127.0.0.1:1");
   ASSERT_TRUE(unreachable.ok());
   EXPECT_EQ((*unreachable)->PlaceCall(Call()).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// The service's side of the webhooks, over real HTTP: each one read by the client, as the run
+// does; 200 when it verifies, 401 when not.
+class WebhookReceiver {
+ public:
+  explicit WebhookReceiver(CarrierClient* client) : client_(client) {
+    http_.HandlePrefix("/media/", [this](const TestHttpServer::Request& request) {
+      CarrierWebhook hook;
+      hook.url = http_.url(request.target);
+      hook.method = request.method;
+      hook.content_type = request.Header("content-type");
+      hook.body = request.body;
+      for (const auto& [name, value] : request.headers) hook.headers[name] = value;
+      absl::StatusOr<std::vector<CarrierEvent>> read = client_->ReadWebhook(hook, absl::Now());
+      TestHttpServer::Response r;
+      if (!read.ok()) {
+        r.status = read.status().code() == absl::StatusCode::kUnauthenticated ? 401 : 400;
+        return r;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      events_.insert(events_.end(), read->begin(), read->end());
+      return r;
+    });
+  }
+  std::string url(absl::string_view path) const { return http_.url(path); }
+  std::vector<CarrierEvent> events() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+
+ private:
+  CarrierClient* const client_;
+  mutable std::mutex mu_;
+  std::vector<CarrierEvent> events_;
+  TestHttpServer http_;
+};
+
+TEST(TelnyxCallControlTest, ACallThroughAFakeTelnyxAndItsSignedWebhooks) {
+  FakeTelnyx telnyx;
+  CarrierAccount account;
+  account.carrier = "telnyx";
+  account.account_id = telnyx.connection_id();
+  account.secret = telnyx.api_key();
+  account.public_key = telnyx.public_key();
+  auto client = NewTelnyxCarrierClient(account, telnyx.url());
+  ASSERT_TRUE(client.ok()) << client.status();
+  WebhookReceiver service(client->get());
+  OutboundCall call = Call();
+  call.events_url = service.url("/media/telnyx/tok/events");
+
+  absl::StatusOr<std::string> id = (*client)->PlaceCall(call);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_EQ(telnyx.dials().size(), 1u);
+  EXPECT_EQ(telnyx.dials()[0].body["stream_url"], call.media_url);
+  absl::StatusOr<WebhookAnswer> answered = telnyx.SendWebhook(*id, "call.answered", {});
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  EXPECT_EQ(answered->status, 200);
+  absl::StatusOr<WebhookAnswer> hangup = telnyx.SendWebhook(
+      *id, "call.hangup", {{"hangup_cause", "normal_clearing"}, {"hangup_source", "callee"}});
+  ASSERT_TRUE(hangup.ok());
+  EXPECT_EQ(hangup->status, 200);
+  // A replayed webhook (signed ten minutes ago) is refused.
+  absl::StatusOr<WebhookAnswer> replayed =
+      telnyx.SendWebhook(*id, "call.answered", {}, absl::Now() - absl::Minutes(10));
+  ASSERT_TRUE(replayed.ok());
+  EXPECT_EQ(replayed->status, 401);
+
+  std::vector<CarrierEvent> events = service.events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].progress, CarrierEvent::kAnswered);
+  EXPECT_EQ(events[0].call_id, *id);
+  EXPECT_EQ(events[1].progress, CarrierEvent::kCompleted);
+  EXPECT_TRUE(events[1].hangup_by_callee);
+
+  EXPECT_TRUE((*client)->Hangup(*id).ok());
+  EXPECT_TRUE((*client)->Hangup(*id).ok());  // Telnyx: 422 "Call has already ended"
+  EXPECT_EQ(telnyx.hangups(), std::vector<std::string>{*id});
+
+  telnyx.RefuseDials(403, "Forbidden", "The destination is not allowed.");
+  absl::StatusOr<std::string> refused = (*client)->PlaceCall(call);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("The destination is not allowed."));
 }
 
 }  // namespace
