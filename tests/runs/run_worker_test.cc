@@ -90,6 +90,10 @@ class FakeRunAgents final : public RunAgents {
   absl::StatusOr<std::optional<agents::WebChannel>> GetWebChannel(int64_t, int64_t) override {
     return std::nullopt;
   }
+  absl::StatusOr<std::optional<agents::IntegrationSettings>> GetIntegration(
+      int64_t, absl::string_view) override {
+    return std::nullopt;
+  }
 
  private:
   absl::Mutex mu_;
@@ -180,6 +184,10 @@ class ReadableRunAgents final : public RunAgents {
     (*agent.mutable_web_channel()->mutable_fields())["transport"].set_string_value("websocket");
     agent.set_transport("websocket");
     return agent;
+  }
+  absl::StatusOr<std::optional<agents::IntegrationSettings>> GetIntegration(
+      int64_t, absl::string_view) override {
+    return std::nullopt;
   }
   absl::StatusOr<std::optional<agents::WebChannel>> GetWebChannel(int64_t, int64_t) override {
     absl::MutexLock lock(&mu_);
