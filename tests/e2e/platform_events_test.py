@@ -83,6 +83,12 @@ def retell_sign(body, api_key=RETELL_KEY, at_ms=None):
 
 class PlatformEventsTest(unittest.TestCase):
     @classmethod
+    def start_servers(cls, data):
+        """One process with every role; `server` is the one whose edge the test talks to."""
+        cls.server = ServeProcess(CALLEVAL, data, "--allow-private-hosts", "127.0.0.1")
+        cls.processes = [cls.server]
+
+    @classmethod
     def setUpClass(cls):
         if not os.path.exists(os.path.join(RETELL_TOOLS, "node_modules", "retell-sdk")):
             raise AssertionError(
@@ -92,10 +98,10 @@ class PlatformEventsTest(unittest.TestCase):
         threading.Thread(target=cls.httpd.serve_forever, daemon=True).start()
         cls.files = f"http://127.0.0.1:{cls.httpd.server_address[1]}"
         data = os.path.join(cls.dir, "data")
-        cls.server = ServeProcess(CALLEVAL, data, "--allow-private-hosts", "127.0.0.1")
+        cls.ack_ms = []
+        cls.start_servers(data)
         with open(os.path.join(data, "bootstrap-key")) as f:
             cls.key = f.read().strip()
-        cls.ack_ms = []
         status, _ = cls.api("PUT", "/api/v1/integrations/vapi",
                             {"webhook_secret": VAPI_SECRET})
         assert status == 200
@@ -106,12 +112,13 @@ class PlatformEventsTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.server.stop()
+        for process in reversed(cls.processes):
+            process.stop()
         cls.httpd.shutdown()
         subprocess.run(["rm", "-rf", cls.dir], check=False)
         if cls.ack_ms:
             ordered = sorted(cls.ack_ms)
-            print(f"event acknowledgements: {len(ordered)}, median "
+            print(f"{cls.__name__}: event acknowledgements: {len(ordered)}, median "
                   f"{ordered[len(ordered) // 2]:.1f} ms, max {ordered[-1]:.1f} ms",
                   file=sys.stderr)
 
@@ -373,6 +380,22 @@ class PlatformEventsTest(unittest.TestCase):
     def test_only_post_is_served(self):
         status, answer = self.api("GET", "/api/public/v1/integrations/vapi/events")
         self.assertEqual(status, 405, answer)
+
+
+class EdgeApartTest(PlatformEventsTest):
+    """The same with the edge in a process of its own: it hands each event to the agents role's
+    internal HandlePlatformEvent, which stores the call through the calls role."""
+
+    @classmethod
+    def start_servers(cls, data):
+        backend = ServeProcess(CALLEVAL, data, "--roles", "accounts,agents,metrics,calls,scoring,runs",
+                               "--allow-private-hosts", "127.0.0.1")
+        addr = f"127.0.0.1:{backend.grpc_port}"
+        cls.processes = [backend]
+        cls.server = ServeProcess(CALLEVAL, data, "--roles", "edge", "--accounts-addr", addr,
+                                  "--agents-addr", addr, "--metrics-addr", addr,
+                                  "--calls-addr", addr, grpc=False)
+        cls.processes.append(cls.server)
 
 
 if __name__ == "__main__":
