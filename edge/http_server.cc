@@ -487,6 +487,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       request.headers[std::move(name)] = std::string(View(field.value()));
     }
+    request.body = std::move(request_.body());
     if (local.async_handler) {
       // The connection now waits for PostAnswer: no read is pending, so no timeout runs, and
       // busy_ keeps Shutdown() from closing it.

@@ -65,6 +65,8 @@ struct LocalRequest {
   // Header names lower-cased.
   std::map<std::string, std::string> headers;
   std::string request_id;
+  // The body as received (a webhook's signature covers its exact bytes).
+  std::string body;
 };
 
 struct LocalResponse {
