@@ -51,6 +51,9 @@ struct MultipartPart {
 
 struct ProviderPost {
   std::string url;
+  // "POST" (with `body` or `multipart`) or "GET" (without a body: the REST reads of the voice
+  // platforms).
+  std::string method = "POST";
   std::vector<std::string> headers;  // "Name: value"
   std::string content_type = "application/json";
   std::string body;
@@ -70,6 +73,12 @@ struct ProviderPost {
   std::atomic<int>* requests = nullptr;  // counts the HTTP requests made, when set
   // The provider label of the operators' metrics ("stt", "tts"); empty: not reported.
   std::string metrics_provider;
+  // When set, the HTTP status of the last answer (0 when none came): callers that tell one
+  // refusal from another (a bad key from an unknown id) read it.
+  long* http_status = nullptr;
+  // When set, the body of the last refused (non-2xx) answer, for callers that read the
+  // provider's own error shape.
+  std::string* error_body = nullptr;
 };
 
 // One HTTP request to a provider, for the operators' metrics (calleval_provider_requests_total
