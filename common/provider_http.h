@@ -22,8 +22,9 @@ namespace calleval {
 bool IsRetryableHttpStatus(long http_status);
 
 // The provider's error message from an error body: {"error": {"message": ...}} (OpenAI),
-// {"error": "..."}, {"message": ...} or {"detail": ...} (other compatible servers), else the
-// body itself; shortened to 300 characters. For messages like
+// {"error": "..."}, {"message": ...} or {"detail": ...} (other compatible servers),
+// {"errors": [{"title": ..., "detail": ...}]} (JSON:API, as Telnyx answers), else the body
+// itself; shortened to 300 characters. For messages like
 // "HTTP 401 from the LLM provider: Incorrect API key provided."
 std::string ProviderErrorMessage(absl::string_view body);
 
@@ -51,9 +52,9 @@ struct MultipartPart {
 
 struct ProviderPost {
   std::string url;
-  // "POST" (with `body` or `multipart`) or "GET" (without a body: the REST reads of the voice
-  // platforms).
-  std::string method = "POST";
+  // The HTTP method; empty is POST. GET is sent without a body (the voice platforms' REST
+  // reads); another (DELETE) with the same headers and body.
+  std::string method;
   std::vector<std::string> headers;  // "Name: value"
   std::string content_type = "application/json";
   std::string body;
@@ -71,11 +72,11 @@ struct ProviderPost {
   std::string bad_response_code;  // an answer over max_response_bytes
   std::string cancelled_code;
   std::atomic<int>* requests = nullptr;  // counts the HTTP requests made, when set
+  // When set, receives the HTTP status of the last answer (0 when none came), so a caller can
+  // tell a refusal it expects (404 for a call already over) from the others.
+  long* http_status = nullptr;
   // The provider label of the operators' metrics ("stt", "tts"); empty: not reported.
   std::string metrics_provider;
-  // When set, the HTTP status of the last answer (0 when none came): callers that tell one
-  // refusal from another (a bad key from an unknown id) read it.
-  long* http_status = nullptr;
   // When set, the body of the last refused (non-2xx) answer, for callers that read the
   // provider's own error shape.
   std::string* error_body = nullptr;
