@@ -68,7 +68,8 @@ absl::Status PlatformPull::IntoUpdate(int64_t workspace_id, int64_t agent_id,
   rules::AgentRecord merged;
   merged.agent_source = stored->agent_source();
   if (stored->has_assistant_id()) merged.assistant_id = stored->assistant_id();
-  ASSIGN_OR_RETURN(std::optional<WebChannel> channel, store_->GetWebChannel(workspace_id, agent_id));
+  ASSIGN_OR_RETURN(std::optional<WebChannel> channel,
+                   store_->GetWebChannel(workspace_id, agent_id));
   merged.web_channel = std::move(channel);
   rules::Issues issues;
   const bool source_known = rules::ApplyFields(fields, merged, issues);
@@ -115,18 +116,17 @@ absl::Status PlatformPull::Pull(int64_t workspace_id, const std::string& source,
         return FieldError(key_field, absl::StrCat("was refused by ", platform, ": ", message),
                           "platform_refused");
       case absl::StatusCode::kNotFound:
-        return FieldError("assistant_id",
-                          absl::StrCat("names no ", source == rules::kExternalVapi
-                                                        ? "assistant"
-                                                        : "agent",
-                                       " the key can read on ", platform, ": ", message),
-                          "platform_refused");
+        return FieldError(
+            "assistant_id",
+            absl::StrCat("names no ", source == rules::kExternalVapi ? "assistant" : "agent",
+                         " the key can read on ", platform, ": ", message),
+            "platform_refused");
       case absl::StatusCode::kResourceExhausted:
       case absl::StatusCode::kFailedPrecondition:
-        return ValidationError("platform_refused",
-                               absl::StrCat(platform, " refused to give assistant_id ",
-                                            assistant_id, ": ", message),
-                               {{std::string("assistant_id"), message}});
+        return ValidationError(
+            "platform_refused",
+            absl::StrCat(platform, " refused to give assistant_id ", assistant_id, ": ", message),
+            {{std::string("assistant_id"), message}});
       default:
         return MakeError(absl::StatusCode::kUnavailable, "platform_unavailable",
                          absl::StrCat(platform, " could not be asked for assistant_id ",

@@ -35,9 +35,7 @@ std::string PathSegment(absl::string_view id) {
   return out;
 }
 
-std::string Base(absl::string_view api_url) {
-  return std::string(absl::StripSuffix(api_url, "/"));
-}
+std::string Base(absl::string_view api_url) { return std::string(absl::StripSuffix(api_url, "/")); }
 
 std::string StringAt(const json& object, const char* key) {
   if (!object.is_object()) return "";
@@ -147,7 +145,8 @@ absl::StatusOr<PlatformAgent> PullVapiAssistant(const std::string& api_url,
       }
     }
   }
-  out.instructions = system.empty() ? StringAt(model, "systemPrompt") : absl::StrJoin(system, "\n\n");
+  out.instructions =
+      system.empty() ? StringAt(model, "systemPrompt") : absl::StrJoin(system, "\n\n");
   // Vapi: without a first message the assistant waits for the user, whatever the mode says;
   // "assistant-speaks-first-with-model-generated-message" opens with a line of its model's.
   const std::string mode = StringAt(*assistant, "firstMessageMode");
@@ -166,8 +165,8 @@ absl::StatusOr<PlatformAgent> PullRetellAgent(const std::string& api_url,
                                               const std::string& agent_id,
                                               const PlatformRequestOptions& options) {
   const std::string agent_path = absl::StrCat("/get-agent/", PathSegment(agent_id));
-  absl::StatusOr<json> agent =
-      Request("Retell", "GET", Base(api_url) + agent_path, api_key, "", "GET " + agent_path, options);
+  absl::StatusOr<json> agent = Request("Retell", "GET", Base(api_url) + agent_path, api_key, "",
+                                       "GET " + agent_path, options);
   if (!agent.ok()) return agent.status();
   PlatformAgent out;
   out.language = StringAt(*agent, "language");

@@ -64,10 +64,9 @@ inline constexpr int kVapiSampleRate = 16000;
 // POST {api_url}/call with {"assistantId", "transport": {"provider": "vapi.websocket",
 // "audioFormat": {"format": "pcm_s16le", "container": "raw", "sampleRate": 16000}}}. Not
 // retried: a retry could start a second call.
-absl::StatusOr<VapiWebsocketCall> CreateVapiWebsocketCall(const std::string& api_url,
-                                                          const std::string& api_key,
-                                                          const std::string& assistant_id,
-                                                          const PlatformRequestOptions& options = {});
+absl::StatusOr<VapiWebsocketCall> CreateVapiWebsocketCall(
+    const std::string& api_url, const std::string& api_key, const std::string& assistant_id,
+    const PlatformRequestOptions& options = {});
 
 // The platform's message from an error body: Vapi's {"message": "..." | [...], "error"},
 // Retell's {"message"} or {"error_message"}; shortened. For tests and the callers' messages.

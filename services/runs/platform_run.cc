@@ -30,10 +30,9 @@ absl::StatusOr<std::string> ApiKey(RunAgents& agents, int64_t workspace_id, cons
   absl::StatusOr<std::optional<agents::IntegrationSettings>> settings =
       agents.GetIntegration(workspace_id, provider);
   if (!settings.ok()) {
-    return absl::Status(kPlatformRunRetry,
-                        absl::StrCat("the workspace's ", provider,
-                                     " integration settings could not be read: ",
-                                     settings.status().message()));
+    return absl::Status(kPlatformRunRetry, absl::StrCat("the workspace's ", provider,
+                                                        " integration settings could not be read: ",
+                                                        settings.status().message()));
   }
   if (!settings->has_value()) return std::string();
   return (*settings)->secrets.value("api_key", "");
@@ -125,17 +124,15 @@ absl::StatusOr<PlatformWebCall> StartPlatformWebCall(RunAgents& agents, int64_t 
       !checked.ok()) {
     return checked;
   }
-  LogInfo("run: Vapi call created",
-          {{"agent_id", agent.id()}, {"vapi_call_id", call->call_id}});
+  LogInfo("run: Vapi call created", {{"agent_id", agent.id()}, {"vapi_call_id", call->call_id}});
 
   PlatformWebCall out;
   out.agent = agent;
   out.agent.mutable_opening_message()->set_mode(pulled->opening_mode);
   if (!pulled->instructions.empty()) out.agent.set_instructions(pulled->instructions);
   out.platform_call_id = call->call_id;
-  out.channel.fields = {{"transport", "websocket"},
-                        {"protocol", "pcm16"},
-                        {"websocket_url", call->websocket_url}};
+  out.channel.fields = {
+      {"transport", "websocket"}, {"protocol", "pcm16"}, {"websocket_url", call->websocket_url}};
   return out;
 }
 

@@ -53,6 +53,7 @@ absl::StatusOr<PlatformWebCall> StartPlatformWebCall(RunAgents& agents, int64_t 
 
 // Whether `websocket_url` (from the platform's answer) may be dialled for a platform whose API
 // is at `api_url`: ws(s) on the same host, and never ws:// when the API is https://.
-absl::Status CheckPlatformWebsocketUrl(const std::string& websocket_url, const std::string& api_url);
+absl::Status CheckPlatformWebsocketUrl(const std::string& websocket_url,
+                                       const std::string& api_url);
 
 }  // namespace calleval::runs

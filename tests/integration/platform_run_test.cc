@@ -183,12 +183,12 @@ class PlatformRunTest : public ::testing::Test {
 
 TEST_F(PlatformRunTest, VapiWebRunIsScoredAndItsLatencyIsTheAssistantsDelay) {
   vapi_.AddAssistant("asst-sparkle", VapiAssistant("You book cleanings for Sparkle."));
-  HttpResponse agent = client_->Post(
-      "/api/v1/agents",
-      json{{"name", "Sparkle on Vapi"},
-           {"agent_source", "external_vapi"},
-           {"assistant_id", "asst-sparkle"},
-           {"web_channel", {{"transport", "vapi"}, {"platform_api_key", kVapiKey}}}});
+  HttpResponse agent =
+      client_->Post("/api/v1/agents",
+                    json{{"name", "Sparkle on Vapi"},
+                         {"agent_source", "external_vapi"},
+                         {"assistant_id", "asst-sparkle"},
+                         {"web_channel", {{"transport", "vapi"}, {"platform_api_key", kVapiKey}}}});
   ASSERT_EQ(agent.status, 201) << agent.body;
 
   const json run = WaitRun(Scenario(agent.json()["id"]));
@@ -223,23 +223,25 @@ TEST_F(PlatformRunTest, VapiWebRunIsScoredAndItsLatencyIsTheAssistantsDelay) {
   for (const json& turn : latency->at("result")["turns"]) {
     const double measured = turn["latency_ms"].get<double>();
     EXPECT_NEAR(measured, kAgentDelayMs, 30) << turn.dump();
-    RecordProperty(absl::StrCat("latency_error_ms_", k++), std::to_string(measured - kAgentDelayMs));
+    RecordProperty(absl::StrCat("latency_error_ms_", k++),
+                   std::to_string(measured - kAgentDelayMs));
   }
 }
 
 TEST_F(PlatformRunTest, AgentsArePulledFromVapiAndRetell) {
   vapi_.AddAssistant("asst-sparkle", VapiAssistant("You book cleanings for Sparkle."));
-  HttpResponse vapi_agent = client_->Post(
-      "/api/v1/agents",
-      json{{"name", "Sparkle on Vapi"},
-           {"agent_source", "external_vapi"},
-           {"assistant_id", "asst-sparkle"},
-           {"instructions", "stale instructions the platform replaces"},
-           {"web_channel", {{"transport", "vapi"}, {"platform_api_key", kVapiKey}}}});
+  HttpResponse vapi_agent =
+      client_->Post("/api/v1/agents",
+                    json{{"name", "Sparkle on Vapi"},
+                         {"agent_source", "external_vapi"},
+                         {"assistant_id", "asst-sparkle"},
+                         {"instructions", "stale instructions the platform replaces"},
+                         {"web_channel", {{"transport", "vapi"}, {"platform_api_key", kVapiKey}}}});
   ASSERT_EQ(vapi_agent.status, 201) << vapi_agent.body;
   EXPECT_EQ(vapi_agent.json()["instructions"], "You book cleanings for Sparkle.");
   EXPECT_EQ(vapi_agent.json()["opening_message"]["mode"], "agent_speaks_first");
-  EXPECT_EQ(vapi_agent.json()["opening_message"]["text"], "Hello, Sparkle Cleaning, how can I help?");
+  EXPECT_EQ(vapi_agent.json()["opening_message"]["text"],
+            "Hello, Sparkle Cleaning, how can I help?");
   EXPECT_EQ(vapi_agent.json()["language_id"], 1);  // "en": en-US
   EXPECT_EQ(vapi_agent.body.find(kVapiKey), std::string::npos);
 
@@ -265,17 +267,19 @@ TEST_F(PlatformRunTest, AgentsArePulledFromVapiAndRetell) {
                    json{{"general_prompt", "Eres la recepcionista de Sparkle."},
                         {"begin_message", "Hola, Sparkle, ¿en qué puedo ayudarle?"},
                         {"start_speaker", "agent"}});
-  ASSERT_EQ(client_->Put("/api/v1/integrations/retell", json{{"api_key", kRetellKey}}.dump()).status,
-            200);
-  HttpResponse retell_agent = client_->Post(
-      "/api/v1/agents", json{{"name", "Sparkle on Retell"},
-                             {"agent_source", "external_retell"},
-                             {"assistant_id", "agent_6b1f"},
-                             {"web_channel", {{"transport", "retell"}}}});
+  ASSERT_EQ(
+      client_->Put("/api/v1/integrations/retell", json{{"api_key", kRetellKey}}.dump()).status,
+      200);
+  HttpResponse retell_agent =
+      client_->Post("/api/v1/agents", json{{"name", "Sparkle on Retell"},
+                                           {"agent_source", "external_retell"},
+                                           {"assistant_id", "agent_6b1f"},
+                                           {"web_channel", {{"transport", "retell"}}}});
   ASSERT_EQ(retell_agent.status, 201) << retell_agent.body;
   EXPECT_EQ(retell_agent.json()["instructions"], "Eres la recepcionista de Sparkle.");
   EXPECT_EQ(retell_agent.json()["opening_message"]["mode"], "agent_speaks_first");
-  EXPECT_EQ(retell_agent.json()["opening_message"]["text"], "Hola, Sparkle, ¿en qué puedo ayudarle?");
+  EXPECT_EQ(retell_agent.json()["opening_message"]["text"],
+            "Hola, Sparkle, ¿en qué puedo ayudarle?");
   EXPECT_EQ(retell_agent.json()["language_id"], 3);  // es-ES
 
   // A Retell web run: LiveKit rooms are not joined here, and the run says so.
@@ -289,11 +293,12 @@ TEST_F(PlatformRunTest, AgentsArePulledFromVapiAndRetell) {
 TEST_F(PlatformRunTest, PlatformRefusalsCarryThePlatformsMessage) {
   vapi_.AddAssistant("asst-sparkle", VapiAssistant("You book cleanings for Sparkle."));
   // A bad key: the client must fix it, and is told which.
-  HttpResponse bad_key = client_->Post(
-      "/api/v1/agents", json{{"name", "x"},
-                             {"agent_source", "external_vapi"},
-                             {"assistant_id", "asst-sparkle"},
-                             {"web_channel", {{"transport", "vapi"}, {"platform_api_key", "wrong"}}}});
+  HttpResponse bad_key =
+      client_->Post("/api/v1/agents",
+                    json{{"name", "x"},
+                         {"agent_source", "external_vapi"},
+                         {"assistant_id", "asst-sparkle"},
+                         {"web_channel", {{"transport", "vapi"}, {"platform_api_key", "wrong"}}}});
   ASSERT_EQ(bad_key.status, 422) << bad_key.body;
   EXPECT_EQ(bad_key.json()["error"]["code"], "platform_refused");
   EXPECT_EQ(bad_key.json()["error"]["details"][0]["field"], "web_channel.platform_api_key");
@@ -301,34 +306,37 @@ TEST_F(PlatformRunTest, PlatformRefusalsCarryThePlatformsMessage) {
   EXPECT_EQ(bad_key.body.find("wrong"), std::string::npos) << bad_key.body;
 
   // An unknown assistant.
-  HttpResponse unknown = client_->Post(
-      "/api/v1/agents", json{{"name", "x"},
-                             {"agent_source", "external_vapi"},
-                             {"assistant_id", "asst-nope"},
-                             {"web_channel", {{"transport", "vapi"}, {"platform_api_key", kVapiKey}}}});
+  HttpResponse unknown =
+      client_->Post("/api/v1/agents",
+                    json{{"name", "x"},
+                         {"agent_source", "external_vapi"},
+                         {"assistant_id", "asst-nope"},
+                         {"web_channel", {{"transport", "vapi"}, {"platform_api_key", kVapiKey}}}});
   ASSERT_EQ(unknown.status, 422) << unknown.body;
   EXPECT_EQ(unknown.json()["error"]["details"][0]["field"], "assistant_id");
   EXPECT_NE(unknown.body.find("Couldn't Get Assistant"), std::string::npos) << unknown.body;
 
   // Retell refuses the key too, in its own words.
-  HttpResponse retell_down = client_->Post(
-      "/api/v1/agents", json{{"name", "x"},
-                             {"agent_source", "external_retell"},
-                             {"assistant_id", "agent_gone"},
-                             {"web_channel", {{"transport", "retell"}, {"platform_api_key", "k"}}}});
+  HttpResponse retell_down =
+      client_->Post("/api/v1/agents",
+                    json{{"name", "x"},
+                         {"agent_source", "external_retell"},
+                         {"assistant_id", "agent_gone"},
+                         {"web_channel", {{"transport", "retell"}, {"platform_api_key", "k"}}}});
   EXPECT_EQ(retell_down.status, 422) << retell_down.body;
   EXPECT_NE(retell_down.body.find("Invalid API Key"), std::string::npos) << retell_down.body;
 
   // Without a key nothing is pulled at creation; the run says which key is missing.
-  HttpResponse keyless = client_->Post("/api/v1/agents",
-                                       json{{"name", "keyless"},
-                                            {"agent_source", "external_vapi"},
-                                            {"assistant_id", "asst-sparkle"},
-                                            {"web_channel", {{"transport", "vapi"}}}});
+  HttpResponse keyless =
+      client_->Post("/api/v1/agents", json{{"name", "keyless"},
+                                           {"agent_source", "external_vapi"},
+                                           {"assistant_id", "asst-sparkle"},
+                                           {"web_channel", {{"transport", "vapi"}}}});
   ASSERT_EQ(keyless.status, 201) << keyless.body;
   json run = WaitRun(Scenario(keyless.json()["id"]));
   EXPECT_EQ(run["status"], "failed");
-  EXPECT_NE(run["error"].get<std::string>().find("no Vapi API key"), std::string::npos) << run.dump();
+  EXPECT_NE(run["error"].get<std::string>().find("no Vapi API key"), std::string::npos)
+      << run.dump();
 
   // Out of credit when the run creates its call: the run fails with Vapi's message.
   ASSERT_EQ(client_->Put("/api/v1/integrations/vapi", json{{"api_key", kVapiKey}}.dump()).status,

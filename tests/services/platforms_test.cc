@@ -53,9 +53,9 @@ TEST_F(PlatformsTest, VapiAssistantsOpeningsAndPrompts) {
   vapi_.AddAssistant("silent", json::object());
   EXPECT_EQ(PullVapiAssistant(vapi_.base_url(), "vapi-key", "silent")->opening_mode,
             "user_speaks_first");
-  vapi_.AddAssistant("generated",
-                     json{{"firstMessageMode", "assistant-speaks-first-with-model-generated-message"},
-                          {"firstMessage", "ignored"}});
+  vapi_.AddAssistant(
+      "generated", json{{"firstMessageMode", "assistant-speaks-first-with-model-generated-message"},
+                        {"firstMessage", "ignored"}});
   absl::StatusOr<PlatformAgent> generated =
       PullVapiAssistant(vapi_.base_url(), "vapi-key", "generated");
   EXPECT_EQ(generated->opening_mode, "agent_speaks_first");
@@ -108,7 +108,8 @@ TEST_F(PlatformsTest, RetellAgentAndItsLlm) {
                    json{{"general_prompt", "Tu prends les rendez-vous."},
                         {"begin_message", "Bonjour !"},
                         {"start_speaker", "user"}});
-  absl::StatusOr<PlatformAgent> agent = PullRetellAgent(retell_.base_url(), "retell-key", "agent_1");
+  absl::StatusOr<PlatformAgent> agent =
+      PullRetellAgent(retell_.base_url(), "retell-key", "agent_1");
   ASSERT_TRUE(agent.ok()) << agent.status();
   EXPECT_EQ(agent->instructions, "Tu prends les rendez-vous.");
   EXPECT_EQ(agent->opening_mode, "user_speaks_first");
@@ -124,8 +125,9 @@ TEST_F(PlatformsTest, RetellAgentAndItsLlm) {
 TEST(PlatformErrorMessageTest, PlatformShapes) {
   EXPECT_EQ(PlatformErrorMessage(R"({"message":"Not here.","error":"Not Found","statusCode":404})"),
             "Not here.");
-  EXPECT_EQ(PlatformErrorMessage(R"({"message":["a must be x","b must be y"],"error":"Bad Request"})"),
-            "a must be x; b must be y");
+  EXPECT_EQ(
+      PlatformErrorMessage(R"({"message":["a must be x","b must be y"],"error":"Bad Request"})"),
+      "a must be x; b must be y");
   EXPECT_EQ(PlatformErrorMessage(R"({"error_message":"nope"})"), "nope");
   EXPECT_EQ(PlatformErrorMessage("upstream timeout"), "upstream timeout");
   EXPECT_EQ(PlatformErrorMessage(""), "(no message)");
@@ -149,9 +151,9 @@ TEST(LanguageIdForTest, CodesAndBareLanguages) {
 }
 
 TEST(CheckPlatformWebsocketUrlTest, OnlyThePlatformsHost) {
-  EXPECT_TRUE(runs::CheckPlatformWebsocketUrl("wss://api.vapi.ai/7420/transport",
-                                              "https://api.vapi.ai")
-                  .ok());
+  EXPECT_TRUE(
+      runs::CheckPlatformWebsocketUrl("wss://api.vapi.ai/7420/transport", "https://api.vapi.ai")
+          .ok());
   EXPECT_FALSE(runs::CheckPlatformWebsocketUrl("wss://evil.example.com/7420/transport",
                                                "https://api.vapi.ai")
                    .ok());

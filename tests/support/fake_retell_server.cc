@@ -46,8 +46,7 @@ TestHttpServer::Response FakeRetellServer::Answer(const TestHttpServer::Request&
     return RetellError(401, "Invalid API Key");
   }
   if (request.method != "GET") return RetellError(404, "Not Found");
-  const std::string id(
-      absl::StripPrefix(request.path, llm ? "/get-retell-llm/" : "/get-agent/"));
+  const std::string id(absl::StripPrefix(request.path, llm ? "/get-retell-llm/" : "/get-agent/"));
   std::lock_guard<std::mutex> lock(mu_);
   const auto& table = llm ? llms_ : agents_;
   auto it = table.find(id);

@@ -13,12 +13,18 @@ using ::nlohmann::json;
 
 std::string ReasonPhrase(int status) {
   switch (status) {
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 402: return "Payment Required";
-    case 404: return "Not Found";
-    case 429: return "Too Many Requests";
-    default: return "Error";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 402:
+      return "Payment Required";
+    case 404:
+      return "Not Found";
+    case 429:
+      return "Too Many Requests";
+    default:
+      return "Error";
   }
 }
 
@@ -38,8 +44,8 @@ std::string NewId() {
 }  // namespace
 
 TestHttpServer::Response VapiError(int status, const std::string& message) {
-  return JsonAnswer(status,
-                    json{{"message", message}, {"error", ReasonPhrase(status)}, {"statusCode", status}});
+  return JsonAnswer(
+      status, json{{"message", message}, {"error", ReasonPhrase(status)}, {"statusCode", status}});
 }
 
 FakeVapiServer::FakeVapiServer(std::string api_key, Agent agent)
@@ -49,9 +55,8 @@ FakeVapiServer::FakeVapiServer(std::string api_key, Agent agent)
         // Vapi tells the client how the call goes in JSON text frames beside the audio.
         (void)c.SendText(json{{"type", "status-update"}, {"status", "in-progress"}}.dump());
         agent_(c);
-        (void)c.SendText(json{{"type", "status-update"},
-                              {"status", "ended"},
-                              {"endedReason", "customer-ended-call"}}
+        (void)c.SendText(json{
+            {"type", "status-update"}, {"status", "ended"}, {"endedReason", "customer-ended-call"}}
                              .dump());
       }) {
   http_.HandlePrefix("/assistant/", [this](const TestHttpServer::Request& r) {
@@ -101,7 +106,8 @@ TestHttpServer::Response FakeVapiServer::Authorized(
 }
 
 TestHttpServer::Response FakeVapiServer::GetAssistant(const TestHttpServer::Request& request) {
-  if (request.method != "GET") return VapiError(404, "Cannot " + request.method + " " + request.path);
+  if (request.method != "GET")
+    return VapiError(404, "Cannot " + request.method + " " + request.path);
   const std::string id(absl::StripPrefix(request.path, "/assistant/"));
   std::lock_guard<std::mutex> lock(mu_);
   auto it = assistants_.find(id);
@@ -128,7 +134,8 @@ TestHttpServer::Response FakeVapiServer::CreateCall(const TestHttpServer::Reques
     problems.push_back("transport.audioFormat is not the raw 16 kHz PCM this server bridges");
   }
   if (!problems.empty()) {
-    return JsonAnswer(400, json{{"message", problems}, {"error", "Bad Request"}, {"statusCode", 400}});
+    return JsonAnswer(400,
+                      json{{"message", problems}, {"error", "Bad Request"}, {"statusCode", 400}});
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (fail_status_ != 0) return VapiError(fail_status_, fail_message_);
