@@ -167,7 +167,9 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
     CURL* c = curl.get();
     curl_slist* headers = nullptr;
     const std::string content_type = absl::StrCat("Content-Type: ", post.content_type);
-    if (post.multipart.empty()) headers = curl_slist_append(headers, content_type.c_str());
+    if (post.multipart.empty() && post.method != "GET") {
+      headers = curl_slist_append(headers, content_type.c_str());
+    }
     // No "Expect: 100-continue": it costs a round trip (or a one-second stall with servers that
     // ignore it) before every upload.
     headers = curl_slist_append(headers, "Expect:");
@@ -179,7 +181,7 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
     exchange.cancel = post.cancel;
     char error_buffer[CURL_ERROR_SIZE] = {0};
     curl_easy_setopt(c, CURLOPT_URL, post.url.c_str());
-    if (!post.method.empty() && post.method != "POST") {
+    if (!post.method.empty() && post.method != "POST" && post.method != "GET") {
       curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, post.method.c_str());
     }
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -187,7 +189,9 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list.get());
     std::unique_ptr<curl_mime, decltype(&curl_mime_free)> mime(nullptr, &curl_mime_free);
-    if (post.multipart.empty()) {
+    if (post.method == "GET") {
+      curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    } else if (post.multipart.empty()) {
       curl_easy_setopt(c, CURLOPT_POSTFIELDS, post.body.data());
       curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(post.body.size()));
     } else {
@@ -245,6 +249,7 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
     } else if (status >= 200 && status < 300) {
       return std::move(exchange.body);
     } else {
+      if (post.error_body != nullptr) *post.error_body = exchange.body;
       const std::string message = absl::StrCat(post.label, "HTTP ", status, " from ", shown, ": ",
                                                ProviderErrorMessage(exchange.body));
       if (!IsRetryableHttpStatus(status)) {

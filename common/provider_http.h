@@ -52,7 +52,8 @@ struct MultipartPart {
 
 struct ProviderPost {
   std::string url;
-  // The HTTP method; empty is POST. Another (DELETE) is sent with the same headers and body.
+  // The HTTP method; empty is POST. GET is sent without a body (the voice platforms' REST
+  // reads); another (DELETE) with the same headers and body.
   std::string method;
   std::vector<std::string> headers;  // "Name: value"
   std::string content_type = "application/json";
@@ -76,6 +77,9 @@ struct ProviderPost {
   long* http_status = nullptr;
   // The provider label of the operators' metrics ("stt", "tts"); empty: not reported.
   std::string metrics_provider;
+  // When set, the body of the last refused (non-2xx) answer, for callers that read the
+  // provider's own error shape.
+  std::string* error_body = nullptr;
 };
 
 // One HTTP request to a provider, for the operators' metrics (calleval_provider_requests_total

@@ -169,6 +169,8 @@ absl::Status WireAgents(ServerState* s) {
     s->agents_service->set_deletion_listener(metrics_remote ? s->remote_metrics_listener.get()
                                                             : s->metrics_store.get());
     s->agents_service->set_integrations(s->integrations_store.get());
+    // External agents are pulled from their platforms on create and PATCH.
+    s->agents_service->set_platform_api_urls({config.vapi_api_url, config.retell_api_url});
     s->agents_service->set_internal_credential(s->internal_credential);
   }
   return absl::OkStatus();

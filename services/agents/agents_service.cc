@@ -25,6 +25,12 @@ absl::Span<const MethodEntry<AgentsService>> AgentsService::Methods() { return k
 absl::Status AgentsService::CreateAgent(const RequestContext& context,
                                         const v1::AgentFields& request, v1::Agent* response) {
   const int64_t workspace_id = context.workspace_id;
+  if (platform_pull_) {
+    v1::AgentFields pulled = request;
+    RETURN_IF_ERROR(platform_pull_->IntoCreate(workspace_id, pulled));
+    ASSIGN_OR_RETURN(*response, store_->Create(workspace_id, pulled));
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(*response, store_->Create(workspace_id, request));
   return absl::OkStatus();
 }
@@ -40,6 +46,12 @@ absl::Status AgentsService::UpdateAgent(const RequestContext& context,
                                         const v1::UpdateAgentRequest& request,
                                         v1::Agent* response) {
   const int64_t workspace_id = context.workspace_id;
+  if (platform_pull_) {
+    v1::AgentFields pulled = request.agent();
+    RETURN_IF_ERROR(platform_pull_->IntoUpdate(workspace_id, request.id(), pulled));
+    ASSIGN_OR_RETURN(*response, store_->Update(workspace_id, request.id(), pulled));
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(*response, store_->Update(workspace_id, request.id(), request.agent()));
   return absl::OkStatus();
 }

@@ -17,6 +17,7 @@
 #include "services/agents/deletion_listener.h"
 #include "services/agents/integrations_store.h"
 #include "services/agents/platform_events.h"
+#include "services/agents/platform_pull.h"
 #include "services/agents/scenarios_store.h"
 #include "services/runs/runs_store.h"
 
@@ -52,6 +53,13 @@ class AgentsService {
   // Handles the voice platforms' webhooks (services/agents/platform_events.h); while unset
   // HandlePlatformEvent answers 503. Set before the service is registered.
   void set_platform_events(PlatformEvents* events) { platform_events_ = events; }
+  // Where the voice platforms' APIs are (--vapi-api-url, --retell-api-url): an external agent's
+  // instructions, opening message and language are pulled from there on create and PATCH
+  // (platform_pull.h). While unset nothing is pulled. Set after set_integrations, before the
+  // service is registered.
+  void set_platform_api_urls(PlatformApiUrls urls) {
+    platform_pull_ = std::make_unique<PlatformPull>(std::move(urls), store_, integrations_);
+  }
   // Admits the internal methods below for calls carrying this credential
   // (common/internal_credential.h); while unset they refuse every call. Set before the service
   // is registered.
@@ -177,6 +185,7 @@ class AgentsService {
   DeletionListener* deletion_listener_ = nullptr;
   IntegrationsStore* integrations_ = nullptr;
   PlatformEvents* platform_events_ = nullptr;
+  std::unique_ptr<PlatformPull> platform_pull_;
 };
 
 }  // namespace calleval::agents

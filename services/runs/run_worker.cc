@@ -6,6 +6,8 @@
 #include "common/crypto.h"
 #include "common/errors.h"
 #include "common/log.h"
+#include "services/agents/agent_rules.h"
+#include "services/runs/platform_run.h"
 #include "services/runs/text_channel.h"
 #include "services/runs/voice_session.h"
 #include "services/runs/websocket_client.h"
@@ -236,6 +238,20 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
       return Failed(
           "the phone channel needs a telephony carrier account, which this installation does "
           "not have; run the scenario over the web or text channel");
+    } else if (job.channel == "web" && agents::rules::IsExternal(agent->agent_source())) {
+      // A Vapi call's websocket, dialled like a pcm16 agent's (services/runs/platform_run.h).
+      absl::StatusOr<PlatformWebCall> platform = StartPlatformWebCall(
+          *deps.agents, job.workspace_id, *agent, deps.provider_urls, workers_.cancel_flag());
+      if (!platform.ok()) {
+        if (platform.status().code() == kPlatformRunRetry) {
+          LogWarn("run: the agent's platform key could not be read; the run is given back",
+                  {{"run_id", job.run_id}, {"error", platform.status()}});
+          return std::nullopt;
+        }
+        if (Cancelled(platform.status())) return std::nullopt;
+        return Failed(std::string(platform.status().message()));
+      }
+      call_id = WebsocketRun(job, *scenario, platform->agent, platform->channel, &end_reason);
     } else if (job.channel == "web") {
       if (!agent->has_web_channel()) {
         return Failed("the agent has no web_channel to reach it over the web");
