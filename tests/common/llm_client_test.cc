@@ -305,6 +305,9 @@ TEST(ProviderErrorMessageTest, QuotesTheMessageOrTheBody) {
             "Authentication failed: Could not understand the provided credentials.");
   EXPECT_EQ(ProviderErrorMessage(R"({"errors": [{"title": "Call has already ended"}]})"),
             "Call has already ended");
+  // Twirp (LiveKit's server API).
+  EXPECT_EQ(ProviderErrorMessage(R"({"code": "unauthenticated", "msg": "invalid token"})"),
+            "invalid token");
   EXPECT_EQ(ProviderErrorMessage("  Bad Gateway \n"), "Bad Gateway");
   EXPECT_EQ(ProviderErrorMessage(""), "(no message)");
   EXPECT_EQ(ProviderErrorMessage(std::string(1000, 'x')).size(), 303u);
