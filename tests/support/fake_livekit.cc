@@ -67,6 +67,22 @@ TestHttpServer::Response Json(const nlohmann::json& body) {
   return response;
 }
 
+// A request body member under its proto name or its JSON (camelCase) name: LiveKit's server
+// reads bodies with protojson, which accepts both, and its SDKs send the camelCase one.
+template <typename T>
+T Member(const nlohmann::json& body, const char* proto_name, const char* json_name, T fallback) {
+  for (const char* name : {proto_name, json_name}) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) continue;
+    try {
+      return it->get<T>();
+    } catch (const nlohmann::json::exception&) {
+      return fallback;
+    }
+  }
+  return fallback;
+}
+
 bool Grant(const nlohmann::json& claims, const char* name) {
   auto video = claims.find("video");
   if (video == claims.end() || !video->is_object()) return false;
@@ -378,30 +394,31 @@ TestHttpServer::Response FakeLiveKit::HandleTwirp(const TestHttpServer::Request&
   std::lock_guard<std::mutex> lock(mu_);
   if (request.path == "/twirp/livekit.RoomService/CreateRoom") {
     if (!Grant(*claims, "roomCreate")) return Twirp(403, "permission_denied", "permissions denied");
-    const std::string name = body.value("name", "");
+    const std::string name = Member<std::string>(body, "name", "name", "");
     if (name.empty()) return Twirp(400, "invalid_argument", "room name is required");
     auto it = rooms_.find(name);
     if (it == rooms_.end()) it = rooms_.emplace(name, absl::StrCat("RM_", next_id_++)).first;
     return Json({{"sid", it->second},
                  {"name", name},
-                 {"empty_timeout", body.value("empty_timeout", 300)},
-                 {"max_participants", body.value("max_participants", 0)},
+                 {"empty_timeout", Member<int>(body, "empty_timeout", "emptyTimeout", 300)},
+                 {"max_participants", Member<int>(body, "max_participants", "maxParticipants", 0)},
                  {"creation_time", std::to_string(absl::ToUnixSeconds(absl::Now()))}});
   }
   if (request.path == "/twirp/livekit.RoomService/DeleteRoom") {
     if (!Grant(*claims, "roomCreate")) return Twirp(403, "permission_denied", "permissions denied");
-    const std::string name = body.value("room", "");
+    const std::string name = Member<std::string>(body, "room", "room", "");
     if (rooms_.erase(name) == 0) return Twirp(404, "not_found", "requested room does not exist");
     deleted_rooms_.push_back(name);
     return Json(nlohmann::json::object());
   }
   if (request.path == "/twirp/livekit.AgentDispatchService/CreateDispatch") {
-    const std::string room = body.value("room", "");
+    const std::string room = Member<std::string>(body, "room", "room", "");
     if (!Grant(*claims, "roomAdmin") || GrantRoom(*claims) != room) {
       return Twirp(403, "permission_denied", "permissions denied");
     }
-    Dispatch dispatch{absl::StrCat("AD_", next_id_++), body.value("agent_name", ""), room,
-                      body.value("metadata", "")};
+    Dispatch dispatch{absl::StrCat("AD_", next_id_++),
+                      Member<std::string>(body, "agent_name", "agentName", ""), room,
+                      Member<std::string>(body, "metadata", "metadata", "")};
     dispatches_.push_back(dispatch);
     return Json({{"id", dispatch.id},
                  {"agent_name", dispatch.agent_name},
