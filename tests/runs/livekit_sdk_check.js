@@ -4,7 +4,12 @@
 //     service minted; answers {"ok": true, "claims": ...} or {"ok": false, "error": ...};
 //   {"op": "room_api", "url", "api_key", "api_secret", "room", "agent_name"}: the SDK's
 //     RoomServiceClient and AgentDispatchClient against the LiveKit stand-in (createRoom,
-//     createDispatch, deleteRoom); answers what each returned, or {"error": ...}.
+//     createDispatch, deleteRoom); answers what each returned, or {"error": ...};
+//   {"op": "decode_requests", "frames": [hex...]}: SignalRequest frames the service encoded, read
+//     with LiveKit's own protobuf classes (@livekit/protocol, the SDK's dependency); answers
+//     their protobuf JSON;
+//   {"op": "encode_responses"}: SignalResponse frames built with LiveKit's classes, as hex, for
+//     the service to read.
 // Prints a JSON array, one answer per case.
 'use strict';
 const fs = require('fs');
@@ -13,6 +18,40 @@ const { createRequire } = require('module');
 
 const sdkRequire = createRequire(path.join(path.resolve(process.argv[2]), 'package.json'));
 const { TokenVerifier, RoomServiceClient, AgentDispatchClient } = sdkRequire('livekit-server-sdk');
+// Resolved from the SDK's own directory: the version of the protocol classes it depends on.
+const protocolRequire = createRequire(path.join(path.dirname(sdkRequire.resolve('livekit-server-sdk')), 'index.js'));
+const protocol = protocolRequire('@livekit/protocol');
+
+function responsesFromLiveKit() {
+  const { SignalResponse } = protocol;
+  const responses = [
+    { case: 'join', value: {
+        room: { sid: 'RM_sdk', name: 'sdk-room', numParticipants: 2 },
+        participant: { sid: 'PA_caller', identity: 'caller', kind: 0 },
+        otherParticipants: [{ sid: 'PA_agent', identity: 'agent-1', kind: 4, state: 2,
+                              tracks: [{ sid: 'TR_agent', type: 0, source: 2,
+                                         mimeType: 'audio/opus' }] }],
+        serverVersion: '1.9.0', iceServers: [{ urls: ['turn:turn.example.com:3478'],
+                                               username: 'u', credential: 'c' }],
+        subscriberPrimary: true, pingTimeout: 15, pingInterval: 5,
+        serverInfo: { version: '1.9.0', protocol: 16, region: 'eu' } } },
+    { case: 'offer', value: { type: 'offer', sdp: 'v=0 subscriber', id: 4,
+                              midToTrackId: { '0': 'TR_agent' } } },
+    { case: 'answer', value: { type: 'answer', sdp: 'v=0 publisher', id: 2 } },
+    { case: 'trickle', value: { candidateInit: '{"candidate":"c"}', target: 1, final: true } },
+    { case: 'trackPublished', value: { cid: 'caller-voice',
+                                       track: { sid: 'TR_caller', type: 0, source: 2 } } },
+    { case: 'pongResp', value: { lastPingTimestamp: 1800000000123n, timestamp: 1800000000150n } },
+    { case: 'pong', value: 1800000000150n },
+    { case: 'leave', value: { canReconnect: false, reason: 5, action: 0 } },
+    { case: 'update', value: { participants: [{ sid: 'PA_agent', identity: 'agent-1',
+                                                state: 3, disconnectReason: 16 }] } },
+    { case: 'refreshToken', value: 'new-token' },
+    { case: 'trackSubscribed', value: { trackSid: 'TR_agent' } },
+  ];
+  return responses.map(
+    (message) => Buffer.from(new SignalResponse({ message }).toBinary()).toString('hex'));
+}
 
 async function run(c) {
   if (c.op === 'verify') {
@@ -36,6 +75,11 @@ async function run(c) {
       return { error: String(e && e.message ? e.message : e), status: e && e.status };
     }
   }
+  if (c.op === 'decode_requests') {
+    return c.frames.map(
+      (hex) => protocol.SignalRequest.fromBinary(Buffer.from(hex, 'hex')).toJson());
+  }
+  if (c.op === 'encode_responses') return responsesFromLiveKit();
   throw new Error(`unknown op ${c.op}`);
 }
 
