@@ -254,6 +254,13 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &StopWhenCancelled);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &exchange);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer);
+    curl_slist* resolve = nullptr;
+    for (const std::string& entry : post.resolve_override) {
+      resolve = curl_slist_append(resolve, entry.c_str());
+    }
+    std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> resolve_list(resolve,
+                                                                             &curl_slist_free_all);
+    if (resolve != nullptr) curl_easy_setopt(c, CURLOPT_RESOLVE, resolve);
     if (post.guard != nullptr) {
       curl_easy_setopt(c, CURLOPT_PROXY, "");
       curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, &GuardedSocket);

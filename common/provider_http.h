@@ -83,6 +83,9 @@ struct ProviderPost {
   // code "url_not_public", never retried). Proxies from the environment are then ignored.
   const UrlGuardOptions* guard = nullptr;
   std::string guard_field = "url";
+  // CURLOPT_RESOLVE entries ("host:port:address"), as FetchOptions::resolve_override: tests pin
+  // a public-looking name to loopback to exercise the connect-time check.
+  std::vector<std::string> resolve_override;
 };
 
 // One HTTP request to a provider, for the operators' metrics (calleval_provider_requests_total
