@@ -19,8 +19,10 @@
 //   signal->SendOffer(publisher_sdp);
 //   for (;;) { ASSIGN_OR_RETURN(auto responses, signal->Poll(absl::Milliseconds(20))); ... }
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
