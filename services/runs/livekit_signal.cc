@@ -121,8 +121,10 @@ absl::Status LiveKitSignal::ReadJoin(absl::Time now) {
       return SignalError(absl::StrCat("the server did not answer the join within ",
                                       absl::FormatDuration(options_.join_timeout)));
     }
+    // Short slices: WebSocketConnection::Poll waits out the whole slice even when a frame came
+    // early, and the join is on the path to the first audio.
     absl::StatusOr<std::vector<WebSocketMessage>> messages =
-        connection_->Poll(std::min(left, absl::Milliseconds(100)));
+        connection_->Poll(std::min(left, absl::Milliseconds(5)));
     if (!messages.ok()) {
       return SignalError(absl::StrCat("the server closed the connection before the join (",
                                       messages.status().message(), ")"));
