@@ -1,6 +1,8 @@
 #include "common/provider_http.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +18,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/errors.h"
+#include "common/status_macros.h"
 #include "common/telemetry.h"
 #include "nlohmann/json.hpp"
 
@@ -48,6 +51,8 @@ std::string ProviderErrorMessage(absl::string_view body) {
     // Other compatible servers: {"message": ...} or FastAPI's {"detail": ...}.
     if (message.empty()) message = StringField(parsed, "message");
     if (message.empty()) message = StringField(parsed, "detail");
+    // Twirp: {"code": "unauthenticated", "msg": "..."}.
+    if (message.empty()) message = StringField(parsed, "msg");
     // JSON:API: the first error's title and detail ("Authentication failed: Could not ...").
     auto errors = parsed.find("errors");
     if (message.empty() && errors != parsed.end() && errors->is_array() && !errors->empty() &&
@@ -102,7 +107,36 @@ struct PostExchange {
   bool over_cap = false;
   std::string retry_after;
   const std::atomic<bool>* cancel = nullptr;
+  bool check_address = false;   // a guarded request to a host not in allowed_hosts
+  std::string refused_address;  // set when the connect-time check refused one
+  std::string refused_reason;
 };
+
+std::string AddressText(const struct sockaddr* address) {
+  char text[INET6_ADDRSTRLEN] = {0};
+  if (address->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(address)->sin_addr, text,
+              sizeof(text));
+  } else if (address->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr, text,
+              sizeof(text));
+  }
+  return text;
+}
+
+// The connect-time half of the guard, as common/http_fetch.cc applies it.
+curl_socket_t GuardedSocket(void* user, curlsocktype purpose, struct curl_sockaddr* address) {
+  auto* exchange = static_cast<PostExchange*>(user);
+  if (purpose != CURLSOCKTYPE_IPCXN) return CURL_SOCKET_BAD;
+  if (exchange->check_address) {
+    if (std::optional<std::string> reason = NonPublicReason(&address->addr)) {
+      exchange->refused_address = AddressText(&address->addr);
+      exchange->refused_reason = std::move(*reason);
+      return CURL_SOCKET_BAD;
+    }
+  }
+  return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
 
 size_t CollectBody(char* data, size_t size, size_t nmemb, void* user) {
   auto* exchange = static_cast<PostExchange*>(user);
@@ -154,6 +188,11 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
                      absl::StrCat(post.label, "cancelled"));
   };
   auto is_cancelled = [&] { return post.cancel != nullptr && post.cancel->load(); };
+  bool check_address = false;
+  if (post.guard != nullptr) {
+    ASSIGN_OR_RETURN(ParsedUrl parsed, CheckAndParseUrl(post.url, *post.guard, post.guard_field));
+    check_address = !parsed.allowed_host;
+  }
   const int attempts = std::max(1, post.max_attempts);
   std::minstd_rand random(std::random_device{}());
   std::string last_error;
@@ -179,6 +218,7 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
     PostExchange exchange;
     exchange.max_bytes = post.max_response_bytes;
     exchange.cancel = post.cancel;
+    exchange.check_address = check_address;
     char error_buffer[CURL_ERROR_SIZE] = {0};
     curl_easy_setopt(c, CURLOPT_URL, post.url.c_str());
     if (!post.method.empty() && post.method != "POST" && post.method != "GET") {
@@ -218,6 +258,18 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &StopWhenCancelled);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &exchange);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error_buffer);
+    curl_slist* resolve = nullptr;
+    for (const std::string& entry : post.resolve_override) {
+      resolve = curl_slist_append(resolve, entry.c_str());
+    }
+    std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> resolve_list(resolve,
+                                                                             &curl_slist_free_all);
+    if (resolve != nullptr) curl_easy_setopt(c, CURLOPT_RESOLVE, resolve);
+    if (post.guard != nullptr) {
+      curl_easy_setopt(c, CURLOPT_PROXY, "");
+      curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, &GuardedSocket);
+      curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &exchange);
+    }
     if (post.requests != nullptr) post.requests->fetch_add(1);
     const absl::Time sent = absl::Now();
     const CURLcode result = curl_easy_perform(c);
@@ -234,6 +286,11 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
     }
     if (result == CURLE_ABORTED_BY_CALLBACK) return cancelled();
     const std::string shown = ShownUrl(post.url);
+    if (!exchange.refused_address.empty()) {
+      return MakeError(absl::StatusCode::kFailedPrecondition, kUrlNotPublicCode,
+                       absl::StrCat(post.label, shown, " resolves to ", exchange.refused_address,
+                                    ", ", exchange.refused_reason, ", which is not allowed"));
+    }
     if (exchange.over_cap) {
       return MakeError(
           absl::StatusCode::kUnavailable,

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/url_guard.h"
 
 namespace calleval {
 
@@ -23,9 +24,9 @@ bool IsRetryableHttpStatus(long http_status);
 
 // The provider's error message from an error body: {"error": {"message": ...}} (OpenAI),
 // {"error": "..."}, {"message": ...} or {"detail": ...} (other compatible servers),
-// {"errors": [{"title": ..., "detail": ...}]} (JSON:API, as Telnyx answers), else the body
-// itself; shortened to 300 characters. For messages like
-// "HTTP 401 from the LLM provider: Incorrect API key provided."
+// {"errors": [{"title": ..., "detail": ...}]} (JSON:API, as Telnyx answers), Twirp's
+// {"code": ..., "msg": ...} (LiveKit's server API), else the body itself; shortened to 300
+// characters. For messages like "HTTP 401 from the LLM provider: Incorrect API key provided."
 std::string ProviderErrorMessage(absl::string_view body);
 
 // A Retry-After value: delta-seconds ("7", "1.5") or an HTTP date. nullopt when unusable.
@@ -80,6 +81,15 @@ struct ProviderPost {
   // When set, the body of the last refused (non-2xx) answer, for callers that read the
   // provider's own error shape.
   std::string* error_body = nullptr;
+  // When set, the URL is one a user supplied and the outbound-URL rule of docs/api.md §8
+  // applies: the literal check before the request (its error returned as is, naming
+  // `guard_field`), and the resolved address checked at connect time (kFailedPrecondition with
+  // code "url_not_public", never retried). Proxies from the environment are then ignored.
+  const UrlGuardOptions* guard = nullptr;
+  std::string guard_field = "url";
+  // CURLOPT_RESOLVE entries ("host:port:address"), as FetchOptions::resolve_override: tests pin
+  // a public-looking name to loopback to exercise the connect-time check.
+  std::vector<std::string> resolve_override;
 };
 
 // One HTTP request to a provider, for the operators' metrics (calleval_provider_requests_total

@@ -12,10 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/errors.h"
 #include "common/provider_http.h"
 #include "tests/support/fake_openai_server.h"
+#include "tests/support/test_http_server.h"
 
 namespace calleval {
 namespace {
@@ -293,6 +295,35 @@ TEST(BackoffTest, ExponentialWithFullJitterAndACap) {
   EXPECT_EQ(BackoffDelay(3, initial, max, 0.0), absl::ZeroDuration());
 }
 
+TEST(PostToProviderTest, TheOutboundUrlRuleWhenAsked) {
+  TestHttpServer server;
+  server.Serve("/ok", "{}", "application/json");
+  UrlGuardOptions guard;
+  ProviderPost post;
+  post.url = server.url("/ok");
+  post.label = "bot runner failed: ";
+  post.error_code = "bot_runner_failed";
+  post.guard = &guard;
+  post.guard_field = "web_channel.bot_runner_url";
+  // The literal check: a loopback address as written.
+  absl::StatusOr<std::string> literal = PostToProvider(post);
+  EXPECT_EQ(literal.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorInfoOf(literal.status()).code(), "url_not_public");
+  // The connect-time check: a public-looking name that resolves to loopback.
+  post.url = absl::StrCat("http://bots.example.com:", server.port(), "/ok");
+  post.resolve_override = {absl::StrCat("bots.example.com:", server.port(), ":127.0.0.1")};
+  absl::StatusOr<std::string> resolved = PostToProvider(post);
+  EXPECT_EQ(resolved.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ErrorInfoOf(resolved.status()).code(), "url_not_public");
+  EXPECT_THAT(std::string(resolved.status().message()),
+              ::testing::HasSubstr("resolves to 127.0.0.1, a loopback address"));
+  EXPECT_EQ(server.hits("/ok"), 0);
+  // An operator-allowed host passes both.
+  guard.allowed_hosts = {"bots.example.com"};
+  EXPECT_TRUE(PostToProvider(post).ok());
+  EXPECT_EQ(server.hits("/ok"), 1);
+}
+
 TEST(ProviderErrorMessageTest, QuotesTheMessageOrTheBody) {
   EXPECT_EQ(ProviderErrorMessage(R"({"error": {"message": "Invalid model", "type": "x"}})"),
             "Invalid model");
@@ -305,6 +336,9 @@ TEST(ProviderErrorMessageTest, QuotesTheMessageOrTheBody) {
             "Authentication failed: Could not understand the provided credentials.");
   EXPECT_EQ(ProviderErrorMessage(R"({"errors": [{"title": "Call has already ended"}]})"),
             "Call has already ended");
+  // Twirp (LiveKit's server API).
+  EXPECT_EQ(ProviderErrorMessage(R"({"code": "unauthenticated", "msg": "invalid token"})"),
+            "invalid token");
   EXPECT_EQ(ProviderErrorMessage("  Bad Gateway \n"), "Bad Gateway");
   EXPECT_EQ(ProviderErrorMessage(""), "(no message)");
   EXPECT_EQ(ProviderErrorMessage(std::string(1000, 'x')).size(), 303u);

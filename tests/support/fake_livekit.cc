@@ -1,0 +1,431 @@
+#include "tests/support/fake_livekit.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/crypto.h"
+
+namespace calleval {
+namespace {
+
+std::optional<std::string> Base64UrlDecode(absl::string_view text) {
+  std::string standard(text);
+  for (char& c : standard) {
+    if (c == '-') c = '+';
+    if (c == '_') c = '/';
+  }
+  while (standard.size() % 4 != 0) standard.push_back('=');
+  return Base64Decode(standard);
+}
+
+std::string QueryValue(absl::string_view query, absl::string_view name) {
+  for (absl::string_view pair : absl::StrSplit(query, '&')) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    if (kv.first != name) continue;
+    // Percent-decoding: tokens only need it for characters a client chose to escape.
+    std::string out;
+    for (size_t i = 0; i < kv.second.size(); ++i) {
+      if (kv.second[i] == '%' && i + 2 < kv.second.size()) {
+        out.push_back(
+            static_cast<char>(std::stoi(std::string(kv.second.substr(i + 1, 2)), nullptr, 16)));
+        i += 2;
+      } else {
+        out.push_back(kv.second[i]);
+      }
+    }
+    return out;
+  }
+  return "";
+}
+
+TestHttpServer::Response Twirp(int status, const std::string& code, const std::string& msg) {
+  TestHttpServer::Response response;
+  response.status = status;
+  response.content_type = "application/json";
+  response.body = nlohmann::json{{"code", code}, {"msg", msg}}.dump();
+  return response;
+}
+
+TestHttpServer::Response Json(const nlohmann::json& body) {
+  TestHttpServer::Response response;
+  response.content_type = "application/json";
+  response.body = body.dump();
+  return response;
+}
+
+// A request body member under its proto name or its JSON (camelCase) name: LiveKit's server
+// reads bodies with protojson, which accepts both, and its SDKs send the camelCase one.
+template <typename T>
+T Member(const nlohmann::json& body, const char* proto_name, const char* json_name, T fallback) {
+  for (const char* name : {proto_name, json_name}) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) continue;
+    try {
+      return it->get<T>();
+    } catch (const nlohmann::json::exception&) {
+      return fallback;
+    }
+  }
+  return fallback;
+}
+
+bool Grant(const nlohmann::json& claims, const char* name) {
+  auto video = claims.find("video");
+  if (video == claims.end() || !video->is_object()) return false;
+  auto it = video->find(name);
+  return it != video->end() && it->is_boolean() && it->get<bool>();
+}
+
+std::string GrantRoom(const nlohmann::json& claims) {
+  auto video = claims.find("video");
+  if (video == claims.end() || !video->is_object()) return "";
+  return video->value("room", "");
+}
+
+void SendResponse(runs::WebSocketConnection& connection, const livekit::SignalResponse& response) {
+  std::string bytes;
+  response.SerializeToString(&bytes);
+  (void)connection.SendBinary(bytes);
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> VerifyLiveKitToken(const std::string& token,
+                                                  const std::string& api_key,
+                                                  const std::string& secret, absl::Time now) {
+  std::vector<std::string> parts = absl::StrSplit(token, '.');
+  if (parts.size() != 3) return absl::UnauthenticatedError("not a JWT");
+  std::optional<std::string> header = Base64UrlDecode(parts[0]);
+  std::optional<std::string> payload = Base64UrlDecode(parts[1]);
+  std::optional<std::string> signature = Base64UrlDecode(parts[2]);
+  if (!header || !payload || !signature) return absl::UnauthenticatedError("bad base64url");
+  nlohmann::json head = nlohmann::json::parse(*header, nullptr, false);
+  if (!head.is_object() || head.value("alg", "") != "HS256") {
+    return absl::UnauthenticatedError("alg is not HS256");
+  }
+  const std::string signing_input = absl::StrCat(parts[0], ".", parts[1]);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(signing_input.data()), signing_input.size(), mac,
+       &mac_len);
+  if (signature->size() != mac_len || CRYPTO_memcmp(signature->data(), mac, mac_len) != 0) {
+    return absl::UnauthenticatedError("invalid token signature");
+  }
+  nlohmann::json claims = nlohmann::json::parse(*payload, nullptr, false);
+  if (!claims.is_object()) return absl::UnauthenticatedError("claims are not an object");
+  if (claims.value("iss", "") != api_key) return absl::UnauthenticatedError("unknown API key");
+  const int64_t seconds = absl::ToUnixSeconds(now);
+  if (!claims.contains("nbf") || !claims["nbf"].is_number() ||
+      claims["nbf"].get<int64_t>() > seconds) {
+    return absl::UnauthenticatedError("token not valid yet");
+  }
+  if (!claims.contains("exp") || !claims["exp"].is_number() ||
+      claims["exp"].get<int64_t>() <= seconds) {
+    return absl::UnauthenticatedError("token expired");
+  }
+  return claims;
+}
+
+FakeLiveKit::FakeLiveKit(std::string api_key, std::string api_secret)
+    : api_key_(std::move(api_key)), api_secret_(std::move(api_secret)) {
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::listen(listen_fd_, 16);
+  socklen_t len = sizeof(addr);
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+  http_.HandlePrefix(
+      "/twirp/", [this](const TestHttpServer::Request& request) { return HandleTwirp(request); });
+}
+
+FakeLiveKit::~FakeLiveKit() {
+  stopping_ = true;
+  acceptor_.join();
+  ::close(listen_fd_);
+  std::vector<std::thread> sessions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions.swap(sessions_);
+  }
+  for (auto& t : sessions) t.join();
+}
+
+std::string FakeLiveKit::ws_url() const { return absl::StrCat("ws://127.0.0.1:", port_); }
+
+void FakeLiveKit::SetPing(int interval_seconds, int timeout_seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ping_interval_ = interval_seconds;
+  ping_timeout_ = timeout_seconds;
+}
+
+void FakeLiveKit::SetAnswerJoin(bool answer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  answer_join_ = answer;
+}
+
+void FakeLiveKit::SetAnswerPings(bool answer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  answer_pings_ = answer;
+}
+
+std::vector<std::string> FakeLiveKit::rooms() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, sid] : rooms_) out.push_back(name);
+  return out;
+}
+
+std::vector<std::string> FakeLiveKit::deleted_rooms() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return deleted_rooms_;
+}
+
+std::vector<FakeLiveKit::Dispatch> FakeLiveKit::dispatches() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dispatches_;
+}
+
+std::vector<FakeLiveKit::Participant> FakeLiveKit::participants() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return participants_;
+}
+
+std::vector<livekit::SignalRequest> FakeLiveKit::requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return requests_;
+}
+
+void FakeLiveKit::AcceptLoop() {
+  while (!stopping_) {
+    pollfd pfd{listen_fd_, POLLIN, 0};
+    if (::poll(&pfd, 1, 50) <= 0) continue;
+    const int fd = ::accept(listen_fd_, nullptr, nullptr);
+    if (fd < 0) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions_.emplace_back([this, fd] { Serve(fd); });
+  }
+}
+
+// Reads the upgrade request's head without consuming it (MSG_PEEK), so the token can be
+// checked before the websocket library takes the connection over: LiveKit refuses a bad token
+// with HTTP 401 instead of upgrading.
+void FakeLiveKit::Serve(int fd) {
+  std::string head;
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < deadline && !stopping_) {
+    char buffer[8192];
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) head.assign(buffer, static_cast<size_t>(n));
+    if (n == 0 || head.find("\r\n\r\n") != std::string::npos) break;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  const size_t line_end = head.find("\r\n");
+  std::vector<std::string> request_line = absl::StrSplit(head.substr(0, line_end), ' ');
+  std::string target = request_line.size() >= 2 ? request_line[1] : "";
+  std::pair<std::string, std::string> path_query = absl::StrSplit(target, absl::MaxSplits('?', 1));
+  auto refuse = [&](int status, const std::string& reason) {
+    ++refused_upgrades_;
+    char drain[8192];
+    (void)::recv(fd, drain, sizeof(drain), MSG_DONTWAIT);
+    const std::string answer =
+        absl::StrCat("HTTP/1.1 ", status, status == 401 ? " Unauthorized" : " Not Found",
+                     "\r\nContent-Type: text/plain\r\nContent-Length: ", reason.size(),
+                     "\r\nConnection: close\r\n\r\n", reason);
+    (void)::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
+    ::close(fd);
+  };
+  if (path_query.first != "/rtc") return refuse(404, "not found");
+  absl::StatusOr<nlohmann::json> claims =
+      VerifyLiveKitToken(QueryValue(path_query.second, "access_token"), api_key_, api_secret_);
+  if (!claims.ok()) return refuse(401, std::string(claims.status().message()));
+  if (!Grant(*claims, "roomJoin") || GrantRoom(*claims).empty() ||
+      claims->value("sub", "").empty()) {
+    return refuse(401, "permissions denied");
+  }
+  Participant participant{claims->value("sub", ""), GrantRoom(*claims), path_query.second};
+  auto connection = runs::WebSocketConnection::Accept(fd, absl::Seconds(5));
+  if (!connection.ok()) {
+    std::cerr << "fake livekit: " << connection.status() << "\n";
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    participants_.push_back(participant);
+  }
+  Session(**connection, participant);
+  (*connection)->Close();
+  ++sessions_ended_;
+}
+
+void FakeLiveKit::Session(runs::WebSocketConnection& connection, const Participant& participant) {
+  bool answer_join;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    answer_join = answer_join_;
+    if (answer_join) {
+      livekit::SignalResponse join;
+      livekit::JoinResponse* r = join.mutable_join();
+      r->mutable_room()->set_name(participant.room);
+      auto room = rooms_.find(participant.room);
+      r->mutable_room()->set_sid(room != rooms_.end() ? room->second : "RM_auto");
+      r->mutable_participant()->set_sid(absl::StrCat("PA_", next_id_++));
+      r->mutable_participant()->set_identity(participant.identity);
+      r->set_server_version("1.8.0-fake");
+      r->set_subscriber_primary(true);
+      r->set_ping_interval(ping_interval_);
+      r->set_ping_timeout(ping_timeout_);
+      r->mutable_server_info()->set_protocol(16);
+      r->add_ice_servers()->add_urls("stun:127.0.0.1:3478");
+      SendResponse(connection, join);
+    }
+  }
+  if (answer_join) {
+    // The server opens the subscriber connection: its offer follows the join.
+    livekit::SignalResponse offer;
+    offer.mutable_offer()->set_type("offer");
+    offer.mutable_offer()->set_sdp("v=0\r\ns=fake-livekit-subscriber\r\n");
+    offer.mutable_offer()->set_id(1);
+    SendResponse(connection, offer);
+  }
+  int candidates = 0;
+  while (!stopping_) {
+    absl::StatusOr<std::vector<runs::WebSocketMessage>> messages =
+        connection.Poll(absl::Milliseconds(50));
+    if (!messages.ok()) return;
+    for (const runs::WebSocketMessage& message : *messages) {
+      livekit::SignalRequest request;
+      if (!message.binary || !request.ParseFromString(message.data)) {
+        std::cerr << "fake livekit: a frame that is not a SignalRequest\n";
+        return;
+      }
+      bool answer_pings;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        requests_.push_back(request);
+        answer_pings = answer_pings_;
+      }
+      livekit::SignalResponse response;
+      switch (request.message_case()) {
+        case livekit::SignalRequest::kOffer:
+          response.mutable_answer()->set_type("answer");
+          response.mutable_answer()->set_sdp(
+              absl::StrCat("v=0\r\ns=fake-livekit-publisher-answer\r\n"));
+          response.mutable_answer()->set_id(request.offer().id());
+          SendResponse(connection, response);
+          break;
+        case livekit::SignalRequest::kTrickle:
+          if (request.trickle().final()) break;
+          ++candidates;
+          response.mutable_trickle()->set_target(request.trickle().target());
+          response.mutable_trickle()->set_candidateinit(nlohmann::json{
+              {"candidate", absl::StrCat("candidate:", candidates, " 1 udp 2130706431 127.0.0.1 ",
+                                         40000 + candidates, " typ host")},
+              {"sdpMid", "0"},
+              {"sdpMLineIndex", 0}}.dump());
+          SendResponse(connection, response);
+          break;
+        case livekit::SignalRequest::kAddTrack: {
+          livekit::TrackPublishedResponse* published = response.mutable_track_published();
+          published->set_cid(request.add_track().cid());
+          published->mutable_track()->set_sid(absl::StrCat("TR_", next_id_++));
+          published->mutable_track()->set_type(request.add_track().type());
+          published->mutable_track()->set_name(request.add_track().name());
+          published->mutable_track()->set_source(request.add_track().source());
+          published->mutable_track()->set_mime_type("audio/opus");
+          SendResponse(connection, response);
+          break;
+        }
+        case livekit::SignalRequest::kPingReq:
+          if (!answer_pings) break;
+          response.mutable_pong_resp()->set_last_ping_timestamp(request.ping_req().timestamp());
+          response.mutable_pong_resp()->set_timestamp(absl::ToUnixMillis(absl::Now()));
+          SendResponse(connection, response);
+          break;
+        case livekit::SignalRequest::kPing:
+          if (!answer_pings) break;
+          response.set_pong(absl::ToUnixMillis(absl::Now()));
+          SendResponse(connection, response);
+          break;
+        case livekit::SignalRequest::kLeave:
+          return;
+        default:
+          break;
+      }
+    }
+  }
+}
+
+TestHttpServer::Response FakeLiveKit::HandleTwirp(const TestHttpServer::Request& request) {
+  if (request.method != "POST") return Twirp(400, "bad_route", "Twirp routes are POST only");
+  if (request.Header("content-type").rfind("application/json", 0) != 0) {
+    return Twirp(400, "bad_route", "unexpected Content-Type");
+  }
+  const std::string authorization = request.Header("authorization");
+  absl::string_view auth = authorization;
+  if (!absl::ConsumePrefix(&auth, "Bearer ")) {
+    return Twirp(401, "unauthenticated", "no authorization header");
+  }
+  absl::StatusOr<nlohmann::json> claims =
+      VerifyLiveKitToken(std::string(auth), api_key_, api_secret_);
+  if (!claims.ok()) return Twirp(401, "unauthenticated", std::string(claims.status().message()));
+  nlohmann::json body = nlohmann::json::parse(request.body, nullptr, false);
+  if (!body.is_object()) return Twirp(400, "malformed", "the body is not JSON");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (request.path == "/twirp/livekit.RoomService/CreateRoom") {
+    if (!Grant(*claims, "roomCreate")) return Twirp(403, "permission_denied", "permissions denied");
+    const std::string name = Member<std::string>(body, "name", "name", "");
+    if (name.empty()) return Twirp(400, "invalid_argument", "room name is required");
+    auto it = rooms_.find(name);
+    if (it == rooms_.end()) it = rooms_.emplace(name, absl::StrCat("RM_", next_id_++)).first;
+    return Json({{"sid", it->second},
+                 {"name", name},
+                 {"empty_timeout", Member<int>(body, "empty_timeout", "emptyTimeout", 300)},
+                 {"max_participants", Member<int>(body, "max_participants", "maxParticipants", 0)},
+                 {"creation_time", std::to_string(absl::ToUnixSeconds(absl::Now()))}});
+  }
+  if (request.path == "/twirp/livekit.RoomService/DeleteRoom") {
+    if (!Grant(*claims, "roomCreate")) return Twirp(403, "permission_denied", "permissions denied");
+    const std::string name = Member<std::string>(body, "room", "room", "");
+    if (rooms_.erase(name) == 0) return Twirp(404, "not_found", "requested room does not exist");
+    deleted_rooms_.push_back(name);
+    return Json(nlohmann::json::object());
+  }
+  if (request.path == "/twirp/livekit.AgentDispatchService/CreateDispatch") {
+    const std::string room = Member<std::string>(body, "room", "room", "");
+    if (!Grant(*claims, "roomAdmin") || GrantRoom(*claims) != room) {
+      return Twirp(403, "permission_denied", "permissions denied");
+    }
+    Dispatch dispatch{absl::StrCat("AD_", next_id_++),
+                      Member<std::string>(body, "agent_name", "agentName", ""), room,
+                      Member<std::string>(body, "metadata", "metadata", "")};
+    dispatches_.push_back(dispatch);
+    return Json({{"id", dispatch.id},
+                 {"agent_name", dispatch.agent_name},
+                 {"room", dispatch.room},
+                 {"metadata", dispatch.metadata}});
+  }
+  return Twirp(404, "bad_route", absl::StrCat("no handler for path ", request.path));
+}
+
+}  // namespace calleval
