@@ -18,6 +18,7 @@ COPY tools/s3/package.json tools/s3/package-lock.json tools/s3/
 COPY tools/k8s/package.json tools/k8s/package-lock.json tools/k8s/
 COPY tools/carrier-sdks/package.json tools/carrier-sdks/package-lock.json tools/carrier-sdks/
 COPY tools/livekit-sdk/package.json tools/livekit-sdk/package-lock.json tools/livekit-sdk/
+COPY tools/retell/package.json tools/retell/package-lock.json tools/retell/
 RUN apt-get update -qq && scripts/setup && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN BUILD_DIR=/src/build scripts/build calleval callevalctl \
