@@ -9,6 +9,9 @@
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <deque>
 #include <optional>
 
@@ -191,6 +194,36 @@ absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::Accept
   bool done = false;
   beast::error_code result;
   conn->ws().async_accept([&](beast::error_code e) {
+    result = e;
+    done = true;
+  });
+  if (!conn->RunUntil(done, timeout)) return absl::DeadlineExceededError("upgrade timed out");
+  if (result) return absl::UnavailableError(absl::StrCat("upgrade: ", result.message()));
+  return std::unique_ptr<WebSocketConnection>(std::move(conn));
+}
+
+absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::AcceptUpgrade(
+    int fd, std::string received, absl::Duration timeout, int64_t max_message_bytes) {
+  auto ioc = std::make_unique<asio::io_context>();
+  asio::io_context& io = *ioc;
+  tcp::socket socket(io);
+  beast::error_code ec;
+  // The edge may listen on IPv4 or IPv6: the descriptor says which.
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  const bool v6 = ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0 &&
+                  address.ss_family == AF_INET6;
+  socket.assign(v6 ? tcp::v6() : tcp::v4(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    return absl::InternalError(absl::StrCat("socket: ", ec.message()));
+  }
+  auto conn = std::make_unique<Connection<beast::tcp_stream>>(std::move(ioc), std::move(socket));
+  conn->ws().read_message_max(static_cast<std::size_t>(max_message_bytes));
+  bool done = false;
+  beast::error_code result;
+  // Beast reads the request from these bytes (and keeps what follows it) before the socket.
+  conn->ws().async_accept(asio::buffer(received), [&](beast::error_code e) {
     result = e;
     done = true;
   });
