@@ -16,6 +16,7 @@ COPY edge/dashboard/package.json edge/dashboard/package-lock.json edge/dashboard
 COPY tools/openapi/package.json tools/openapi/package-lock.json tools/openapi/
 COPY tools/s3/package.json tools/s3/package-lock.json tools/s3/
 COPY tools/k8s/package.json tools/k8s/package-lock.json tools/k8s/
+COPY tools/carrier-sdks/package.json tools/carrier-sdks/package-lock.json tools/carrier-sdks/
 RUN apt-get update -qq && scripts/setup && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN BUILD_DIR=/src/build scripts/build calleval callevalctl \

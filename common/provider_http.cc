@@ -48,6 +48,14 @@ std::string ProviderErrorMessage(absl::string_view body) {
     // Other compatible servers: {"message": ...} or FastAPI's {"detail": ...}.
     if (message.empty()) message = StringField(parsed, "message");
     if (message.empty()) message = StringField(parsed, "detail");
+    // JSON:API: the first error's title and detail ("Authentication failed: Could not ...").
+    auto errors = parsed.find("errors");
+    if (message.empty() && errors != parsed.end() && errors->is_array() && !errors->empty() &&
+        errors->front().is_object()) {
+      const std::string title = StringField(errors->front(), "title");
+      const std::string detail = StringField(errors->front(), "detail");
+      message = title.empty() || detail.empty() ? title + detail : absl::StrCat(title, ": ", detail);
+    }
   }
   if (message.empty()) message = std::string(absl::StripAsciiWhitespace(body));
   if (message.empty()) return "(no message)";
@@ -171,6 +179,9 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
     exchange.cancel = post.cancel;
     char error_buffer[CURL_ERROR_SIZE] = {0};
     curl_easy_setopt(c, CURLOPT_URL, post.url.c_str());
+    if (!post.method.empty() && post.method != "POST") {
+      curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, post.method.c_str());
+    }
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
@@ -208,6 +219,7 @@ absl::StatusOr<std::string> PostToProvider(const ProviderPost& post) {
     const CURLcode result = curl_easy_perform(c);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (post.http_status != nullptr) *post.http_status = status;
     if (!post.metrics_provider.empty()) {
       ObserveProviderRequest(
           post.metrics_provider,

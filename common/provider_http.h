@@ -22,8 +22,9 @@ namespace calleval {
 bool IsRetryableHttpStatus(long http_status);
 
 // The provider's error message from an error body: {"error": {"message": ...}} (OpenAI),
-// {"error": "..."}, {"message": ...} or {"detail": ...} (other compatible servers), else the
-// body itself; shortened to 300 characters. For messages like
+// {"error": "..."}, {"message": ...} or {"detail": ...} (other compatible servers),
+// {"errors": [{"title": ..., "detail": ...}]} (JSON:API, as Telnyx answers), else the body
+// itself; shortened to 300 characters. For messages like
 // "HTTP 401 from the LLM provider: Incorrect API key provided."
 std::string ProviderErrorMessage(absl::string_view body);
 
@@ -51,6 +52,8 @@ struct MultipartPart {
 
 struct ProviderPost {
   std::string url;
+  // The HTTP method; empty is POST. Another (DELETE) is sent with the same headers and body.
+  std::string method;
   std::vector<std::string> headers;  // "Name: value"
   std::string content_type = "application/json";
   std::string body;
@@ -68,6 +71,9 @@ struct ProviderPost {
   std::string bad_response_code;  // an answer over max_response_bytes
   std::string cancelled_code;
   std::atomic<int>* requests = nullptr;  // counts the HTTP requests made, when set
+  // When set, receives the HTTP status of the last answer (0 when none came), so a caller can
+  // tell a refusal it expects (404 for a call already over) from the others.
+  long* http_status = nullptr;
   // The provider label of the operators' metrics ("stt", "tts"); empty: not reported.
   std::string metrics_provider;
 };

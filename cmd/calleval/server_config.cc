@@ -101,6 +101,27 @@ Flag LogLevelFlag() {
   return flag;
 }
 
+// A provider's REST API base (--twilio-api-url ...): http or https with a host, no query or
+// fragment; a trailing '/' is dropped so paths join cleanly.
+Flag ProviderUrlFlag(std::string name, std::string provider, std::string ServerConfig::*field) {
+  Flag flag = StringFlag(std::move(name), "URL", field,
+                         absl::StrCat(provider, "'s REST API base (an operator setting; tests "
+                                      "point it at a local server)"));
+  flag.set = [field](absl::string_view v, ServerConfig* c) -> absl::Status {
+    const absl::string_view url = absl::StripSuffix(v, "/");
+    const bool http = absl::StartsWith(url, "http://") || absl::StartsWith(url, "https://");
+    const size_t host_at = url.find("//") + 2;
+    if (!http || host_at >= url.size() || url[host_at] == '/' ||
+        url.find_first_of("?#") != absl::string_view::npos) {
+      return cli::UsageError(
+          absl::StrCat("not an http(s) base URL with a host (no query or fragment): ", v));
+    }
+    c->*field = std::string(url);
+    return absl::OkStatus();
+  };
+  return flag;
+}
+
 const std::vector<Flag>& Flags() {
   static const auto* flags = new std::vector<Flag>{
       StringFlag("data-dir", "DIR", &ServerConfig::data_dir,
@@ -250,6 +271,11 @@ const std::vector<Flag>& Flags() {
                  "wss:// agents"),
       IntFlag("run-workers", "N", &ServerConfig::run_workers, 1, 256,
               "runs the runs role holds at once (docs/runs.md)"),
+      ProviderUrlFlag("twilio-api-url", "Twilio", &ServerConfig::twilio_api_url),
+      ProviderUrlFlag("telnyx-api-url", "Telnyx", &ServerConfig::telnyx_api_url),
+      ProviderUrlFlag("plivo-api-url", "Plivo", &ServerConfig::plivo_api_url),
+      ProviderUrlFlag("vapi-api-url", "Vapi", &ServerConfig::vapi_api_url),
+      ProviderUrlFlag("retell-api-url", "Retell", &ServerConfig::retell_api_url),
       StringFlag("tts-base-url", "URL", &ServerConfig::tts_base_url,
                  "an OpenAI-compatible /audio/speech endpoint for simulated callers; none: "
                  "eSpeak NG"),

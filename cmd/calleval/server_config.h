@@ -123,6 +123,14 @@ struct ServerConfig {
   std::string tts_api_key;
   std::string tts_model = "tts-1";
   std::string tts_voice = "alloy";
+  // Where the carriers' and platforms' REST APIs are (docs/channels.md): operator settings,
+  // never workspace input, so a workspace cannot aim the service at an address of its choosing.
+  // Tests point them at local servers.
+  std::string twilio_api_url = "https://api.twilio.com";
+  std::string telnyx_api_url = "https://api.telnyx.com";
+  std::string plivo_api_url = "https://api.plivo.com";
+  std::string vapi_api_url = "https://api.vapi.ai";
+  std::string retell_api_url = "https://api.retellai.com";
   // How long a transcription worker's lease on a recording lasts, renewed like the analysis
   // lease while it transcribes (an hour of audio takes about 6 minutes with the embedded
   // recognizer, which the heartbeat covers).

@@ -67,6 +67,16 @@ scoring::RecognizerFactory RecognizerFactoryFor(const ServerConfig& config) {
   };
 }
 
+runs::ProviderApiUrls ProviderUrlsOf(const ServerConfig& config) {
+  runs::ProviderApiUrls urls;
+  urls.twilio = config.twilio_api_url;
+  urls.telnyx = config.telnyx_api_url;
+  urls.plivo = config.plivo_api_url;
+  urls.vapi = config.vapi_api_url;
+  urls.retell = config.retell_api_url;
+  return urls;
+}
+
 }  // namespace
 
 absl::Status WireAccounts(ServerState* s) {
@@ -103,8 +113,8 @@ absl::Status WireRuns(ServerState* s) {
       s->run_agents = agents::NewGrpcRunAgents(agents);
     } else {
       s->run_queue = std::make_unique<runs::StoreRunQueue>(s->runs_store.get());
-      s->run_agents = std::make_unique<agents::InProcessRunAgents>(s->agents_store.get(),
-                                                                   s->scenarios_store.get());
+      s->run_agents = std::make_unique<agents::InProcessRunAgents>(
+          s->agents_store.get(), s->scenarios_store.get(), s->integrations_store.get());
     }
     if (AskedOverGrpc(config, "calls", config.calls_addr)) {
       s->run_calls =
@@ -135,6 +145,8 @@ absl::Status WireRuns(ServerState* s) {
     }
     run_options.deps.url_guard.allowed_hosts = config.allow_private_hosts;
     run_options.deps.agent_ca_file = config.agent_ca_file;
+    run_options.deps.provider_urls = ProviderUrlsOf(config);
+    run_options.deps.public_base_url = s->base_url;
     // An LLM-played caller on the websocket channel hears the agent the way transcription
     // does.
     run_options.deps.make_recognizer = RecognizerFactoryFor(config);

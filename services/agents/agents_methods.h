@@ -75,6 +75,8 @@ inline constexpr MethodEntry<AgentsService> kAgentsMethods[] = {
     Unary<&AgentsService::GetRunAgent>("GetRunAgent", Execution::kPool, Access::kInternal),
     Unary<&AgentsService::GetAgentWebChannel>("GetAgentWebChannel", Execution::kPool,
                                               Access::kInternal),
+    Unary<&AgentsService::GetRunIntegration>("GetRunIntegration", Execution::kPool,
+                                             Access::kInternal),
     // Internal: the run queue, leased by runs workers in other processes.
     Unary<&AgentsService::LeaseRun>("LeaseRun", Execution::kPool, Access::kInternal),
     Unary<&AgentsService::RenewRunLease>("RenewRunLease", Execution::kPool, Access::kInternal),

@@ -135,6 +135,10 @@ class AgentsService {
   absl::Status GetAgentWebChannel(const RequestContext& context,
                                   const v1::WorkspaceItemRequest& request,
                                   v1::AgentWebChannel* response);
+  // The workspace's settings for a carrier or platform with their secrets, for the runs workers.
+  absl::Status GetRunIntegration(const RequestContext& context,
+                                 const v1::RunIntegrationRequest& request,
+                                 v1::RunIntegration* response);
   // The run queue for runs workers in other processes (services/runs/run_queue.h).
   absl::Status LeaseRun(const RequestContext& context, const v1::LeaseRunRequest& request,
                         v1::LeaseRunResponse* response);

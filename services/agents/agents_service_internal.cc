@@ -130,6 +130,17 @@ absl::Status AgentsService::GetAgentWebChannel(const RequestContext& /*context*/
   return absl::OkStatus();
 }
 
+absl::Status AgentsService::GetRunIntegration(const RequestContext& /*context*/,
+                                              const v1::RunIntegrationRequest& request,
+                                              v1::RunIntegration* response) {
+  ASSIGN_OR_RETURN(IntegrationsStore * integrations, Integrations());
+  InProcessRunAgents run_agents(store_, scenarios_, integrations);
+  ASSIGN_OR_RETURN(std::optional<IntegrationSettings> settings,
+                   run_agents.GetIntegration(request.workspace_id(), request.provider()));
+  ASSIGN_OR_RETURN(*response, IntegrationToProto(settings));
+  return absl::OkStatus();
+}
+
 absl::Status AgentsService::LeaseRun(const RequestContext& /*context*/,
                                      const v1::LeaseRunRequest& request,
                                      v1::LeaseRunResponse* response) {

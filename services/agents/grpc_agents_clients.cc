@@ -129,6 +129,17 @@ class GrpcRunAgents final : public runs::RunAgents {
     return WebChannelFromProto(reply);
   }
 
+  absl::StatusOr<std::optional<IntegrationSettings>> GetIntegration(
+      int64_t workspace_id, absl::string_view provider) override {
+    v1::RunIntegrationRequest request;
+    request.set_workspace_id(workspace_id);
+    request.set_provider(std::string(provider));
+    v1::RunIntegration reply;
+    RETURN_IF_ERROR(FromGrpcStatus(
+        stub_->GetRunIntegration(ContextWithin(deadline_).get(), request, &reply)));
+    return IntegrationFromProto(reply);
+  }
+
  private:
   static v1::WorkspaceItemRequest ItemOf(int64_t workspace_id, int64_t id) {
     v1::WorkspaceItemRequest request;

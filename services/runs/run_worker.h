@@ -27,6 +27,7 @@
 #include "services/agents/web_channel.h"
 #include "services/runs/run_agents.h"
 #include "services/runs/run_calls.h"
+#include "services/runs/carrier.h"
 #include "services/runs/run_queue.h"
 #include "services/runs/runs_store.h"
 #include "services/runs/speech_synthesizer.h"
@@ -61,6 +62,11 @@ struct RunDependencies {
       make_synthesizer;
   UrlGuardOptions url_guard;  // the operator's allow-list for the agents' URLs
   std::string agent_ca_file;  // further trusted CAs for wss:// agents (--agent-ca-file)
+  // The carriers' and platforms' REST APIs (--twilio-api-url ...), and the base URL at which
+  // they reach this installation (--public-base-url; the media websocket and the webhooks are
+  // under <public_base_url>/media/<carrier>/).
+  ProviderApiUrls provider_urls;
+  std::string public_base_url;
 };
 
 // docs/api.md §5: true when every metric with a structured_output ended meets_expectations or

@@ -299,6 +299,12 @@ TEST(ProviderErrorMessageTest, QuotesTheMessageOrTheBody) {
   EXPECT_EQ(ProviderErrorMessage(R"({"error": "overloaded"})"), "overloaded");
   EXPECT_EQ(ProviderErrorMessage(R"({"detail": "Not Found"})"), "Not Found");
   EXPECT_EQ(ProviderErrorMessage(R"({"message": "busy"})"), "busy");
+  EXPECT_EQ(ProviderErrorMessage(
+                R"({"errors": [{"code": "10009", "title": "Authentication failed",)"
+                R"( "detail": "Could not understand the provided credentials."}]})"),
+            "Authentication failed: Could not understand the provided credentials.");
+  EXPECT_EQ(ProviderErrorMessage(R"({"errors": [{"title": "Call has already ended"}]})"),
+            "Call has already ended");
   EXPECT_EQ(ProviderErrorMessage("  Bad Gateway \n"), "Bad Gateway");
   EXPECT_EQ(ProviderErrorMessage(""), "(no message)");
   EXPECT_EQ(ProviderErrorMessage(std::string(1000, 'x')).size(), 303u);

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "calleval/v1/agents.grpc.pb.h"
 #include "common/errors.h"
+#include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "common/internal_credential.h"
 #include "common/thread_pool.h"
@@ -109,10 +110,12 @@ class AgentsServiceTest : public testing::ServiceTest {
     scenario_directory_ =
         std::make_unique<InProcessScenarioDirectory>(agents_.get(), scenarios_.get());
     runs_ = std::make_unique<runs::RunsStore>(db(), scenario_directory_.get());
+    integrations_ = std::make_unique<IntegrationsStore>(db(), std::string(32, 'k'));
     service_ =
         std::make_unique<AgentsService>(agents_.get(), authenticator_.get(), &pool_,
                                         scenarios_.get(), runs_.get(), [this] { ++runs_queued_; });
     service_->set_deletion_listener(&deletions_);
+    service_->set_integrations(integrations_.get());
     service_->set_internal_credential(testing::kTestInternalCredential);
     server_ = testing::TestGrpcServer::Serve(service_.get());
     ASSERT_NE(server_, nullptr);
@@ -141,6 +144,7 @@ class AgentsServiceTest : public testing::ServiceTest {
   std::unique_ptr<ScenariosStore> scenarios_;
   std::unique_ptr<InProcessScenarioDirectory> scenario_directory_;
   std::unique_ptr<runs::RunsStore> runs_;
+  std::unique_ptr<IntegrationsStore> integrations_;
   std::atomic<int> runs_queued_{0};
   RecordingDeletionListener deletions_;
   std::unique_ptr<AgentsService> service_;
@@ -459,6 +463,55 @@ TEST_P(AgentsServiceTest, RunCountsAnswerTheSameInProcessAndOverGrpc) {
     ASSERT_TRUE(none.ok()) << none.status();
     EXPECT_TRUE(none->empty());
   }
+}
+
+// A runs worker reads the workspace's integration settings with their secrets (the carrier's
+// auth token, to place a call and check its webhooks) the same in process and over the internal
+// method; an API key reads none of it.
+TEST_P(AgentsServiceTest, RunIntegrationsAnswerTheSameInProcessAndOverGrpc) {
+  google::protobuf::Struct twilio;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  R"({"account_sid": "AC0123456789abcdef0123456789abcdef",
+                      "auth_token": "secret-token",
+                      "caller_numbers": ["+14155550100", "+14155550101"]})",
+                  &twilio)
+                  .ok());
+  ASSERT_TRUE(integrations_->Write(tenants_.own, "twilio", twilio, /*replace=*/true).ok());
+
+  InProcessRunAgents local(agents_.get(), scenarios_.get(), integrations_.get());
+  std::unique_ptr<runs::RunAgents> remote = NewGrpcRunAgents(
+      CreateInternalChannel(server_->address(), testing::kTestInternalCredential));
+  for (runs::RunAgents* run_agents : {static_cast<runs::RunAgents*>(&local), remote.get()}) {
+    SCOPED_TRACE(run_agents == remote.get() ? "over gRPC" : "in process");
+    absl::StatusOr<std::optional<IntegrationSettings>> settings =
+        run_agents->GetIntegration(tenants_.own, "twilio");
+    ASSERT_TRUE(settings.ok()) << settings.status();
+    ASSERT_TRUE(settings->has_value());
+    EXPECT_EQ((**settings).provider, "twilio");
+    EXPECT_EQ((**settings).fields.value("account_sid", ""), "AC0123456789abcdef0123456789abcdef");
+    EXPECT_EQ((**settings).fields["caller_numbers"],
+              nlohmann::json::array({"+14155550100", "+14155550101"}));
+    EXPECT_EQ((**settings).secrets.value("auth_token", ""), "secret-token");
+    EXPECT_FALSE((**settings).fields.contains("auth_token"));
+
+    // None stored, another workspace's: nullopt. An unknown provider: NotFound.
+    settings = run_agents->GetIntegration(tenants_.own, "plivo");
+    ASSERT_TRUE(settings.ok()) << settings.status();
+    EXPECT_FALSE(settings->has_value());
+    settings = run_agents->GetIntegration(tenants_.granted, "twilio");
+    ASSERT_TRUE(settings.ok()) << settings.status();
+    EXPECT_FALSE(settings->has_value());
+    EXPECT_EQ(run_agents->GetIntegration(tenants_.own, "skype").status().code(),
+              absl::StatusCode::kNotFound);
+  }
+
+  v1::RunIntegrationRequest request;
+  request.set_workspace_id(tenants_.own);
+  request.set_provider("twilio");
+  v1::RunIntegration refused;
+  EXPECT_EQ(stub_->GetRunIntegration(Keyed().get(), request, &refused).error_code(),
+            grpc::UNAUTHENTICATED);
+  EXPECT_TRUE(refused.secrets().empty());
 }
 
 // A process that serves agents without the scenarios, runs and integrations stores answers their

@@ -1,0 +1,137 @@
+#pragma once
+
+// Local stand-ins for Telnyx's and Plivo's voice APIs, for tests only: real HTTP servers on
+// 127.0.0.1 that take the calls the service places the way the real APIs document them (their
+// authentication, paths and bodies), answer in the real shapes (errors included), and send the
+// call's webhooks, signed as the carrier signs them, to the URLs the service gave when it dialed.
+// The media websocket is not theirs: a test that needs the call's audio connects to the dial's
+// stream URL (Telnyx) or the answer document's <Stream> (Plivo) itself.
+//
+//   FakeTelnyx telnyx;
+//   account.secret = telnyx.api_key(); account.public_key = telnyx.public_key(); ...
+//   client = NewTelnyxCarrierClient(account, telnyx.url());
+//   id = client->PlaceCall(call);
+//   telnyx.SendWebhook(*id, "call.answered", {});   // POSTed to call.events_url, signed
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/test_http_server.h"
+
+typedef struct evp_pkey_st EVP_PKEY;
+
+namespace calleval {
+
+// An Ed25519 key pair made with OpenSSL (what Telnyx signs its webhooks with).
+class Ed25519TestKey {
+ public:
+  Ed25519TestKey();
+  ~Ed25519TestKey();
+  Ed25519TestKey(const Ed25519TestKey&) = delete;
+  Ed25519TestKey& operator=(const Ed25519TestKey&) = delete;
+
+  // The raw 32-byte public key in base64, as the Telnyx portal shows it.
+  std::string PublicKeyBase64() const;
+  // The base64 signature of `message`.
+  std::string Sign(const std::string& message) const;
+
+ private:
+  EVP_PKEY* key_ = nullptr;
+};
+
+// The service's answer to a webhook.
+struct WebhookAnswer {
+  int status = 0;
+  std::string body;
+};
+
+class FakeTelnyx {
+ public:
+  struct Dial {
+    std::string call_control_id;
+    nlohmann::json body;  // the POST /v2/calls body as sent
+  };
+
+  explicit FakeTelnyx(std::string api_key = "KEYtelnyx_test_0123456789",
+                      std::string connection_id = "1494404757140276705");
+
+  std::string url() const { return http_.url(""); }  // the API base (--telnyx-api-url)
+  const std::string& api_key() const { return api_key_; }
+  const std::string& connection_id() const { return connection_id_; }
+  std::string public_key() const { return key_.PublicKeyBase64(); }
+  TestHttpServer& http() { return http_; }
+
+  std::vector<Dial> dials() const;
+  std::vector<std::string> hangups() const;  // call_control_ids, in order
+  // The next dials are refused with `status` and Telnyx's error body.
+  void RefuseDials(int status, std::string title, std::string detail);
+
+  // POSTs {"data": {"event_type": type, "payload": payload + call_control_id, ...}} to the
+  // dial's webhook_url with telnyx-timestamp `when` and its Ed25519 signature.
+  absl::StatusOr<WebhookAnswer> SendWebhook(const std::string& call_control_id,
+                                            const std::string& type, nlohmann::json payload,
+                                            absl::Time when = absl::Now());
+
+ private:
+  TestHttpServer::Response HandleDial(const TestHttpServer::Request& request);
+  TestHttpServer::Response HandleAction(const TestHttpServer::Request& request);
+
+  const std::string api_key_, connection_id_;
+  Ed25519TestKey key_;
+  mutable std::mutex mu_;
+  std::vector<Dial> dials_;                   // guarded by mu_
+  std::vector<std::string> hangups_;          // guarded by mu_
+  int refuse_status_ = 0;                     // guarded by mu_
+  std::string refuse_title_, refuse_detail_;  // guarded by mu_
+  TestHttpServer http_;  // last: stopped first, while the state its handlers use is alive
+};
+
+class FakePlivo {
+ public:
+  struct Call {
+    std::string request_uuid;
+    std::string call_uuid;  // the id the callbacks carry as CallUUID
+    nlohmann::json body;    // the POST .../Call/ body as sent
+  };
+
+  explicit FakePlivo(std::string auth_id = "MAFAKEPLIVOAUTHID000",
+                     std::string auth_token = "plivo_test_token_0123456789");
+
+  std::string url() const { return http_.url(""); }  // the API base (--plivo-api-url)
+  const std::string& auth_id() const { return auth_id_; }
+  const std::string& auth_token() const { return auth_token_; }
+  TestHttpServer& http() { return http_; }
+
+  std::vector<Call> calls() const;
+  // The targets DELETEd (".../Call/{uuid}/", ".../Request/{uuid}/"), in order.
+  std::vector<std::string> deletes() const;
+  void RefuseCalls(int status, std::string error);
+
+  // POSTs `params` (with CallUUID, RequestUUID, From, To and Direction added) form-encoded to
+  // the call's `url_field` ("answer_url", "ring_url", "hangup_url", "machine_detection_url"),
+  // signed with signature V3 under the auth token (`token` instead, when set: a forgery).
+  absl::StatusOr<WebhookAnswer> Callback(const std::string& request_uuid,
+                                         const std::string& url_field,
+                                         std::multimap<std::string, std::string> params,
+                                         const std::string& token = "");
+
+ private:
+  TestHttpServer::Response Handle(const TestHttpServer::Request& request);
+
+  const std::string auth_id_, auth_token_;
+  mutable std::mutex mu_;
+  std::vector<Call> calls_;           // guarded by mu_
+  std::vector<std::string> deletes_;  // guarded by mu_
+  int refuse_status_ = 0;             // guarded by mu_
+  std::string refuse_error_;          // guarded by mu_
+  TestHttpServer http_;  // last: stopped first, while the state its handlers use is alive
+};
+
+}  // namespace calleval
