@@ -5,6 +5,7 @@
 #include <cmath>
 #include <deque>
 #include <future>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/crypto.h"
@@ -60,31 +61,44 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
     if (!options.auth_token.empty()) parameters.emplace_back("auth_token", options.auth_token);
     RETURN_IF_ERROR(ws.SendText(writer.Start(parameters)));
   }
-  // The carrier's stream: what it says before `start` is only its greeting; what follows
-  // `start` in the same read is kept for the first tick.
+  // The carrier's stream: the session's clock starts with it. The carrier plays the call in
+  // real time and sends the agent's audio as it plays, 20 ms at a time; the clock is set so
+  // that each frame arrives in the middle of the tick that plays it (the first one half a
+  // frame after the clock starts), so none waits a tick behind another and the recording keeps
+  // the agent where the call had it. Messages after `start` are kept for the first tick.
   std::string stream_id;
   std::vector<WebSocketMessage> early;
+  std::optional<std::chrono::steady_clock::time_point> first_media;
   if (dialect != nullptr) {
     const absl::Time give_up = absl::Now() + options.answer_timeout;
-    while (stream_id.empty()) {
+    // Until `start`, then until its first media (a carrier may send none while the agent is
+    // silent: the clock then starts a little later, without harm).
+    std::optional<absl::Time> media_give_up;
+    while (stream_id.empty() || !first_media) {
       if (options.cancel != nullptr && options.cancel->load()) {
         ws.Close();
         return absl::CancelledError("the voice session was cancelled: the service is stopping");
       }
-      if (absl::Now() >= give_up) {
+      if (stream_id.empty() && absl::Now() >= give_up) {
         ws.Close();
         return absl::DeadlineExceededError("the carrier's media stream never started");
       }
-      ASSIGN_OR_RETURN(std::vector<WebSocketMessage> got, ws.Poll(absl::Milliseconds(100)));
+      if (media_give_up && absl::Now() >= *media_give_up) break;
+      // A short wait: Poll() returns only once its wait is over, and the arrival times matter.
+      ASSIGN_OR_RETURN(std::vector<WebSocketMessage> got, ws.Poll(absl::Milliseconds(1)));
       for (WebSocketMessage& m : got) {
+        absl::StatusOr<MediaEvent> event = dialect->Parse(m.data);
         if (!stream_id.empty()) {
+          if (!first_media && event.ok() && event->kind == MediaEvent::kMedia) {
+            first_media = std::chrono::steady_clock::now();
+          }
           early.push_back(std::move(m));
           continue;
         }
-        absl::StatusOr<MediaEvent> event = dialect->Parse(m.data);
         if (event.ok() && event->kind == MediaEvent::kStart) {
           stream_id = event->stream_id;
           rec.call_id = event->call_id;
+          media_give_up = absl::Now() + absl::Milliseconds(200);
         }
       }
     }
@@ -118,7 +132,8 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
   const int64_t answer_timeout_ticks = options.answer_timeout / kFrame;
   const int64_t max_ticks = options.max_duration / kFrame;
 
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = first_media ? *first_media - std::chrono::milliseconds(10)
+                                  : std::chrono::steady_clock::now();
   auto finish = [&](const char* reason) -> absl::StatusOr<VoiceRecording> {
     rec.end_reason = reason;
     if (twilio) (void)ws.SendText(writer.Stop());

@@ -121,6 +121,13 @@ class Connection : public WebSocketConnection {
   absl::Status error_;
 };
 
+// Media goes out in small messages every 20 ms: without this, Nagle's algorithm holds one back
+// until the previous is acknowledged, which a delayed acknowledgement makes up to 40 ms.
+void NoDelay(tcp::socket& socket) {
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+}
+
 // Resolves and keeps only public addresses (or all, for an operator-allowed host).
 absl::StatusOr<std::vector<tcp::endpoint>> PublicEndpoints(
     asio::io_context& ioc, const ParsedUrl& url, const std::string& host,
@@ -190,6 +197,7 @@ absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::Accept
   beast::error_code ec;
   socket.assign(tcp::v4(), fd, ec);
   if (ec) return absl::InternalError(absl::StrCat("socket: ", ec.message()));
+  NoDelay(socket);
   auto conn = std::make_unique<Connection<beast::tcp_stream>>(std::move(ioc), std::move(socket));
   bool done = false;
   beast::error_code result;
@@ -218,6 +226,7 @@ absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::Accept
     ::close(fd);
     return absl::InternalError(absl::StrCat("socket: ", ec.message()));
   }
+  NoDelay(socket);
   auto conn = std::make_unique<Connection<beast::tcp_stream>>(std::move(ioc), std::move(socket));
   conn->ws().read_message_max(static_cast<std::size_t>(max_message_bytes));
   bool done = false;
@@ -244,6 +253,7 @@ absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::Accept
   tcp::socket socket(io);
   socket.assign(tcp::v4(), fd, ec);
   if (ec) return absl::InternalError(absl::StrCat("socket: ", ec.message()));
+  NoDelay(socket);
   auto conn = std::make_unique<Connection<beast::ssl_stream<beast::tcp_stream>>>(
       std::move(ioc), std::move(socket), *tls);
   conn->KeepAlive(tls);
@@ -291,6 +301,7 @@ absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::Connec
       return Unreachable(url, "the connection timed out");
     }
     if (result) return Unreachable(url, result.message());
+    NoDelay(stream.socket());
     return absl::OkStatus();
   };
 
