@@ -6,7 +6,7 @@
 namespace calleval::runs {
 
 absl::StatusOr<std::unique_ptr<CarrierClient>> NewCarrierClient(const CarrierAccount& account,
-                                                                 const std::string& api_url) {
+                                                                const std::string& api_url) {
   if (account.carrier == "twilio") return NewTwilioCarrierClient(account, api_url);
   return absl::InvalidArgumentError(
       absl::StrCat("the telephony carrier \"", account.carrier, "\" is not supported yet"));

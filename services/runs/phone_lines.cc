@@ -58,9 +58,8 @@ std::string PhoneLine::answer_url() const {
 
 PhoneLine::Arrived PhoneLine::Wait(absl::Duration wait) {
   std::unique_lock<std::mutex> lock(state_->mu);
-  state_->arrived.wait_for(lock, absl::ToChronoMicroseconds(wait), [this] {
-    return !state_->events.empty() || state_->media.has_value();
-  });
+  state_->arrived.wait_for(lock, absl::ToChronoMicroseconds(wait),
+                           [this] { return !state_->events.empty() || state_->media.has_value(); });
   Arrived out;
   out.events.swap(state_->events);
   out.media = std::move(state_->media);

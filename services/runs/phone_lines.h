@@ -5,7 +5,7 @@
 // every URL the carrier calls (services/runs/carrier.h):
 //   <public-base-url>/media/<carrier>/<token>          the media websocket, single-use
 //   <public-base-url>/media/<carrier>/<token>/events   the call's signed status webhooks
-//   <public-base-url>/media/<carrier>/<token>/answer   the answer document (carriers that fetch one)
+//   <public-base-url>/media/<carrier>/<token>/answer   the answer document (Plivo fetches one)
 // The edge of the same process serves those paths (cmd/calleval wires it) and hands what
 // arrives to the waiting run. The registry knows no HTTP: the edge asks it what to answer.
 

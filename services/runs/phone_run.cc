@@ -1,10 +1,10 @@
 #include "services/runs/phone_run.h"
 
+#include <unistd.h>
+
 #include <memory>
 #include <mutex>
 #include <thread>
-
-#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -146,8 +146,7 @@ absl::StatusOr<PhoneCallResult> HoldPhoneCall(const PhoneCallOptions& options) {
     std::lock_guard<std::mutex> lock(ended_mu);
     return ended;
   };
-  absl::StatusOr<VoiceRecording> recording =
-      RunVoiceSession(**ws, *options.voice, session);
+  absl::StatusOr<VoiceRecording> recording = RunVoiceSession(**ws, *options.voice, session);
   session_done = true;
   watcher.join();
   if (!recording.ok()) {

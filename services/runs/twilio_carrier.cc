@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/crypto.h"
 #include "common/errors.h"
@@ -63,18 +64,8 @@ std::string FormEscape(absl::string_view in) {
 }
 
 std::string XmlAttribute(absl::string_view in) {
-  std::string out;
-  for (char c : in) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
-    }
-  }
-  return out;
+  return absl::StrReplaceAll(
+      in, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}, {"'", "&apos;"}});
 }
 
 std::string HmacSha1(absl::string_view key, absl::string_view data) {
@@ -153,8 +144,8 @@ class TwilioCarrierClient : public CarrierClient {
     ProviderPost post;
     post.url = absl::StrCat(api_url_, "/2010-04-01/Accounts/", FormEscape(account_.account_id), "/",
                             resource);
-    post.headers.push_back(absl::StrCat(
-        "Authorization: Basic ", Base64Encode(account_.account_id + ":" + account_.secret)));
+    post.headers.push_back(absl::StrCat("Authorization: Basic ",
+                                        Base64Encode(account_.account_id + ":" + account_.secret)));
     post.content_type = "application/x-www-form-urlencoded";
     post.body = EncodeForm(form);
     post.connect_timeout = absl::Seconds(5);

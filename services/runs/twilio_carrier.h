@@ -24,8 +24,7 @@ std::string EncodeForm(const FormFields& fields);
 // Twilio's request signature: base64 of the HMAC-SHA1, keyed with the account's auth token, of
 // the full URL the request was sent to followed by every form parameter sorted by name, each
 // name then its value, with no separators.
-std::string TwilioSignature(absl::string_view auth_token, absl::string_view url,
-                            FormFields params);
+std::string TwilioSignature(absl::string_view auth_token, absl::string_view url, FormFields params);
 
 // The TwiML that connects the answered call to the media websocket.
 std::string TwilioStreamTwiml(absl::string_view media_url);

@@ -306,7 +306,9 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
       RETURN_IF_ERROR(ws.SendText(
           dialect->Media(stream_id, MuLawEncode(absl::MakeConstSpan(caller_frame, frame)))));
       // The carrier says when the line has played out on the call.
-      if (line_said) RETURN_IF_ERROR(ws.SendText(dialect->Mark(stream_id, absl::StrCat("line-", turns))));
+      if (line_said) {
+        RETURN_IF_ERROR(ws.SendText(dialect->Mark(stream_id, absl::StrCat("line-", turns))));
+      }
     } else if (twilio) {
       RETURN_IF_ERROR(ws.SendText(
           writer.Media(MuLawEncode(absl::MakeConstSpan(caller_frame, frame)), tick * 20)));

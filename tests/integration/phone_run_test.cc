@@ -118,8 +118,8 @@ class PhoneRunTest : public ::testing::Test {
 TEST_F(PhoneRunTest, ScoredTwilioRunMeasuresTheAgentsDelayAndRefusesForgeries) {
   PutTwilioSettings();
   const std::string number = "+14155550101";
-  const int64_t run_id = Run(PhoneScenario(
-      number, {"Hi, I would like to book a cleaning.", "Friday morning, please."}));
+  const int64_t run_id = Run(
+      PhoneScenario(number, {"Hi, I would like to book a cleaning.", "Friday morning, please."}));
 
   // While the call is on: a status callback signed with another token is refused and changes
   // nothing; the media websocket's token does not open a second stream.
@@ -264,9 +264,9 @@ TEST(PhoneRunApartTest, RunsRoleWithoutAnEdgeFailsPhoneRunsSayingWhy) {
       "/api/v1/scenarios",
       json{{"agent_id", agent.json()["id"]}, {"name", "s"}, {"caller_script", {"Hello."}}});
   ASSERT_EQ(scenario.status, 201) << scenario.body;
-  HttpResponse queued = client.Post(
-      absl::StrCat("/api/v1/scenarios/", scenario.json()["id"].get<int64_t>(), "/run"),
-      json::object());
+  HttpResponse queued =
+      client.Post(absl::StrCat("/api/v1/scenarios/", scenario.json()["id"].get<int64_t>(), "/run"),
+                  json::object());
   ASSERT_EQ(queued.status, 202) << queued.body;
   json run;
   for (int i = 0; i < 600; ++i) {

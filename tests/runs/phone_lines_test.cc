@@ -35,9 +35,7 @@ CarrierWebhook Hook(const std::string& signature) {
   return hook;
 }
 
-std::string PathOf(const std::string& url) {
-  return url.substr(url.find("/media/"));
-}
+std::string PathOf(const std::string& url) { return url.substr(url.find("/media/")); }
 
 TEST(PhoneLinesTest, TokensAreLongRandomAndNameTheLinesUrls) {
   PhoneLines lines("https://calls.example.com");

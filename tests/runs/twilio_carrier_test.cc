@@ -140,15 +140,16 @@ TEST_F(TwilioClientTest, PlaceCallPostsTheDocumentedForm) {
 }
 
 TEST_F(TwilioClientTest, RefusedCallSaysTwiliosMessageAndIsNotRetried) {
-  server_.Handle(std::string("/2010-04-01/Accounts/") + kSid + "/Calls.json",
-                 [](const TestHttpServer::Request&) {
-                   TestHttpServer::Response response;
-                   response.status = 400;
-                   response.content_type = "application/json";
-                   response.body =
-                       R"({"code":21211,"message":"The 'To' number is not a valid phone number.","status":400})";
-                   return response;
-                 });
+  server_.Handle(
+      std::string("/2010-04-01/Accounts/") + kSid + "/Calls.json",
+      [](const TestHttpServer::Request&) {
+        TestHttpServer::Response response;
+        response.status = 400;
+        response.content_type = "application/json";
+        response.body =
+            R"({"code":21211,"message":"The 'To' number is not a valid phone number.","status":400})";
+        return response;
+      });
   server_.Status(std::string("/2010-04-01/Accounts/") + kSid + "/Calls/CA9.json", 503);
   OutboundCall call;
   call.from = "+14155550100";
@@ -236,10 +237,11 @@ TEST(TwilioMediaDialectTest, ReadsTheStreamAndWritesMediaMarkAndClear) {
   EXPECT_EQ(start->kind, MediaEvent::kStart);
   EXPECT_EQ(start->stream_id, "MZ1");
   EXPECT_EQ(start->call_id, "CA1");
-  auto media = d.Parse(json{{"event", "media"},
-                            {"streamSid", "MZ1"},
-                            {"media", {{"track", "inbound"}, {"payload", Base64Encode("\xff\x7f")}}}}
-                           .dump());
+  auto media =
+      d.Parse(json{{"event", "media"},
+                   {"streamSid", "MZ1"},
+                   {"media", {{"track", "inbound"}, {"payload", Base64Encode("\xff\x7f")}}}}
+                  .dump());
   ASSERT_TRUE(media.ok());
   EXPECT_EQ(media->kind, MediaEvent::kMedia);
   EXPECT_EQ(media->mulaw, "\xff\x7f");

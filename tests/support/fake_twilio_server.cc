@@ -54,7 +54,8 @@ std::string Unescape(absl::string_view in) {
 Fields Form(absl::string_view body) {
   Fields out;
   for (absl::string_view pair : absl::StrSplit(body, '&', absl::SkipEmpty())) {
-    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(pair, absl::MaxSplits('=', 1));
     out.emplace_back(Unescape(kv.first), Unescape(kv.second));
   }
   return out;
@@ -132,8 +133,7 @@ FakeTwilioServer::FakeTwilioServer(std::string account_sid, std::string auth_tok
       auth_token_(std::move(auth_token)),
       agent_delay_(agent_delay) {
   const std::string calls = absl::StrCat("/2010-04-01/Accounts/", account_sid_, "/Calls");
-  http_.Handle(calls + ".json",
-               [this](const TestHttpServer::Request& r) { return CreateCall(r); });
+  http_.Handle(calls + ".json", [this](const TestHttpServer::Request& r) { return CreateCall(r); });
   http_.HandlePrefix(calls + "/",
                      [this](const TestHttpServer::Request& r) { return UpdateCall(r); });
 }
@@ -199,7 +199,8 @@ TestHttpServer::Response FakeTwilioServer::CreateCall(const TestHttpServer::Requ
     return refuse(400, 21211, "The 'To' number is not a valid phone number.");
   }
   if (log.from.empty()) return refuse(400, 21212, "The 'From' number is not valid.");
-  if (log.media_url.empty()) return refuse(400, 12100, "Document parse failure: no <Connect><Stream url>");
+  if (log.media_url.empty())
+    return refuse(400, 12100, "Document parse failure: no <Connect><Stream url>");
   std::vector<std::string> events = All(form, "StatusCallbackEvent");
   int timeout = 0, limit = 0;
   if (log.status_callback.empty() ||
@@ -208,7 +209,8 @@ TestHttpServer::Response FakeTwilioServer::CreateCall(const TestHttpServer::Requ
       !absl::SimpleAtoi(One(form, "TimeLimit"), &limit) ||
       One(form, "MachineDetection") != "Enable" || One(form, "AsyncAmd") != "true" ||
       active->amd_callback.empty()) {
-    return refuse(400, 21205, "the status callbacks, Timeout, TimeLimit or MachineDetection are missing");
+    return refuse(400, 21205,
+                  "the status callbacks, Timeout, TimeLimit or MachineDetection are missing");
   }
   log.sid = absl::StrCat("CA", HexEncode(RandomBytes(16)));
   std::lock_guard<std::mutex> lock(mu_);
@@ -217,12 +219,13 @@ TestHttpServer::Response FakeTwilioServer::CreateCall(const TestHttpServer::Requ
   calls_.push_back(active);
   threads_.emplace_back([this, active] { PlayCall(active); });
   response.status = 201;
-  response.body = json{{"sid", log.sid},
-                       {"account_sid", account_sid_},
-                       {"to", log.to},
-                       {"from", log.from},
-                       {"status", "queued"}}
-                      .dump();
+  response.body = json{
+      {"sid", log.sid},
+      {"account_sid", account_sid_},
+      {"to", log.to},
+      {"from", log.from},
+      {"status",
+       "queued"}}.dump();
   return response;
 }
 
@@ -295,8 +298,10 @@ int FakeTwilioServer::PostCallback(const std::string& to, const std::string& sta
   }
   if (!call) return 0;
   return SendCallback(*call, call->log.status_callback,
-                      {{"AccountSid", account_sid_}, {"CallSid", call->log.sid},
-                       {"CallStatus", status}, {"To", to}},
+                      {{"AccountSid", account_sid_},
+                       {"CallSid", call->log.sid},
+                       {"CallStatus", status},
+                       {"To", to}},
                       auth_token);
 }
 
@@ -385,18 +390,19 @@ void FakeTwilioServer::Stream(Active& call) {
   const std::string stream_sid = absl::StrCat("MZ", HexEncode(RandomBytes(16)));
   int sequence = 0;
   auto next = [&] { return absl::StrCat(++sequence); };
-  (void)ws.SendText(json{{"event", "connected"}, {"protocol", "Call"}, {"version", "1.1.0"}}.dump());
-  (void)ws.SendText(json{{"event", "start"},
-                         {"sequenceNumber", next()},
-                         {"streamSid", stream_sid},
-                         {"start",
-                          {{"accountSid", account_sid_},
-                           {"streamSid", stream_sid},
-                           {"callSid", call.log.sid},
-                           {"tracks", {"inbound"}},
-                           {"customParameters", json::object()},
-                           {"mediaFormat",
-                            {{"encoding", "audio/x-mulaw"}, {"sampleRate", 8000}, {"channels", 1}}}}}}
+  (void)ws.SendText(
+      json{{"event", "connected"}, {"protocol", "Call"}, {"version", "1.1.0"}}.dump());
+  (void)ws.SendText(json{
+      {"event", "start"},
+      {"sequenceNumber", next()},
+      {"streamSid", stream_sid},
+      {"start",
+       {{"accountSid", account_sid_},
+        {"streamSid", stream_sid},
+        {"callSid", call.log.sid},
+        {"tracks", {"inbound"}},
+        {"customParameters", json::object()},
+        {"mediaFormat", {{"encoding", "audio/x-mulaw"}, {"sampleRate", 8000}, {"channels", 1}}}}}}
                         .dump());
 
   const bool machine = call.line.pickup == Pickup::kMachine;
@@ -465,16 +471,17 @@ void FakeTwilioServer::Stream(Active& call) {
         pcm[i] = agent.front();
         agent.pop_front();
       }
-      (void)ws.SendText(json{{"event", "media"},
-                             {"sequenceNumber", next()},
-                             {"streamSid", stream_sid},
-                             {"media",
-                              {{"track", "inbound"},
-                               {"chunk", absl::StrCat(++chunk)},
-                               {"timestamp", absl::StrCat(
-                                   std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       now - started).count())},
-                               {"payload", Base64Encode(runs::MuLawEncode(pcm))}}}}
+      (void)ws.SendText(json{
+          {"event", "media"},
+          {"sequenceNumber", next()},
+          {"streamSid", stream_sid},
+          {"media",
+           {{"track", "inbound"},
+            {"chunk", absl::StrCat(++chunk)},
+            {"timestamp",
+             absl::StrCat(
+                 std::chrono::duration_cast<std::chrono::milliseconds>(now - started).count())},
+            {"payload", Base64Encode(runs::MuLawEncode(pcm))}}}}
                             .dump());
       ++frame;
       continue;
@@ -514,8 +521,8 @@ void FakeTwilioServer::Stream(Active& call) {
           caller_spoke = true;
           last_loud = arrived;
         }
-        caller_played_until = std::max(caller_played_until, arrived) +
-                              std::chrono::microseconds(125) * pcm.size();
+        caller_played_until =
+            std::max(caller_played_until, arrived) + std::chrono::microseconds(125) * pcm.size();
       } else if (kind == "mark") {
         marks.emplace_back(caller_played_until, event["mark"].value("name", std::string()));
       } else if (kind == "clear") {

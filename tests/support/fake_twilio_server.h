@@ -67,8 +67,7 @@ class FakeTwilioServer {
 
   // Posts a status callback for the call to `to` signed with `auth_token` (a forgery when it is
   // not the account's); the HTTP status the service answered.
-  int PostCallback(const std::string& to, const std::string& status,
-                   const std::string& auth_token);
+  int PostCallback(const std::string& to, const std::string& status, const std::string& auth_token);
   // Opens the call's media websocket again, as a replay would: the HTTP status of the upgrade's
   // answer (101 when it was accepted).
   int ReconnectMedia(const std::string& to);
@@ -89,9 +88,9 @@ class FakeTwilioServer {
   TestHttpServer http_;
   std::mutex mu_;
   std::condition_variable ended_;
-  std::map<std::string, Line> lines_;                 // guarded by mu_
-  std::vector<std::shared_ptr<Active>> calls_;        // guarded by mu_
-  std::vector<std::thread> threads_;                  // guarded by mu_
+  std::map<std::string, Line> lines_;           // guarded by mu_
+  std::vector<std::shared_ptr<Active>> calls_;  // guarded by mu_
+  std::vector<std::thread> threads_;            // guarded by mu_
   std::atomic<bool> stopping_{false};
 };
 
