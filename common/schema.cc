@@ -899,6 +899,14 @@ CREATE TABLE integration_settings (
 );
 )sql";
 
+// A voice platform's webhook names an assistant, not a workspace (docs/api.md §5.9): its agents
+// are found by assistant_id across workspaces (AgentsStore::FindByAssistant). Internal agents
+// have none, so the index holds only the external ones.
+constexpr char kV21[] = R"sql(
+CREATE INDEX agents_by_assistant ON agents (assistant_id, agent_source, workspace_id, id)
+  WHERE assistant_id IS NOT NULL;
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
@@ -916,6 +924,7 @@ const std::vector<db::Migration>& SchemaMigrations() {
       {18, kV18Sqlite, kV18Postgres},
       {19, kV19, kV19},
       {20, kV20Sqlite, kV20Postgres},
+      {21, kV21, kV21},
   };
   return *migrations;
 }

@@ -542,7 +542,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       request.headers[std::move(name)] = std::string(View(field.value()));
     }
-    request.body = request_.body();
+    request.body = std::move(request_.body());
     return request;
   }
 

@@ -65,7 +65,8 @@ struct LocalRequest {
   // Header names lower-cased.
   std::map<std::string, std::string> headers;
   std::string request_id;
-  std::string body;  // as received (a signed webhook's bytes), up to max_body_bytes
+  // The body as received (a webhook's signature covers its exact bytes).
+  std::string body;
 };
 
 struct LocalResponse {

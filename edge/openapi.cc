@@ -500,6 +500,79 @@ void AddLocalRoutes(Json& paths) {
       {"404", ErrorResponseRef("NotFound")},
       {"503", ErrorResponseRef("ServiceUnavailable")}};
   paths["/recordings/{id}"] = Json{{"get", std::move(recording)}};
+
+  // The voice platforms' webhooks (docs/api.md §5.9): the platform's own signature instead of a
+  // key, over the raw body, which is the platform's event as it sends it.
+  const Json outcome_schema = Json{
+      {"type", "object"},
+      {"required", Json::array({"outcome", "call_ids"})},
+      {"properties",
+       Json{{"outcome",
+             Json{{"type", "string"}, {"enum", Json::array({"stored", "duplicate", "ignored"})}}},
+            {"call_ids", Json{{"type", "array"},
+                              {"items", Json{{"type", "integer"}, {"format", "int64"}}}}}}}};
+  struct Platform {
+    const char* path;
+    const char* operation_id;
+    const char* summary;
+    const char* description;
+    Json example;
+  };
+  const Platform platforms[] = {
+      {"/api/public/v1/integrations/vapi/events", "Service_VapiEvents",
+       "A Vapi server message (end-of-call-report makes a call)",
+       "Verified by the workspace's vapi webhook_secret, sent as X-Vapi-Secret, as "
+       "Authorization: Bearer, or as an HMAC-SHA256 signature (X-Vapi-Signature or X-Signature, "
+       "with X-Timestamp). The event's call.assistantId names the agent.",
+       Json{{"message",
+             Json{{"type", "end-of-call-report"},
+                  {"endedReason", "customer-ended-call"},
+                  {"cost", 0.12},
+                  {"call", Json{{"id", "c1"}, {"assistantId", "asst-1"}}},
+                  {"artifact",
+                   Json{{"stereoRecordingUrl", "https://storage.vapi.ai/c1-stereo.wav"},
+                        {"messages", Json::array({Json{{"role", "bot"},
+                                                       {"message", "Hello!"},
+                                                       {"secondsFromStart", 0.5},
+                                                       {"duration", 900}}})}}}}}}},
+      {"/api/public/v1/integrations/retell/events", "Service_RetellEvents",
+       "A Retell webhook (call_analyzed makes a call)",
+       "Verified by x-retell-signature: v=<unix ms>,d=<hex HMAC-SHA256 of the body followed by "
+       "the timestamp, keyed with the workspace's retell api_key>, within 5 minutes. The event's "
+       "call.agent_id names the agent.",
+       Json{{"event", "call_analyzed"},
+            {"call", Json{{"call_id", "c1"},
+                          {"agent_id", "agent_1"},
+                          {"recording_multi_channel_url", "https://retell.example/c1.wav"},
+                          {"disconnection_reason", "user_hangup"},
+                          {"transcript_object",
+                           Json::array({Json{{"role", "agent"},
+                                             {"content", "Hello!"},
+                                             {"words", Json::array({Json{{"word", "Hello!"},
+                                                                         {"start", 0.5},
+                                                                         {"end", 1.4}}})}}})}}}}},
+  };
+  for (const Platform& platform : platforms) {
+    Json op = LocalOperation(platform.operation_id, platform.summary);
+    op["description"] = platform.description;
+    op["requestBody"] = Json{
+        {"required", true},
+        {"content", Json{{kJson, Json{{"schema", Json{{"type", "object"}}},
+                                      {"example", platform.example}}}}}};
+    op["responses"] = Json{
+        {"200", Json{{"description",
+                      "Acknowledged: the call stored, already stored (a redelivery), or an event "
+                      "that makes none"},
+                     {"content", Json{{kJson, Json{{"schema", outcome_schema},
+                                                   {"example", Json{{"outcome", "stored"},
+                                                                    {"call_ids", {42}}}}}}}}}},
+        {"400", ErrorResponseRef("BadRequest")},
+        {"401", ErrorResponseRef("Unauthorized")},
+        {"413", ErrorResponseRef("PayloadTooLarge")},
+        {"422", ErrorResponseRef("UnprocessableEntity")},
+        {"503", ErrorResponseRef("ServiceUnavailable")}};
+    paths[platform.path] = Json{{"post", std::move(op)}};
+  }
 }
 
 std::string Summary(const MethodDescriptor* method) {

@@ -37,6 +37,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   RETURN_IF_ERROR(WireScoring(s.get()));
   RETURN_IF_ERROR(WireCalls(s.get()));
   RETURN_IF_ERROR(WireMetrics(s.get()));
+  RETURN_IF_ERROR(WirePlatformEvents(s.get()));
   RETURN_IF_ERROR(ServeGrpc(s.get()));
   RETURN_IF_ERROR(ConnectEdge(s.get()));
   RETURN_IF_ERROR(StartRunWorkers(s.get()));

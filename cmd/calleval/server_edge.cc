@@ -274,6 +274,48 @@ edge::LocalResponse RecordingResponse(const ServerState& state, int64_t call_id)
   return response;
 }
 
+namespace {
+
+// The headers a platform's event is verified by (services/agents/platform_events.h): only these
+// travel on to the agents role.
+constexpr const char* kPlatformEventHeaders[] = {"authorization", "x-vapi-secret",
+                                                 "x-vapi-signature", "x-signature",
+                                                 "x-timestamp", "x-retell-signature"};
+
+// A voice platform's webhook (docs/api.md §5.9): no API key, the platform's own signature,
+// checked by the agents role on the raw body, which the edge therefore does not transcode.
+void AddPlatformEventRoute(ServerState* state, const std::string& provider) {
+  const std::string path = absl::StrCat("/api/public/v1/integrations/", provider, "/events");
+  state->http_server->AddAsyncLocalRoute(
+      "POST", path,
+      [state, provider, path](edge::LocalRequest r,
+                              std::function<void(edge::LocalResponse)> respond) {
+        if (r.path != path) {
+          return respond(ErrorResponse(
+              HttpError(404, "not_found", absl::StrCat("no route for POST ", r.path))));
+        }
+        if (!state->ready.load() || state->platform_events == nullptr) {
+          return respond(ErrorResponse(absl::UnavailableError("the service is starting")));
+        }
+        v1::PlatformEventRequest request;
+        request.set_provider(provider);
+        request.set_body(std::move(r.body));
+        for (const char* name : kPlatformEventHeaders) {
+          auto header = r.headers.find(name);
+          if (header != r.headers.end()) (*request.mutable_headers())[name] = header->second;
+        }
+        // A database read and write, or a call to the agents role: off the I/O thread.
+        state->pool->Schedule([state, request = std::move(request), respond]() {
+          absl::StatusOr<v1::PlatformEventResponse> handled =
+              state->platform_events->Handle(request);
+          if (!handled.ok()) return respond(ErrorResponse(handled.status()));
+          respond(JsonResponse(200, edge::PrintJson(*handled)));
+        });
+      });
+}
+
+}  // namespace
+
 void AddLocalRoutes(ServerState* state) {
   edge::HttpServer& http = *state->http_server;
   http.AddLocalRoute("GET", "/healthz", [](const edge::LocalRequest&) {
@@ -298,6 +340,8 @@ void AddLocalRoutes(ServerState* state) {
       return edge::ServeDashboardAsset(edge::DashboardAssets(), r);
     });
   }
+  AddPlatformEventRoute(state, "vapi");
+  AddPlatformEventRoute(state, "retell");
   // Presigned recording links: the signature is checked here, on the I/O thread; the call's row
   // and the recording are read on the pool, since a recording in S3 is fetched whole into a
   // temporary file (up to --max-recording-bytes) before the first byte is sent, and the file

@@ -138,6 +138,12 @@ struct ServerState {
   // (only when the edge and runs roles run here together; otherwise phone runs fail).
   std::unique_ptr<runs::PhoneLines> phone_lines;
   std::unique_ptr<runs::RunWorkers> run_workers;
+  // The voice platforms' webhooks (services/agents/platform_events.h): the handler, where this
+  // process reads the agents' tables, with the calls service it ingests through; else, for an
+  // edge, the agents role's internal method. Declared before the service and the edge that use
+  // it.
+  std::unique_ptr<runs::RunCalls> event_calls;
+  std::unique_ptr<agents::PlatformEvents> platform_events;
   std::unique_ptr<calls::RecordingSigner> signer;
   // Where the edge finds a call's recording when it serves a presigned link: the calls store
   // here, or the calls role's internal method.
@@ -225,6 +231,11 @@ absl::Status WireMetrics(ServerState* s);
 // The gRPC server of the services wired above, each from its method table; NOT_SERVING until
 // Server::Start marks it ready.
 absl::Status ServeGrpc(ServerState* s);
+// server_events.cc
+// The voice platforms' webhooks: the handler and what it ingests through, or the agents role's
+// client for an edge without it; the agents service told of the handler. After WireCalls (its
+// hooks wake the downloader), before ServeGrpc.
+absl::Status WirePlatformEvents(ServerState* s);
 // The runs role's workers, once the run leases of this holder's previous life are given back.
 absl::Status StartRunWorkers(ServerState* s);
 

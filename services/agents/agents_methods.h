@@ -85,6 +85,10 @@ inline constexpr MethodEntry<AgentsService> kAgentsMethods[] = {
     Unary<&AgentsService::ReleaseRun>("ReleaseRun", Execution::kPool, Access::kInternal),
     Unary<&AgentsService::ReleaseRunLeasesOf>("ReleaseRunLeasesOf", Execution::kPool,
                                               Access::kInternal),
+    // Internal: a voice platform's webhook from an edge in another process (an agent lookup,
+    // the integration's secret, then the call's ingest).
+    Unary<&AgentsService::HandlePlatformEvent>("HandlePlatformEvent", Execution::kPool,
+                                               Access::kInternal),
 };
 
 }  // namespace calleval::agents

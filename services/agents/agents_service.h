@@ -16,6 +16,7 @@
 #include "services/agents/agents_store.h"
 #include "services/agents/deletion_listener.h"
 #include "services/agents/integrations_store.h"
+#include "services/agents/platform_events.h"
 #include "services/agents/scenarios_store.h"
 #include "services/runs/runs_store.h"
 
@@ -48,6 +49,9 @@ class AgentsService {
   // The workspace's integration settings (docs/api.md §5.8); while unset their methods answer
   // 503. Set before the service is registered.
   void set_integrations(IntegrationsStore* integrations) { integrations_ = integrations; }
+  // Handles the voice platforms' webhooks (services/agents/platform_events.h); while unset
+  // HandlePlatformEvent answers 503. Set before the service is registered.
+  void set_platform_events(PlatformEvents* events) { platform_events_ = events; }
   // Admits the internal methods below for calls carrying this credential
   // (common/internal_credential.h); while unset they refuse every call. Set before the service
   // is registered.
@@ -153,6 +157,10 @@ class AgentsService {
   absl::Status ReleaseRunLeasesOf(const RequestContext& context,
                                   const v1::ReleaseRunLeasesOfRequest& request,
                                   v1::ReleaseRunLeasesOfResponse* response);
+  // For an edge in another process: a voice platform's webhook, verified and stored.
+  absl::Status HandlePlatformEvent(const RequestContext& context,
+                                   const v1::PlatformEventRequest& request,
+                                   v1::PlatformEventResponse* response);
 
  private:
   absl::StatusOr<ScenariosStore*> Scenarios();
@@ -168,6 +176,7 @@ class AgentsService {
   std::unique_ptr<accounts::ApiKeyGuard> guard_;
   DeletionListener* deletion_listener_ = nullptr;
   IntegrationsStore* integrations_ = nullptr;
+  PlatformEvents* platform_events_ = nullptr;
 };
 
 }  // namespace calleval::agents

@@ -197,4 +197,14 @@ absl::Status AgentsService::ReleaseRunLeasesOf(const RequestContext& /*context*/
   return absl::OkStatus();
 }
 
+absl::Status AgentsService::HandlePlatformEvent(const RequestContext& /*context*/,
+                                                const v1::PlatformEventRequest& request,
+                                                v1::PlatformEventResponse* response) {
+  if (platform_events_ == nullptr) {
+    return absl::UnavailableError("platform events are not handled by this process");
+  }
+  ASSIGN_OR_RETURN(*response, platform_events_->Handle(request));
+  return absl::OkStatus();
+}
+
 }  // namespace calleval::agents

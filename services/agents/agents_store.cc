@@ -540,6 +540,27 @@ absl::StatusOr<bool> AgentsStore::HasPhoneNumber(int64_t workspace_id, int64_t a
   });
 }
 
+absl::StatusOr<std::vector<AgentsStore::AssistantAgent>> AgentsStore::FindByAssistant(
+    absl::string_view source, absl::string_view assistant_id, int limit) {
+  return db::ReadResult<std::vector<AssistantAgent>>(
+      *db_, db::kSingleStatementRead,
+      [&](db::Connection& c) -> absl::StatusOr<std::vector<AssistantAgent>> {
+        // agents_by_assistant (schema 21) finds them without reading every workspace's agents.
+        ASSIGN_OR_RETURN(auto stmt,
+                         c.Prepare("SELECT workspace_id, MIN(id) FROM agents WHERE assistant_id = ? "
+                                   "AND agent_source = ? GROUP BY workspace_id "
+                                   "ORDER BY workspace_id LIMIT ?"));
+        stmt.Bind(1, assistant_id).Bind(2, source).Bind(3, limit);
+        std::vector<AssistantAgent> agents;
+        while (true) {
+          ASSIGN_OR_RETURN(bool row, stmt.Step());
+          if (!row) break;
+          agents.push_back({stmt.Int64(0), stmt.Int64(1)});
+        }
+        return agents;
+      });
+}
+
 absl::StatusOr<std::vector<int64_t>> AgentsStore::ReplaceDisabledMetrics(
     int64_t workspace_id, int64_t agent_id, const std::function<bool(int64_t)>& replaced,
     const std::vector<int64_t>& ids, const std::function<absl::Status(db::Connection&)>& check) {

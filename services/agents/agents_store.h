@@ -91,6 +91,17 @@ class AgentsStore {
       const std::vector<int64_t>& ids,
       const std::function<absl::Status(db::Connection&)>& check = nullptr);
 
+  // For a voice platform's webhook (services/agents/platform_events.h): per workspace, the
+  // oldest agent whose agent_source is `source` and whose assistant_id is `assistant_id`, by
+  // workspace id, at most `limit` of them.
+  struct AssistantAgent {
+    int64_t workspace_id = 0;
+    int64_t agent_id = 0;
+  };
+  absl::StatusOr<std::vector<AssistantAgent>> FindByAssistant(absl::string_view source,
+                                                              absl::string_view assistant_id,
+                                                              int limit = 16);
+
   // The carrier for a country calling code.
   const std::string& CarrierFor(int country_code) const;
 

@@ -6,8 +6,10 @@ absl::StatusOr<v1::Call> InProcessRunCalls::Ingest(
     int64_t workspace_id, const v1::IngestCallRequest& request, const runs::RunCallOrigin& origin,
     const std::optional<runs::RunRecording>& recording) {
   RunOrigin run_origin;
-  run_origin.run_id = origin.run_id;
-  run_origin.scenario_id = origin.scenario_id;
+  // 0 names no run: a call the runs did not make (a voice platform's production call,
+  // services/agents/platform_events.h) counts in no scenario's stats.
+  if (origin.run_id != 0) run_origin.run_id = origin.run_id;
+  if (origin.scenario_id != 0) run_origin.scenario_id = origin.scenario_id;
   std::optional<StoredRecording> stored;
   if (recording.has_value()) {
     stored = StoredRecording{recording->key, recording->content_type, recording->bytes};

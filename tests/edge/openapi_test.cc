@@ -226,6 +226,13 @@ TEST_F(OpenApiTest, SecurityExemptsLocalRoutes) {
     const Json& op = Op(path, "get");
     EXPECT_EQ(op["security"], Json::array()) << path;
   }
+  // The voice platforms' webhooks carry the platform's signature, not a key (docs/api.md §5.9).
+  for (const char* path : {"/api/public/v1/integrations/vapi/events",
+                           "/api/public/v1/integrations/retell/events"}) {
+    const Json& op = Op(path, "post");
+    EXPECT_EQ(op["security"], Json::array()) << path;
+    EXPECT_TRUE(op["responses"].contains("401")) << path;
+  }
   const Json& recording = Op("/recordings/{id}", "get");
   EXPECT_THAT(ParamNames(recording, "query"), UnorderedElementsAre("expires", "signature"));
   EXPECT_THAT(ParamNames(recording, "path"), UnorderedElementsAre("id"));

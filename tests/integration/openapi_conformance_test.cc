@@ -131,6 +131,15 @@ TEST_F(OpenApiConformanceTest, EveryRouteAnswersAsDocumented) {
   Get("/readyz", "/readyz");
   Get("/openapi.json", "/openapi.json");
   Get("/recordings/{id}", "/recordings/1?expires=1&signature=bad", 403);
+  // The platforms' webhooks: an event that makes no call is acknowledged unverified; an
+  // end-of-call event of an assistant no agent has, too; one of an agent without the
+  // workspace's secret is refused (docs/api.md §5.9).
+  Post("/api/public/v1/integrations/vapi/events", "/api/public/v1/integrations/vapi/events",
+       {{"message", {{"type", "status-update"}, {"status", "ended"}}}}, 200);
+  Post("/api/public/v1/integrations/retell/events", "/api/public/v1/integrations/retell/events",
+       {{"event", "call_analyzed"}, {"call", {{"call_id", "c1"}, {"agent_id", "nobody"}}}}, 200);
+  Post("/api/public/v1/integrations/retell/events", "/api/public/v1/integrations/retell/events",
+       {{"event", "call_analyzed"}}, 422);
 
   Get("/api/v1/workspaces/current", "/api/v1/workspaces/current");
   Get("/api/v1/workspaces", "/api/v1/workspaces");
