@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include <unistd.h>
@@ -121,18 +122,26 @@ class RateLimiter {
   absl::flat_hash_map<std::string, Bucket> buckets_;  // guarded by mu_
 };
 
+// `path` equals `prefix` or continues it at a '/' boundary.
+bool PathMatchesPrefix(std::string_view prefix, std::string_view path) {
+  if (prefix == "/") return path == "/";  // the root alone, not every path below it
+  if (path.size() < prefix.size() || path.compare(0, prefix.size(), prefix) != 0) return false;
+  if (path.size() == prefix.size()) return true;
+  return prefix.back() == '/' || path[prefix.size()] == '/';
+}
+
 struct LocalRoute {
   std::string method;
   std::string prefix;
   LocalHandler handler;              // exactly one of the two is set
   AsyncLocalHandler async_handler;
 
-  bool MatchesPath(std::string_view path) const {
-    if (prefix == "/") return path == "/";  // the root alone, not every path below it
-    if (path.size() < prefix.size() || path.compare(0, prefix.size(), prefix) != 0) return false;
-    if (path.size() == prefix.size()) return true;
-    return prefix.back() == '/' || path[prefix.size()] == '/';
-  }
+  bool MatchesPath(std::string_view path) const { return PathMatchesPrefix(prefix, path); }
+};
+
+struct UpgradeRoute {
+  std::string prefix;
+  UpgradeHandler handler;
 };
 
 // Unlinks a delete_file_after_open file unless the response is handed over to be sent (which
@@ -207,6 +216,10 @@ class HttpServer::Impl : public std::enable_shared_from_this<Impl> {
     local_routes_.push_back({std::move(method), std::move(prefix), {}, std::move(handler)});
   }
 
+  void AddUpgradeRoute(std::string prefix, UpgradeHandler handler) {
+    upgrade_routes_.push_back({std::move(prefix), std::move(handler)});
+  }
+
   absl::Status Start();
   void Shutdown();
   int port() const { return port_.load(); }
@@ -225,6 +238,7 @@ class HttpServer::Impl : public std::enable_shared_from_this<Impl> {
   MethodInvoker* const invoker_;
   HttpServerOptions options_;
   std::vector<LocalRoute> local_routes_;
+  std::vector<UpgradeRoute> upgrade_routes_;
   google::protobuf::DynamicMessageFactory dynamic_factory_;
   std::vector<const google::protobuf::Message*> prototypes_;  // by Route::index
   std::optional<RateLimiter> limiter_;
@@ -383,7 +397,12 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     request_ = parser_->release();
     BeginRequest(request_);
 
-    // Local routes first.
+    // Websocket upgrades, then local routes.
+    if (method_ == "GET" && beast::iequals(request_[http::field::upgrade], "websocket")) {
+      for (const UpgradeRoute& upgrade : server_->upgrade_routes_) {
+        if (PathMatchesPrefix(upgrade.prefix, path_)) return ServeUpgrade(upgrade);
+      }
+    }
     std::string allow;
     for (const LocalRoute& local : server_->local_routes_) {
       if (!local.MatchesPath(path_)) continue;
@@ -471,8 +490,44 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
               });
   }
 
-  void ServeLocal(const LocalRoute& local) {
-    route_label_ = local.prefix;
+  // The handler takes the connection or refuses it; a connection taken leaves the server: its
+  // socket is released (no longer watched by this server's io_context, nor closed by it) and
+  // the session ends once this returns, so it counts toward nothing and Shutdown() does not wait
+  // on it.
+  void ServeUpgrade(const UpgradeRoute& upgrade) {
+    route_label_ = upgrade.prefix;
+    UpgradeAnswer answer;
+    try {
+      answer = upgrade.handler(MakeLocalRequest());
+    } catch (const std::exception& e) {
+      return SendError(InternalError(absl::StrCat("upgrade handler failed: ", e.what())));
+    }
+    if (!answer.take) return SendLocalResponse(std::move(answer.refusal));
+    // The head as parsed (the taker's websocket library reads it again), then what followed it.
+    std::ostringstream head;
+    head << request_.base();
+    UpgradedConnection connection;
+    connection.received = head.str();
+    connection.received += beast::buffers_to_string(buffer_.data());
+    buffer_.consume(buffer_.size());
+    beast::error_code ec;
+    stream_.expires_never();
+    connection.fd = stream_.socket().release(ec);
+    if (ec) {
+      return SendError(InternalError(absl::StrCat("cannot hand the connection over: ", ec.message())),
+                       After::kClose);
+    }
+    busy_ = false;
+    Log(101);
+    Observe(101);
+    try {
+      answer.take(std::move(connection));
+    } catch (const std::exception& e) {
+      LogError("http: an upgrade handler's take failed", {{"error", e.what()}});
+    }
+  }
+
+  LocalRequest MakeLocalRequest() {
     LocalRequest request;
     request.method = std::string(method_);
     request.path = std::string(path_);
@@ -488,6 +543,12 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       request.headers[std::move(name)] = std::string(View(field.value()));
     }
     request.body = std::move(request_.body());
+    return request;
+  }
+
+  void ServeLocal(const LocalRoute& local) {
+    route_label_ = local.prefix;
+    LocalRequest request = MakeLocalRequest();
     if (local.async_handler) {
       // The connection now waits for PostAnswer: no read is pending, so no timeout runs, and
       // busy_ keeps Shutdown() from closing it.
@@ -934,6 +995,10 @@ HttpServer::~HttpServer() { Shutdown(); }
 
 void HttpServer::AddLocalRoute(std::string method, std::string path_prefix, LocalHandler handler) {
   impl_->AddLocalRoute(std::move(method), std::move(path_prefix), std::move(handler));
+}
+
+void HttpServer::AddUpgradeRoute(std::string path_prefix, UpgradeHandler handler) {
+  impl_->AddUpgradeRoute(std::move(path_prefix), std::move(handler));
 }
 
 void HttpServer::AddAsyncLocalRoute(std::string method, std::string path_prefix,

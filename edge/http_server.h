@@ -103,6 +103,24 @@ using LocalHandler = std::function<LocalResponse(const LocalRequest&)>;
 using AsyncLocalHandler =
     std::function<void(LocalRequest request, std::function<void(LocalResponse)> respond)>;
 
+// A connection handed over for a websocket upgrade: its socket, now the taker's to close, and
+// every byte the server had read from it (the request head, as received, and whatever followed
+// it), so the taker completes the upgrade itself (runs::WebSocketConnection::AcceptUpgrade).
+struct UpgradedConnection {
+  int fd = -1;
+  std::string received;
+};
+
+// The answer to an upgrade request: `take` set takes the connection (called once, on the io
+// thread, right after the handler: it should only hand the connection off), otherwise
+// `refusal` is sent as a local route's answer would be and the connection goes on serving
+// HTTP.
+struct UpgradeAnswer {
+  std::function<void(UpgradedConnection connection)> take;
+  LocalResponse refusal;
+};
+using UpgradeHandler = std::function<UpgradeAnswer(const LocalRequest& request)>;
+
 class HttpServer {
  public:
   // `routes` and `invoker` must outlive the server.
@@ -121,6 +139,13 @@ class HttpServer {
   // work off.
   void AddAsyncLocalRoute(std::string method, std::string path_prefix,
                           AsyncLocalHandler handler);
+
+  // Serves websocket upgrades (a GET with `Upgrade: websocket`) whose path matches
+  // `path_prefix` as AddLocalRoute's do; checked before the local routes, so a prefix may have
+  // both (other methods, or a GET that asks no upgrade, go on to them). A connection taken
+  // leaves the server: it counts toward no limit and Shutdown() neither waits for nor closes it.
+  // Call before Start(). The handler runs on an io thread: keep it short.
+  void AddUpgradeRoute(std::string path_prefix, UpgradeHandler handler);
 
   // Binds and starts the io threads.
   absl::Status Start();

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -137,6 +138,60 @@ absl::Status RegisterDirectHandlers(ServerState& s) {
   return absl::OkStatus();
 }
 
+// The phone channel's carrier-facing routes (docs/channels.md): under /media/<carrier>/<token>
+// the media websocket, handed over to the run waiting on the line; its status webhooks, checked
+// with the line's carrier account (a bad signature is 403 and delivers nothing); the answer
+// document. An unknown or expired token is 404 everywhere.
+void AddPhoneLineRoutes(ServerState* state) {
+  edge::HttpServer& http = *state->http_server;
+  http.AddUpgradeRoute("/media/", [state](const edge::LocalRequest& r) {
+    edge::UpgradeAnswer answer;
+    if (!state->ready.load()) {
+      answer.refusal = ErrorResponse(absl::UnavailableError("starting"));
+      return answer;
+    }
+    absl::StatusOr<std::function<void(runs::MediaHandoff)>> take =
+        state->phone_lines->ClaimMedia(r.path);
+    if (!take.ok()) {
+      answer.refusal = ErrorResponse(take.status());
+      return answer;
+    }
+    answer.take = [take = *std::move(take)](edge::UpgradedConnection connection) {
+      take(runs::MediaHandoff{connection.fd, std::move(connection.received)});
+    };
+    return answer;
+  });
+  // The answer document, which carriers fetch with either method.
+  auto answer = [state](const edge::LocalRequest& r) {
+    absl::StatusOr<std::string> document = state->phone_lines->Answer(r.path);
+    if (!document.ok()) return ErrorResponse(document.status());
+    edge::LocalResponse ok;
+    ok.content_type = "application/xml";
+    ok.body = *std::move(document);
+    return ok;
+  };
+  http.AddLocalRoute("GET", "/media/", [state, answer](const edge::LocalRequest& r) {
+    if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
+    return answer(r);
+  });
+  http.AddLocalRoute("POST", "/media/", [state, answer](const edge::LocalRequest& r) {
+    if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
+    if (absl::EndsWith(r.path, "/answer")) return answer(r);
+    runs::CarrierWebhook hook;
+    hook.method = r.method;
+    hook.headers = r.headers;
+    auto type = r.headers.find("content-type");
+    if (type != r.headers.end()) hook.content_type = type->second;
+    hook.body = r.body;
+    absl::Status delivered = state->phone_lines->Webhook(r.path, std::move(hook));
+    if (!delivered.ok()) return ErrorResponse(delivered);
+    edge::LocalResponse ok;
+    ok.content_type = "text/xml";
+    ok.body = "<Response/>";  // what a carrier expects of a status callback: any 2xx
+    return ok;
+  });
+}
+
 }  // namespace
 
 absl::Status BindEdge(ServerState* s) {
@@ -171,6 +226,7 @@ absl::Status BindEdge(ServerState* s) {
     options.observe_request = ObserveHttpRequest;
     s->http_server = std::make_unique<edge::HttpServer>(s->routes.get(), &s->invoker_slot, options);
     AddLocalRoutes(s);
+    if (HasRole(config, "runs")) AddPhoneLineRoutes(s);
     RETURN_IF_ERROR(s->http_server->Start());
   }
   s->base_url = config.public_base_url;
@@ -180,6 +236,11 @@ absl::Status BindEdge(ServerState* s) {
     if (host.find(':') != std::string::npos) host = absl::StrCat("[", host, "]");
     const int port = s->http_server ? s->http_server->port() : http_host_port.second;
     s->base_url = absl::StrCat("http://", host, ":", port);
+  }
+  // The phone channel's lines are served by the edge of the process whose runs workers wait on
+  // them; a runs role without an edge here has none, and its phone runs fail saying so.
+  if (HasRole(config, "edge") && HasRole(config, "runs")) {
+    s->phone_lines = std::make_unique<runs::PhoneLines>(s->base_url);
   }
   return absl::OkStatus();
 }

@@ -131,6 +131,7 @@ absl::Status WireRuns(ServerState* s) {
     run_options.deps.calls = s->run_calls.get();
     run_options.deps.llm = s->llm.get();
     run_options.deps.recordings = s->recordings.get();
+    run_options.deps.phone_lines = s->phone_lines.get();
     if (!config.tts_base_url.empty()) {
       runs::OpenAiSpeechConfig tts;
       tts.base_url = config.tts_base_url;

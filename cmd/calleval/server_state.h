@@ -49,6 +49,7 @@
 #include "services/judges/sandbox.h"
 #include "services/metrics/metrics_service.h"
 #include "services/metrics/metrics_store.h"
+#include "services/runs/phone_lines.h"
 #include "services/runs/run_worker.h"
 #include "services/runs/runs_store.h"
 #include "services/scoring/scoring_worker.h"
@@ -133,6 +134,9 @@ struct ServerState {
   std::unique_ptr<runs::RunQueue> run_queue;
   std::unique_ptr<runs::RunAgents> run_agents;
   std::unique_ptr<runs::RunCalls> run_calls;
+  // The phone lines the runs workers wait on, served by this process's edge under /media/
+  // (only when the edge and runs roles run here together; otherwise phone runs fail).
+  std::unique_ptr<runs::PhoneLines> phone_lines;
   std::unique_ptr<runs::RunWorkers> run_workers;
   // The voice platforms' webhooks (services/agents/platform_events.h): the handler, where this
   // process reads the agents' tables, with the calls service it ingests through; else, for an

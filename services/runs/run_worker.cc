@@ -6,7 +6,9 @@
 #include "common/crypto.h"
 #include "common/errors.h"
 #include "common/log.h"
+#include "nlohmann/json.hpp"
 #include "services/agents/agent_rules.h"
+#include "services/runs/phone_run.h"
 #include "services/runs/platform_run.h"
 #include "services/runs/text_channel.h"
 #include "services/runs/voice_session.h"
@@ -26,6 +28,24 @@ std::string UnservedTransport(const std::string& transport) {
   }
   return absl::StrCat("the ", transport, " transport reaches agents through the ", transport,
                       " platform, which this installation cannot call");
+}
+
+// Why a phone call that did not become a conversation ended, for the run's error.
+std::string PhoneCallEndedMessage(const PhoneCallResult& call) {
+  std::string why;
+  if (call.end_reason == "busy") {
+    why = "the agent's line was busy";
+  } else if (call.end_reason == "no_answer") {
+    why = "the agent did not answer";
+  } else if (call.end_reason == "agent_hangup") {
+    why = "the agent hung up before the carrier streamed the call";
+  } else if (call.end_reason == "voicemail") {
+    why = "the call reached voicemail (answering-machine detection heard a machine)";
+  } else {
+    why = "the carrier could not connect the call";
+  }
+  if (!call.detail.empty()) absl::StrAppend(&why, ": ", call.detail);
+  return why;
 }
 
 bool Cancelled(const absl::Status& status) {
@@ -118,20 +138,162 @@ absl::StatusOr<int64_t> RunWorkers::TextRun(const RunJob& job, const v1::Scenari
   return IngestRunCall(*options_.deps.calls, job, ingest, std::nullopt);
 }
 
-absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
-                                                 const v1::Agent& agent,
-                                                 const agents::WebChannel& web,
-                                                 std::string* end_reason) {
+absl::Status RunWorkers::CallerSession(const v1::Scenario& scenario, const v1::Agent& agent,
+                                       VoiceSessionOptions* session,
+                                       std::unique_ptr<scoring::SpeechRecognizer>* ears) {
   const RunDependencies& deps = options_.deps;
-  const bool scripted = scenario.caller_script_size() > 0;
-  if (!scripted && (deps.llm == nullptr || !deps.make_recognizer)) {
+  session->caller_lines.assign(scenario.caller_script().begin(), scenario.caller_script().end());
+  if (scenario.caller_script_size() == 0) {
+    absl::StatusOr<std::unique_ptr<scoring::SpeechRecognizer>> made =
+        deps.make_recognizer(workers_.cancel_flag());
+    if (!made.ok()) return made.status();
+    *ears = *std::move(made);
+    TextCaller caller;
+    caller.persona = scenario.persona();
+    caller.goal = scenario.goal();
+    LlmClient* llm = deps.llm;
+    session->next_line = [llm, caller](const std::vector<v1::Turn>& conversation)
+        -> absl::StatusOr<NextCallerLine> {
+      absl::StatusOr<CallerMessage> said = NextCallerMessage(*llm, caller, conversation);
+      if (!said.ok()) return said.status();
+      return NextCallerLine{said->message, said->goal_reached};
+    };
+    scoring::SpeechRecognizer* recognizer = ears->get();
+    session->transcribe = [recognizer](const std::vector<int16_t>& audio,
+                                       int rate) -> absl::StatusOr<std::string> {
+      absl::StatusOr<std::vector<int16_t>> wide =
+          ResamplePcm16(audio, rate, scoring::kSpeechSampleRate);
+      if (!wide.ok()) return wide.status();
+      absl::StatusOr<scoring::ChannelTranscript> heard = recognizer->Transcribe(*wide);
+      if (!heard.ok()) return heard.status();
+      std::string text;
+      for (const auto& word : heard->words) absl::StrAppend(&text, text.empty() ? "" : " ", word.text);
+      return text;
+    };
+  }
+  session->agent_speaks_first = agent.opening_message().mode() != "user_speaks_first";
+  session->max_turns = scenario.max_turns();
+  session->max_duration = absl::Seconds(scenario.has_max_duration_seconds()
+                                            ? scenario.max_duration_seconds()
+                                            : agent.max_call_duration_seconds());
+  session->cancel = workers_.cancel_flag();
+  return absl::OkStatus();
+}
+
+std::unique_ptr<SpeechSynthesizer> RunWorkers::CallerVoice() {
+  const RunDependencies& deps = options_.deps;
+  return deps.make_synthesizer ? deps.make_synthesizer(workers_.cancel_flag())
+                               : NewEspeakSynthesizer();
+}
+
+absl::StatusOr<int64_t> RunWorkers::IngestRecording(const RunJob& job,
+                                                    const v1::Scenario& scenario,
+                                                    const VoiceRecording& recording,
+                                                    const std::string& end_reason) {
+  const RunDependencies& deps = options_.deps;
+  // The recording goes into the blob store from here, under a key of its own, and the ingest
+  // names it: the bytes never travel to the calls service. The calls service deletes the
+  // object when it does not store the call; a crash in between leaves an object no call names.
+  const std::string wav = EncodeStereoWav(recording);
+  RunRecording stored{absl::StrCat(kRunRecordingPrefix, HexEncode(RandomBytes(16))), "audio/wav",
+                      static_cast<int64_t>(wav.size())};
+  if (absl::Status put = deps.recordings->Put(stored.key, StringBlobSource(wav), "audio/wav");
+      !put.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("the run's recording cannot be stored: ", put.message()));
+  }
+  return IngestRunCall(*deps.calls, job, RunCallRequest(job, scenario, end_reason), stored);
+}
+
+namespace {
+
+// Without a caller_script the caller is the LLM, which hears the agent through a recognizer.
+absl::Status VoiceCallerAvailable(const RunDependencies& deps, const v1::Scenario& scenario) {
+  if (scenario.caller_script_size() == 0 && (deps.llm == nullptr || !deps.make_recognizer)) {
     return absl::FailedPreconditionError(
         "llm_unavailable: without a caller_script the caller is played by the LLM provider from "
         "persona and goal, and none is configured");
   }
   if (deps.recordings == nullptr) {
-    return absl::FailedPreconditionError("the websocket channel is not configured here");
+    return absl::FailedPreconditionError("the voice channels are not configured here");
   }
+  return absl::OkStatus();
+}
+
+std::string CarrierApiUrl(const RunDependencies& deps, const std::string& carrier) {
+  if (carrier == "twilio") return deps.provider_urls.twilio;
+  if (carrier == "telnyx") return deps.provider_urls.telnyx;
+  if (carrier == "plivo") return deps.provider_urls.plivo;
+  return "";
+}
+
+// The carrier account in a workspace's integration settings (docs/api.md §5.8).
+CarrierAccount CarrierAccountFromSettings(const agents::IntegrationSettings& settings) {
+  CarrierAccount account;
+  account.carrier = settings.provider;
+  auto text = [](const nlohmann::json& object, const char* key) {
+    auto it = object.find(key);
+    return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  if (settings.provider == "twilio") {
+    account.account_id = text(settings.fields, "account_sid");
+    account.secret = text(settings.secrets, "auth_token");
+  } else if (settings.provider == "telnyx") {
+    account.account_id = text(settings.fields, "connection_id");
+    account.secret = text(settings.secrets, "api_key");
+    account.public_key = text(settings.fields, "public_key");
+  } else if (settings.provider == "plivo") {
+    account.account_id = text(settings.fields, "auth_id");
+    account.secret = text(settings.secrets, "auth_token");
+  }
+  auto numbers = settings.fields.find("caller_numbers");
+  if (numbers != settings.fields.end() && numbers->is_array()) {
+    for (const auto& number : *numbers) {
+      if (number.is_string()) account.caller_numbers.push_back(number.get<std::string>());
+    }
+  }
+  return account;
+}
+
+// The workspace's account at the agent's carrier. FailedPrecondition, saying what to set, when
+// the workspace has no settings for it or no number to call from; kUnavailable when the agents
+// service could not answer (the run is given back).
+absl::StatusOr<CarrierAccount> CarrierAccountOf(RunAgents& agents, const RunJob& job,
+                                                const std::string& carrier) {
+  if (carrier.empty()) {
+    return absl::FailedPreconditionError("the agent's phone_number selects no telephony carrier");
+  }
+  absl::StatusOr<std::optional<agents::IntegrationSettings>> settings =
+      agents.GetIntegration(job.workspace_id, carrier);
+  if (!settings.ok()) {
+    return absl::UnavailableError(absl::StrCat("the integration settings could not be read: ",
+                                               settings.status().message()));
+  }
+  if (!settings->has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the phone channel calls the agent through ", carrier,
+                     " with the workspace's integration settings, and it has none: PUT "
+                     "/api/v1/integrations/",
+                     carrier));
+  }
+  CarrierAccount account = CarrierAccountFromSettings(**settings);
+  if (account.caller_numbers.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the workspace's ", carrier,
+        " integration settings have no caller_numbers to call from: PUT /api/v1/integrations/",
+        carrier));
+  }
+  return account;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
+                                                 const v1::Agent& agent,
+                                                 const agents::WebChannel& web,
+                                                 std::string* end_reason) {
+  const RunDependencies& deps = options_.deps;
+  if (absl::Status s = VoiceCallerAvailable(deps, scenario); !s.ok()) return s;
   WebSocketOptions ws_options;
   ws_options.guard = deps.url_guard;
   ws_options.ca_file = deps.agent_ca_file;
@@ -145,45 +307,10 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
   }
   VoiceSessionOptions session;
   session.protocol = web.fields.value("protocol", "twilio_media_streams");
-  session.caller_lines.assign(scenario.caller_script().begin(), scenario.caller_script().end());
-  std::unique_ptr<scoring::SpeechRecognizer> ears;
-  if (!scripted) {
-    absl::StatusOr<std::unique_ptr<scoring::SpeechRecognizer>> made =
-        deps.make_recognizer(workers_.cancel_flag());
-    if (!made.ok()) return made.status();
-    ears = *std::move(made);
-    TextCaller caller;
-    caller.persona = scenario.persona();
-    caller.goal = scenario.goal();
-    LlmClient* llm = deps.llm;
-    session.next_line = [llm, caller](const std::vector<v1::Turn>& conversation)
-        -> absl::StatusOr<NextCallerLine> {
-      absl::StatusOr<CallerMessage> said = NextCallerMessage(*llm, caller, conversation);
-      if (!said.ok()) return said.status();
-      return NextCallerLine{said->message, said->goal_reached};
-    };
-    scoring::SpeechRecognizer* recognizer = ears.get();
-    session.transcribe = [recognizer](const std::vector<int16_t>& audio,
-                                      int rate) -> absl::StatusOr<std::string> {
-      absl::StatusOr<std::vector<int16_t>> wide =
-          ResamplePcm16(audio, rate, scoring::kSpeechSampleRate);
-      if (!wide.ok()) return wide.status();
-      absl::StatusOr<scoring::ChannelTranscript> heard = recognizer->Transcribe(*wide);
-      if (!heard.ok()) return heard.status();
-      std::string text;
-      for (const auto& word : heard->words) absl::StrAppend(&text, text.empty() ? "" : " ", word.text);
-      return text;
-    };
-  }
-  session.agent_speaks_first = agent.opening_message().mode() != "user_speaks_first";
-  session.max_turns = scenario.max_turns();
-  session.max_duration = absl::Seconds(scenario.has_max_duration_seconds()
-                                           ? scenario.max_duration_seconds()
-                                           : agent.max_call_duration_seconds());
   session.auth_token = token;
-  session.cancel = workers_.cancel_flag();
-  std::unique_ptr<SpeechSynthesizer> voice =
-      deps.make_synthesizer ? deps.make_synthesizer(workers_.cancel_flag()) : NewEspeakSynthesizer();
+  std::unique_ptr<scoring::SpeechRecognizer> ears;
+  if (absl::Status s = CallerSession(scenario, agent, &session, &ears); !s.ok()) return s;
+  std::unique_ptr<SpeechSynthesizer> voice = CallerVoice();
   absl::StatusOr<VoiceRecording> recording = RunVoiceSession(**connection, *voice, session);
   if (!recording.ok()) {
     if (recording.status().code() == absl::StatusCode::kCancelled) return recording.status();
@@ -191,20 +318,41 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
         absl::StrCat("the conversation broke off: ", recording.status().message()));
   }
   *end_reason = recording->end_reason;
+  return IngestRecording(job, scenario, *recording, recording->end_reason);
+}
 
-  // The recording goes into the blob store from here, under a key of its own, and the ingest
-  // names it: the bytes never travel to the calls service. The calls service deletes the
-  // object when it does not store the call; a crash in between leaves an object no call names.
-  const std::string wav = EncodeStereoWav(*recording);
-  RunRecording stored{absl::StrCat(kRunRecordingPrefix, HexEncode(RandomBytes(16))), "audio/wav",
-                      static_cast<int64_t>(wav.size())};
-  if (absl::Status put = deps.recordings->Put(stored.key, StringBlobSource(wav), "audio/wav");
-      !put.ok()) {
+absl::StatusOr<int64_t> RunWorkers::PhoneRun(const RunJob& job, const v1::Scenario& scenario,
+                                             const v1::Agent& agent,
+                                             const CarrierAccount& account,
+                                             std::string* end_reason) {
+  const RunDependencies& deps = options_.deps;
+  if (absl::Status s = VoiceCallerAvailable(deps, scenario); !s.ok()) return s;
+  PhoneCallOptions call;
+  call.account = account;
+  call.api_url = CarrierApiUrl(deps, account.carrier);
+  call.to = agent.phone_number();
+  call.lines = deps.phone_lines;
+  call.ring_timeout = deps.ring_timeout;
+  std::unique_ptr<scoring::SpeechRecognizer> ears;
+  if (absl::Status s = CallerSession(scenario, agent, &call.session, &ears); !s.ok()) return s;
+  std::unique_ptr<SpeechSynthesizer> voice = CallerVoice();
+  call.voice = voice.get();
+  call.cancel = workers_.cancel_flag();
+  absl::StatusOr<PhoneCallResult> held = HoldPhoneCall(call);
+  if (!held.ok()) {
+    if (held.status().code() == absl::StatusCode::kCancelled) return held.status();
+    *end_reason = "carrier_error";
     return absl::UnavailableError(
-        absl::StrCat("the run's recording cannot be stored: ", put.message()));
+        absl::StrCat("the phone call broke off: ", held.status().message()));
   }
-  return IngestRunCall(*deps.calls, job, RunCallRequest(job, scenario, recording->end_reason),
-                       stored);
+  *end_reason = held->end_reason;
+  if (!held->recording) {
+    return absl::FailedPreconditionError(PhoneCallEndedMessage(*held));
+  }
+  if (held->end_reason == "voicemail" || held->end_reason == "carrier_error") {
+    return absl::FailedPreconditionError(PhoneCallEndedMessage(*held));
+  }
+  return IngestRecording(job, scenario, *held->recording, held->end_reason);
 }
 
 std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat::Held* held) {
@@ -235,9 +383,29 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
   if (!job.call_id) {
     absl::StatusOr<int64_t> call_id;
     if (job.channel == "phone") {
-      return Failed(
-          "the phone channel needs a telephony carrier account, which this installation does "
-          "not have; run the scenario over the web or text channel");
+      if (!agent->has_phone_number()) return Failed("the agent has no phone_number to call");
+      if (deps.phone_lines == nullptr) {
+        return Failed(
+            "the phone channel needs this process's edge to serve the carrier's media websocket "
+            "and webhooks under /media/ (run the runs and edge roles in one process, with "
+            "--public-base-url where the carrier reaches it)");
+      }
+      const std::string carrier = agent->telephony_carrier();
+      absl::StatusOr<CarrierAccount> account = CarrierAccountOf(*deps.agents, job, carrier);
+      if (!account.ok()) {
+        if (account.status().code() == absl::StatusCode::kUnavailable) {
+          LogWarn("run: the integration settings could not be read; the run is given back",
+                  {{"run_id", job.run_id}, {"error", account.status()}});
+          return std::nullopt;
+        }
+        return Failed(std::string(account.status().message()));
+      }
+      call_id = PhoneRun(job, *scenario, *agent, *account, &end_reason);
+      if (!call_id.ok() && !Cancelled(call_id.status())) {
+        RunOutcome failed = Failed(std::string(call_id.status().message()));
+        failed.end_reason = end_reason;
+        return failed;
+      }
     } else if (job.channel == "web" && agents::rules::IsExternal(agent->agent_source())) {
       // A Vapi call's websocket, dialled like a pcm16 agent's (services/runs/platform_run.h).
       absl::StatusOr<PlatformWebCall> platform = StartPlatformWebCall(

@@ -25,12 +25,14 @@
 #include "common/polling_workers.h"
 #include "common/url_guard.h"
 #include "services/agents/web_channel.h"
+#include "services/runs/phone_lines.h"
 #include "services/runs/run_agents.h"
 #include "services/runs/run_calls.h"
 #include "services/runs/carrier.h"
 #include "services/runs/run_queue.h"
 #include "services/runs/runs_store.h"
 #include "services/runs/speech_synthesizer.h"
+#include "services/runs/voice_session.h"
 #include "services/scoring/speech_to_text.h"
 
 namespace calleval::runs {
@@ -60,6 +62,11 @@ struct RunDependencies {
   // The caller's voice: an OpenAI-compatible speech endpoint when configured; null: eSpeak NG.
   std::function<std::unique_ptr<SpeechSynthesizer>(const std::atomic<bool>* cancel)>
       make_synthesizer;
+  // The phone channel: the lines this process's edge serves under /media/ (null: no edge here
+  // serves them, and phone runs fail saying so).
+  PhoneLines* phone_lines = nullptr;
+  // How long an agent's phone may ring before the run ends `no_answer`.
+  absl::Duration ring_timeout = absl::Seconds(30);
   UrlGuardOptions url_guard;  // the operator's allow-list for the agents' URLs
   std::string agent_ca_file;  // further trusted CAs for wss:// agents (--agent-ca-file)
   // The carriers' and platforms' REST APIs (--twilio-api-url ...), and the base URL at which
@@ -116,6 +123,22 @@ class RunWorkers {
   absl::StatusOr<int64_t> WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
                                        const v1::Agent& agent, const agents::WebChannel& web,
                                        std::string* end_reason);
+  // Has the agent's carrier dial the agent (docs/channels.md) and plays the caller on the call,
+  // records both sides and ingests the recording; the call's id. A call that never became a
+  // conversation (busy, no_answer, voicemail, carrier_error) is an error with `end_reason` set.
+  absl::StatusOr<int64_t> PhoneRun(const RunJob& job, const v1::Scenario& scenario,
+                                   const v1::Agent& agent, const CarrierAccount& account,
+                                   std::string* end_reason);
+  // The voice caller of a run, for both voice channels: the scenario's lines, or the LLM
+  // playing persona and goal (hearing the agent through `ears`, kept alive by the caller).
+  absl::Status CallerSession(const v1::Scenario& scenario, const v1::Agent& agent,
+                             VoiceSessionOptions* session,
+                             std::unique_ptr<scoring::SpeechRecognizer>* ears);
+  std::unique_ptr<SpeechSynthesizer> CallerVoice();
+  // Puts the recording in the blob store and ingests the call naming it; the call's id.
+  absl::StatusOr<int64_t> IngestRecording(const RunJob& job, const v1::Scenario& scenario,
+                                          const VoiceRecording& recording,
+                                          const std::string& end_reason);
 
   RunQueue* queue_;
   Options options_;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <deque>
 #include <future>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/crypto.h"
@@ -46,9 +47,10 @@ void AppendLe16(absl::string_view bytes, std::deque<int16_t>* out) {
 absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
                                                SpeechSynthesizer& synthesizer,
                                                const VoiceSessionOptions& options) {
-  const bool twilio = options.protocol != "pcm16";
+  MediaDialect* const dialect = options.dialect;
+  const bool twilio = dialect == nullptr && options.protocol != "pcm16";
   VoiceRecording rec;
-  rec.sample_rate = twilio ? kTwilioSampleRate : 16000;
+  rec.sample_rate = twilio || dialect != nullptr ? kTwilioSampleRate : 16000;
   const size_t frame = static_cast<size_t>(rec.sample_rate / 50);
   TwilioStreamWriter writer(absl::StrCat("MZ", HexEncode(RandomBytes(16))),
                             absl::StrCat("CA", HexEncode(RandomBytes(16))),
@@ -58,6 +60,48 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
     std::vector<std::pair<std::string, std::string>> parameters;
     if (!options.auth_token.empty()) parameters.emplace_back("auth_token", options.auth_token);
     RETURN_IF_ERROR(ws.SendText(writer.Start(parameters)));
+  }
+  // The carrier's stream: the session's clock starts with it. The carrier plays the call in
+  // real time and sends the agent's audio as it plays, 20 ms at a time; the clock is set so
+  // that each frame arrives in the middle of the tick that plays it (the first one half a
+  // frame after the clock starts), so none waits a tick behind another and the recording keeps
+  // the agent where the call had it. Messages after `start` are kept for the first tick.
+  std::string stream_id;
+  std::vector<WebSocketMessage> early;
+  std::optional<std::chrono::steady_clock::time_point> first_media;
+  if (dialect != nullptr) {
+    const absl::Time give_up = absl::Now() + options.answer_timeout;
+    // Until `start`, then until its first media (a carrier may send none while the agent is
+    // silent: the clock then starts a little later, without harm).
+    std::optional<absl::Time> media_give_up;
+    while (stream_id.empty() || !first_media) {
+      if (options.cancel != nullptr && options.cancel->load()) {
+        ws.Close();
+        return absl::CancelledError("the voice session was cancelled: the service is stopping");
+      }
+      if (stream_id.empty() && absl::Now() >= give_up) {
+        ws.Close();
+        return absl::DeadlineExceededError("the carrier's media stream never started");
+      }
+      if (media_give_up && absl::Now() >= *media_give_up) break;
+      // A short wait: Poll() returns only once its wait is over, and the arrival times matter.
+      ASSIGN_OR_RETURN(std::vector<WebSocketMessage> got, ws.Poll(absl::Milliseconds(1)));
+      for (WebSocketMessage& m : got) {
+        absl::StatusOr<MediaEvent> event = dialect->Parse(m.data);
+        if (!stream_id.empty()) {
+          if (!first_media && event.ok() && event->kind == MediaEvent::kMedia) {
+            first_media = std::chrono::steady_clock::now();
+          }
+          early.push_back(std::move(m));
+          continue;
+        }
+        if (event.ok() && event->kind == MediaEvent::kStart) {
+          stream_id = event->stream_id;
+          rec.call_id = event->call_id;
+          media_give_up = absl::Now() + absl::Milliseconds(200);
+        }
+      }
+    }
   }
 
   std::deque<int16_t> playout;                     // agent audio received, not yet played
@@ -88,7 +132,8 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
   const int64_t answer_timeout_ticks = options.answer_timeout / kFrame;
   const int64_t max_ticks = options.max_duration / kFrame;
 
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = first_media ? *first_media - std::chrono::milliseconds(10)
+                                  : std::chrono::steady_clock::now();
   auto finish = [&](const char* reason) -> absl::StatusOr<VoiceRecording> {
     rec.end_reason = reason;
     if (twilio) (void)ws.SendText(writer.Stop());
@@ -102,6 +147,10 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
       return absl::CancelledError("the voice session was cancelled: the service is stopping");
     }
     if (tick >= max_ticks) return finish("max_duration");
+    if (options.line_ended) {
+      const std::string ended = options.line_ended();
+      if (!ended.empty()) return finish(ended.c_str());
+    }
     // Receive until this tick's deadline.
     const auto deadline = start + std::chrono::milliseconds(20 * (tick + 1));
     while (true) {
@@ -116,7 +165,24 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
         if (got.status().code() == absl::StatusCode::kCancelled) return finish("agent_ended");
         return got.status();
       }
+      if (!early.empty()) {
+        got->insert(got->begin(), std::make_move_iterator(early.begin()),
+                    std::make_move_iterator(early.end()));
+        early.clear();
+      }
       for (const WebSocketMessage& m : *got) {
+        if (dialect != nullptr) {
+          absl::StatusOr<MediaEvent> event = dialect->Parse(m.data);
+          if (!event.ok()) continue;
+          if (event->kind == MediaEvent::kMedia) {
+            for (int16_t s : MuLawDecode(event->mulaw)) playout.push_back(s);
+          } else if (event->kind == MediaEvent::kMark) {
+            ++rec.marks_played;
+          } else if (event->kind == MediaEvent::kStop) {
+            return finish("agent_ended");  // the call ended: the agent hung up
+          }
+          continue;
+        }
         if (!twilio) {
           if (m.binary) AppendLe16(m.data, &playout);
           continue;
@@ -224,6 +290,7 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
       waiting_since = tick;
     }
     int16_t caller_frame[320] = {0};
+    bool line_said = false;
     if (speaking_at < speaking.size()) {
       const size_t m = std::min(frame, speaking.size() - speaking_at);
       std::copy(speaking.begin() + speaking_at, speaking.begin() + speaking_at + m, caller_frame);
@@ -231,10 +298,18 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
       if (speaking_at >= speaking.size()) {
         waiting_since = tick;
         agent_turn_start = rec.agent.size();  // the agent's answer starts after this line
+        line_said = true;
       }
     }
     rec.caller.insert(rec.caller.end(), caller_frame, caller_frame + frame);
-    if (twilio) {
+    if (dialect != nullptr) {
+      RETURN_IF_ERROR(ws.SendText(
+          dialect->Media(stream_id, MuLawEncode(absl::MakeConstSpan(caller_frame, frame)))));
+      // The carrier says when the line has played out on the call.
+      if (line_said) {
+        RETURN_IF_ERROR(ws.SendText(dialect->Mark(stream_id, absl::StrCat("line-", turns))));
+      }
+    } else if (twilio) {
       RETURN_IF_ERROR(ws.SendText(
           writer.Media(MuLawEncode(absl::MakeConstSpan(caller_frame, frame)), tick * 20)));
     } else {

@@ -1,8 +1,11 @@
 #pragma once
 
-// The websocket channel's caller (docs/api.md §5): over an open websocket the service plays a phone
-// caller in real time, 20 ms at a time. It speaks Twilio Media Streams (JSON events, 8 kHz
-// mu-law) or raw PCM16 (binary frames of 16 kHz mono little-endian samples), says each line of
+// The voice caller (docs/api.md §5): over an open websocket the service plays a phone caller in
+// real time, 20 ms at a time. Over the web channel it dials the agent and plays the media
+// server's side of Twilio Media Streams (JSON events, 8 kHz mu-law) or raw PCM16 (binary frames
+// of 16 kHz mono little-endian samples); over the phone channel the carrier dials the agent and
+// streams the call to the service, which is then the application's side of the carrier's media
+// dialect (services/runs/carrier.h). Either way one turn-taking loop says each line of
 // the caller's script through the speech synthesizer once the agent has finished speaking
 // (voice activity on what the agent sent), and records both sides on one clock: the agent as
 // its audio plays out (a burst is played at real speed, as a phone line would), the caller as
@@ -17,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "calleval/v1/calls.pb.h"
+#include "services/runs/carrier.h"
 #include "services/runs/speech_synthesizer.h"
 #include "services/runs/websocket_client.h"
 
@@ -50,6 +54,13 @@ struct VoiceSessionOptions {
   // How long the caller waits for the agent to start answering before it goes on (or ends).
   absl::Duration answer_timeout = absl::Seconds(8);
   std::string auth_token;  // Twilio: start.customParameters.auth_token
+  // The phone channel: the carrier's media dialect, the service being the application's side
+  // (`protocol` is then unused). The session waits up to answer_timeout for the stream's start,
+  // sends a mark after each caller line, and ends `agent_ended` on the carrier's stop.
+  MediaDialect* dialect = nullptr;
+  // Asked every tick: an end reason once the call ended outside the stream (the carrier's
+  // webhooks), which ends the session with it; empty otherwise.
+  std::function<std::string()> line_ended;
   const std::atomic<bool>* cancel = nullptr;
 };
 
@@ -59,6 +70,10 @@ struct VoiceRecording {
   std::vector<int16_t> caller;  // right channel
   // script_finished | goal_reached | max_turns | max_duration | agent_ended
   std::string end_reason;
+  // The phone channel: the carrier's call id as the stream's start named it, and how many of
+  // the marks sent after the caller's lines the carrier said had played.
+  std::string call_id;
+  int marks_played = 0;
   // The conversation as the caller knew it: its lines and the agent's turns as transcribed
   // (LLM-played callers only).
   std::vector<v1::Turn> conversation;

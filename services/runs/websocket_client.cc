@@ -9,6 +9,9 @@
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <deque>
 #include <optional>
 
@@ -118,6 +121,13 @@ class Connection : public WebSocketConnection {
   absl::Status error_;
 };
 
+// Media goes out in small messages every 20 ms: without this, Nagle's algorithm holds one back
+// until the previous is acknowledged, which a delayed acknowledgement makes up to 40 ms.
+void NoDelay(tcp::socket& socket) {
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+}
+
 // Resolves and keeps only public addresses (or all, for an operator-allowed host).
 absl::StatusOr<std::vector<tcp::endpoint>> PublicEndpoints(
     asio::io_context& ioc, const ParsedUrl& url, const std::string& host,
@@ -187,10 +197,42 @@ absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::Accept
   beast::error_code ec;
   socket.assign(tcp::v4(), fd, ec);
   if (ec) return absl::InternalError(absl::StrCat("socket: ", ec.message()));
+  NoDelay(socket);
   auto conn = std::make_unique<Connection<beast::tcp_stream>>(std::move(ioc), std::move(socket));
   bool done = false;
   beast::error_code result;
   conn->ws().async_accept([&](beast::error_code e) {
+    result = e;
+    done = true;
+  });
+  if (!conn->RunUntil(done, timeout)) return absl::DeadlineExceededError("upgrade timed out");
+  if (result) return absl::UnavailableError(absl::StrCat("upgrade: ", result.message()));
+  return std::unique_ptr<WebSocketConnection>(std::move(conn));
+}
+
+absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::AcceptUpgrade(
+    int fd, std::string received, absl::Duration timeout, int64_t max_message_bytes) {
+  auto ioc = std::make_unique<asio::io_context>();
+  asio::io_context& io = *ioc;
+  tcp::socket socket(io);
+  beast::error_code ec;
+  // The edge may listen on IPv4 or IPv6: the descriptor says which.
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  const bool v6 = ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0 &&
+                  address.ss_family == AF_INET6;
+  socket.assign(v6 ? tcp::v6() : tcp::v4(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    return absl::InternalError(absl::StrCat("socket: ", ec.message()));
+  }
+  NoDelay(socket);
+  auto conn = std::make_unique<Connection<beast::tcp_stream>>(std::move(ioc), std::move(socket));
+  conn->ws().read_message_max(static_cast<std::size_t>(max_message_bytes));
+  bool done = false;
+  beast::error_code result;
+  // Beast reads the request from these bytes (and keeps what follows it) before the socket.
+  conn->ws().async_accept(asio::buffer(received), [&](beast::error_code e) {
     result = e;
     done = true;
   });
@@ -211,6 +253,7 @@ absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::Accept
   tcp::socket socket(io);
   socket.assign(tcp::v4(), fd, ec);
   if (ec) return absl::InternalError(absl::StrCat("socket: ", ec.message()));
+  NoDelay(socket);
   auto conn = std::make_unique<Connection<beast::ssl_stream<beast::tcp_stream>>>(
       std::move(ioc), std::move(socket), *tls);
   conn->KeepAlive(tls);
@@ -258,6 +301,7 @@ absl::StatusOr<std::unique_ptr<WebSocketConnection>> WebSocketConnection::Connec
       return Unreachable(url, "the connection timed out");
     }
     if (result) return Unreachable(url, result.message());
+    NoDelay(stream.socket());
     return absl::OkStatus();
   };
 

@@ -56,6 +56,13 @@ class WebSocketConnection {
   // upgrade within `timeout`. For local peers (the test agents).
   static absl::StatusOr<std::unique_ptr<WebSocketConnection>> Accept(int fd,
                                                                     absl::Duration timeout);
+  // The server side of a connection another server read the upgrade request from (the HTTP
+  // edge's upgrade routes): `fd` (ownership taken) and every byte already read from it, the
+  // request head first; completes the upgrade within `timeout`. Messages over
+  // `max_message_bytes` break the connection.
+  static absl::StatusOr<std::unique_ptr<WebSocketConnection>> AcceptUpgrade(
+      int fd, std::string received, absl::Duration timeout,
+      int64_t max_message_bytes = int64_t{1} << 20);
   // The same over TLS, with this certificate chain and private key (PEM files).
   static absl::StatusOr<std::unique_ptr<WebSocketConnection>> AcceptTls(
       int fd, const std::string& cert_file, const std::string& key_file, absl::Duration timeout);

@@ -1218,5 +1218,149 @@ TEST_F(AsyncLocalRouteTest, AnswerAfterTheServerGaveUpAndWasDestroyedIsDropped) 
   EXPECT_EQ(received, "");
 }
 
+
+namespace websocket = beast::websocket;
+
+// Upgrade routes: a websocket upgrade handed over with its socket and the bytes read so far;
+// the taker here completes the upgrade with Beast and echoes text frames on a thread of its own.
+class UpgradeRouteTest : public HttpServerTest {
+ protected:
+  void StartUpgradeServer(HttpServerOptions options = {}) {
+    options.port = 0;
+    options.access_log = false;
+    server_ = std::make_unique<HttpServer>(table_.get(), &invoker_, options);
+    server_->AddUpgradeRoute("/media/", [this](const LocalRequest& request) {
+      UpgradeAnswer answer;
+      if (request.path != "/media/known") {
+        answer.refusal.status = 404;
+        answer.refusal.body = R"({"error":"unknown line"})";
+        return answer;
+      }
+      seen_request_ = request;
+      answer.take = [this](UpgradedConnection connection) {
+        std::lock_guard<std::mutex> lock(mu_);
+        echoers_.emplace_back([connection = std::move(connection)] { Echo(connection); });
+      };
+      return answer;
+    });
+    // The same prefix's other requests: a local route answers them.
+    server_->AddLocalRoute("POST", "/media/", [this](const LocalRequest& request) {
+      posted_body_ = request.body;
+      LocalResponse response;
+      response.body = R"({"posted":true})";
+      return response;
+    });
+    server_->AddLocalRoute("GET", "/healthz", [](const LocalRequest&) { return LocalResponse{}; });
+    ASSERT_TRUE(server_->Start().ok());
+    port_ = server_->port();
+  }
+
+  void TearDown() override {
+    HttpServerTest::TearDown();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (std::thread& t : echoers_) t.join();
+  }
+
+  static void Echo(const UpgradedConnection& connection) {
+    net::io_context ioc;
+    websocket::stream<tcp::socket> ws(tcp::socket(ioc, tcp::v4(), connection.fd));
+    beast::error_code ec;
+    ws.accept(net::buffer(connection.received), ec);
+    if (ec) return;
+    while (true) {
+      beast::flat_buffer buffer;
+      ws.read(buffer, ec);
+      if (ec) return;
+      ws.text(true);
+      ws.write(net::buffer("echo:" + beast::buffers_to_string(buffer.data())), ec);
+      if (ec) return;
+    }
+  }
+
+  std::mutex mu_;
+  std::vector<std::thread> echoers_;
+  LocalRequest seen_request_;
+  std::string posted_body_;
+};
+
+// A websocket client of the test server.
+class WsClient {
+ public:
+  explicit WsClient(int port) : ws_(ioc_) {
+    beast::get_lowest_layer(ws_).connect(
+        tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  }
+  beast::error_code Handshake(const std::string& target, websocket::response_type* response) {
+    beast::error_code ec;
+    ws_.handshake(*response, "localhost", target, ec);
+    return ec;
+  }
+  std::string RoundTrip(const std::string& text) {
+    ws_.text(true);
+    ws_.write(net::buffer(text));
+    beast::flat_buffer buffer;
+    ws_.read(buffer);
+    return beast::buffers_to_string(buffer.data());
+  }
+
+ private:
+  net::io_context ioc_;
+  websocket::stream<tcp::socket> ws_;
+};
+
+TEST_F(UpgradeRouteTest, HandsTheConnectionOverAndItLeavesTheServer) {
+  HttpServerOptions options;
+  options.max_connections = 1;
+  options.shutdown_timeout = absl::Seconds(20);
+  StartUpgradeServer(options);
+  WsClient ws(port_);
+  websocket::response_type response;
+  ASSERT_FALSE(ws.Handshake("/media/known?x=1", &response));
+  EXPECT_EQ(response.result_int(), 101);
+  EXPECT_EQ(ws.RoundTrip("hello"), "echo:hello");
+  EXPECT_EQ(seen_request_.path, "/media/known");
+  EXPECT_EQ(seen_request_.query.at("x"), "1");
+  EXPECT_EQ(seen_request_.headers.at("upgrade"), "websocket");
+
+  // The upgraded connection counts toward no cap: with max_connections 1 another is served.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  {
+    Client client(port_);
+    EXPECT_EQ(client.Do(http::verb::get, "/healthz").result_int(), 200);
+  }
+  // Shutdown() neither waits on it nor closes it.
+  const auto start = std::chrono::steady_clock::now();
+  server_->Shutdown();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(ws.RoundTrip("still there"), "echo:still there");
+}
+
+TEST_F(UpgradeRouteTest, RefusalIsAnsweredOverHttpAndOtherRequestsGoToTheLocalRoutes) {
+  StartUpgradeServer();
+  {
+    WsClient ws(port_);
+    websocket::response_type response;
+    EXPECT_TRUE(ws.Handshake("/media/unknown", &response));
+  }
+  Client client(port_);
+  // The refusal is an HTTP answer, and the connection serves on.
+  Response refused = client.Do(http::verb::get, "/media/unknown", "",
+                               {{"Connection", "Upgrade"},
+                                {"Upgrade", "websocket"},
+                                {"Sec-WebSocket-Version", "13"},
+                                {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}});
+  EXPECT_EQ(refused.result_int(), 404);
+  EXPECT_THAT(refused.body(), HasSubstr("unknown line"));
+  // A POST under the prefix carries its body to the local route.
+  Response posted = client.Do(http::verb::post, "/media/known/events", "CallStatus=ringing",
+                              {{"Content-Type", "application/x-www-form-urlencoded"}});
+  EXPECT_EQ(posted.result_int(), 200);
+  EXPECT_EQ(posted_body_, "CallStatus=ringing");
+  // A GET that asks no upgrade is not the upgrade route's: only POST is allowed there.
+  Response plain = client.Do(http::verb::get, "/media/known");
+  EXPECT_EQ(plain.result_int(), 405);
+  EXPECT_EQ(plain[http::field::allow], "POST");
+}
+
 }  // namespace
 }  // namespace calleval::edge

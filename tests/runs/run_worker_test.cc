@@ -170,8 +170,10 @@ TEST(RunWorkersTest, AnAgentsServiceThatCannotAnswerGivesTheLeaseBack) {
 // read with the next of `web_channel_answers` (none: it has none).
 class ReadableRunAgents final : public RunAgents {
  public:
-  explicit ReadableRunAgents(std::vector<absl::Status> web_channel_answers = {})
-      : web_channel_answers_(std::move(web_channel_answers)) {}
+  explicit ReadableRunAgents(std::vector<absl::Status> web_channel_answers = {},
+                             std::vector<absl::Status> integration_answers = {})
+      : web_channel_answers_(std::move(web_channel_answers)),
+        integration_answers_(std::move(integration_answers)) {}
 
   absl::StatusOr<v1::Scenario> GetScenario(int64_t, int64_t id) override {
     v1::Scenario scenario;
@@ -183,11 +185,9 @@ class ReadableRunAgents final : public RunAgents {
     agent.set_id(id);
     (*agent.mutable_web_channel()->mutable_fields())["transport"].set_string_value("websocket");
     agent.set_transport("websocket");
+    agent.set_phone_number("+14155550100");
+    agent.set_telephony_carrier("twilio");
     return agent;
-  }
-  absl::StatusOr<std::optional<agents::IntegrationSettings>> GetIntegration(
-      int64_t, absl::string_view) override {
-    return std::nullopt;
   }
   absl::StatusOr<std::optional<agents::WebChannel>> GetWebChannel(int64_t, int64_t) override {
     absl::MutexLock lock(&mu_);
@@ -198,11 +198,26 @@ class ReadableRunAgents final : public RunAgents {
     ++web_channel_asked_;
     return answer;
   }
+  // The workspace's integration settings: each read answers the next of
+  // `integration_answers` (an OK one: the workspace has none).
+  absl::StatusOr<std::optional<agents::IntegrationSettings>> GetIntegration(
+      int64_t, absl::string_view) override {
+    absl::MutexLock lock(&mu_);
+    if (integration_answers_.empty()) return std::nullopt;
+    const absl::Status answer = integration_asked_ < integration_answers_.size()
+                                    ? integration_answers_[integration_asked_]
+                                    : integration_answers_.back();
+    ++integration_asked_;
+    if (answer.ok()) return std::nullopt;
+    return answer;
+  }
 
  private:
   absl::Mutex mu_;
   std::vector<absl::Status> web_channel_answers_;
   size_t web_channel_asked_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<absl::Status> integration_answers_;
+  size_t integration_asked_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class ScoredCall final : public RunCalls {
@@ -268,6 +283,44 @@ TEST(RunWorkersTest, AWebChannelThatCannotBeReadGivesTheLeaseBack) {
   ASSERT_EQ(outcomes.size(), 1u);
   EXPECT_EQ(outcomes[0].status, "failed");
   EXPECT_EQ(outcomes[0].error, "agent 3 is gone");
+}
+
+// A phone run needs this process's edge to serve its line's URLs to the carrier.
+TEST(RunWorkersTest, PhoneRunsWithoutAnEdgeServingTheirLinesFailSayingSo) {
+  RunJob job = TextJob();
+  job.channel = "phone";
+  FakeRunQueue queue(job);
+  ReadableRunAgents agents;
+  NoCalls calls;
+  RunWorkers workers(&queue, OptionsWith(&agents, &calls));
+  workers.Start();
+  const std::vector<RunOutcome> outcomes = queue.WaitForOutcome();
+  workers.Stop();
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].status, "failed");
+  EXPECT_NE(outcomes[0].error.find("edge"), std::string::npos) << outcomes[0].error;
+}
+
+// The carrier account comes from the agents role: while it cannot answer the lease goes back;
+// a workspace without settings for the carrier ends the run saying what to set.
+TEST(RunWorkersTest, IntegrationSettingsThatCannotBeReadGiveTheLeaseBack) {
+  RunJob job = TextJob();
+  job.channel = "phone";
+  FakeRunQueue queue(job);
+  ReadableRunAgents agents({}, {absl::UnavailableError("connection refused"), absl::OkStatus()});
+  NoCalls calls;
+  PhoneLines lines("https://calls.example.com");
+  RunWorkers::Options options = OptionsWith(&agents, &calls);
+  options.deps.phone_lines = &lines;
+  RunWorkers workers(&queue, options);
+  workers.Start();
+  const std::vector<RunOutcome> outcomes = queue.WaitForOutcome();
+  workers.Stop();
+  EXPECT_EQ(queue.releases(), 1);
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].status, "failed");
+  EXPECT_NE(outcomes[0].error.find("PUT /api/v1/integrations/twilio"), std::string::npos)
+      << outcomes[0].error;
 }
 
 }  // namespace

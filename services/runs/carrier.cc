@@ -1,0 +1,21 @@
+#include "services/runs/carrier.h"
+
+#include "absl/strings/str_cat.h"
+#include "services/runs/twilio_carrier.h"
+
+namespace calleval::runs {
+
+absl::StatusOr<std::unique_ptr<CarrierClient>> NewCarrierClient(const CarrierAccount& account,
+                                                                const std::string& api_url) {
+  if (account.carrier == "twilio") return NewTwilioCarrierClient(account, api_url);
+  return absl::InvalidArgumentError(
+      absl::StrCat("the telephony carrier \"", account.carrier, "\" is not supported yet"));
+}
+
+absl::StatusOr<std::unique_ptr<MediaDialect>> NewMediaDialect(absl::string_view carrier) {
+  if (carrier == "twilio") return NewTwilioMediaDialect();
+  return absl::InvalidArgumentError(
+      absl::StrCat("the telephony carrier \"", carrier, "\" is not supported yet"));
+}
+
+}  // namespace calleval::runs

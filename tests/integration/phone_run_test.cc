@@ -1,0 +1,287 @@
+// The phone channel end to end with Twilio: a run places the call through a local Twilio (REST,
+// signed status callbacks, Media Streams paced in real time), which connects the answered call to
+// the service's media websocket and bridges it to a test agent answering a known delay after the
+// caller stops speaking. The run is scored, its latency metric measures that delay; busy, no
+// answer, voicemail, the agent hanging up and the duration cap end the runs as they should; a
+// forged status callback is refused and changes nothing; the media token is single-use.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "cmd/calleval/server.h"
+#include "nlohmann/json.hpp"
+#include "tests/integration/http_client.h"
+#include "tests/integration/test_server.h"
+#include "tests/support/fake_twilio_server.h"
+
+namespace calleval {
+namespace {
+
+using ::nlohmann::json;
+using testing::HttpClient;
+using testing::HttpResponse;
+
+constexpr char kAccountSid[] = "AC0123456789abcdef0123456789abcdef";
+constexpr char kAuthToken[] = "twilio-auth-token";
+constexpr int kAgentDelayMs = 1000;
+
+// The workspace's Twilio integration settings (docs/api.md §5.8).
+std::string TwilioSettings() {
+  return json{{"account_sid", kAccountSid},
+              {"auth_token", kAuthToken},
+              {"caller_numbers", {"+14155552671"}}}
+      .dump();
+}
+
+class PhoneRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    twilio_ = std::make_unique<FakeTwilioServer>(kAccountSid, kAuthToken,
+                                                 absl::Milliseconds(kAgentDelayMs));
+    dir_ = testing::MakeTempDir("phone_run");
+    ServerConfig config = testing::TestServerConfig(dir_);
+    config.workers = 2;
+    config.run_workers = 6;
+    config.twilio_api_url = twilio_->api_url();
+    auto server = Server::Start(config);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    client_ = std::make_unique<HttpClient>(server_->http_base_url());
+    client_->set_api_key(server_->bootstrap()->key.api_key);
+  }
+
+  void TearDown() override {
+    server_.reset();
+    twilio_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void PutTwilioSettings() {
+    HttpResponse put = client_->Put("/api/v1/integrations/twilio", TwilioSettings());
+    ASSERT_EQ(put.status, 200) << put.body;
+  }
+
+  // A phone agent at `number` and a scenario for it; the scenario's id.
+  int64_t PhoneScenario(const std::string& number, std::vector<std::string> lines,
+                        std::optional<int> max_duration_seconds = std::nullopt) {
+    HttpResponse agent = client_->Post("/api/v1/agents", json{{"name", "Phone bot " + number},
+                                                              {"language_id", 1},
+                                                              {"phone_number", number},
+                                                              {"instructions", "Book cleanings."}});
+    EXPECT_EQ(agent.status, 201) << agent.body;
+    EXPECT_EQ(agent.json()["telephony_carrier"], "twilio");
+    json scenario = {{"agent_id", agent.json()["id"]},
+                     {"name", "Book a cleaning"},
+                     {"caller_script", lines},
+                     {"metric_ids", {1}}};
+    if (max_duration_seconds) scenario["max_duration_seconds"] = *max_duration_seconds;
+    HttpResponse created = client_->Post("/api/v1/scenarios", scenario);
+    EXPECT_EQ(created.status, 201) << created.body;
+    return created.json()["id"].get<int64_t>();
+  }
+
+  int64_t Run(int64_t scenario) {
+    HttpResponse queued =
+        client_->Post(absl::StrCat("/api/v1/scenarios/", scenario, "/run"), json::object());
+    EXPECT_EQ(queued.status, 202) << queued.body;
+    EXPECT_EQ(queued.json()["channel"], "phone");
+    return queued.json()["id"].get<int64_t>();
+  }
+
+  json WaitRun(int64_t id) {
+    json run;
+    for (int i = 0; i < 2400; ++i) {
+      run = client_->Get(absl::StrCat("/api/v1/runs/", id)).json();
+      if (run["status"] == "completed" || run["status"] == "failed") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return run;
+  }
+
+  FakeTwilioServer::Call CallTo(const std::string& to) {
+    for (const auto& call : twilio_->calls()) {
+      if (call.to == to) return call;
+    }
+    return {};
+  }
+
+  std::unique_ptr<FakeTwilioServer> twilio_;
+  std::string dir_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<HttpClient> client_;
+};
+
+TEST_F(PhoneRunTest, ScoredTwilioRunMeasuresTheAgentsDelayAndRefusesForgeries) {
+  PutTwilioSettings();
+  const std::string number = "+14155550101";
+  const int64_t run_id = Run(
+      PhoneScenario(number, {"Hi, I would like to book a cleaning.", "Friday morning, please."}));
+
+  // While the call is on: a status callback signed with another token is refused and changes
+  // nothing; the media websocket's token does not open a second stream.
+  bool connected = false;
+  for (int i = 0; i < 400 && !connected; ++i) {
+    connected = CallTo(number).media_connected;
+    if (!connected) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_TRUE(connected) << CallTo(number).error;
+  EXPECT_EQ(twilio_->PostCallback(number, "completed", "forged-token"), 403);
+  EXPECT_EQ(twilio_->ReconnectMedia(number), 409);
+
+  json run = WaitRun(run_id);
+  ASSERT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "completed");  // the script was done: the service hung up
+  EXPECT_EQ(run["passed"], true);
+  ASSERT_TRUE(twilio_->WaitForEnd(number, absl::Seconds(10)));
+  const FakeTwilioServer::Call call = CallTo(number);
+  EXPECT_EQ(call.from, "+14155552671");
+  EXPECT_EQ(call.answers, 2);
+  EXPECT_GE(call.marks_echoed, 2);  // one after each caller line, once it had played
+  EXPECT_TRUE(call.hung_up_by_service);
+  EXPECT_EQ(call.error, "");
+  for (const char* sent : {"initiated=200", "ringing=200", "in-progress=200"}) {
+    EXPECT_NE(std::find(call.callbacks_sent.begin(), call.callbacks_sent.end(), sent),
+              call.callbacks_sent.end())
+        << sent;
+  }
+  // Once the run is over its line is gone: the media URL is unknown now.
+  EXPECT_EQ(twilio_->ReconnectMedia(number), 404);
+
+  const json stored =
+      client_->Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
+  EXPECT_EQ(stored["observation_type"], "voice");
+  EXPECT_EQ(stored["metadata"]["end_reason"], "completed");
+  const std::string link = stored["presigned_recording_url"];
+  HttpClient raw(link.substr(0, link.find("/recordings/")));
+  HttpResponse wav = raw.Get(link.substr(link.find("/recordings/")));
+  ASSERT_EQ(wav.status, 200);
+  EXPECT_EQ(wav.body.substr(0, 4), "RIFF");
+  EXPECT_EQ(static_cast<uint8_t>(wav.body[22]), 2);  // both sides: agent left, caller right
+
+  const json* latency = nullptr;
+  for (const json& m : stored["standard_metrics"]) {
+    if (m["standard_metric_key"] == "latency") latency = &m;
+  }
+  ASSERT_NE(latency, nullptr);
+  ASSERT_EQ(latency->at("status"), "completed") << latency->dump();
+  ASSERT_EQ(latency->at("result")["count"], 2) << latency->dump();
+  int k = 0;
+  for (const json& turn : latency->at("result")["turns"]) {
+    const double measured = turn["latency_ms"].get<double>();
+    EXPECT_NEAR(measured, kAgentDelayMs, 30) << turn.dump();
+    RecordProperty(absl::StrCat("latency_error_ms_", k++), absl::StrCat(measured - kAgentDelayMs));
+    std::printf("phone run latency: measured %.1f ms for a delay of %d ms (error %+.1f ms)\n",
+                measured, kAgentDelayMs, measured - kAgentDelayMs);
+  }
+}
+
+TEST_F(PhoneRunTest, EndReasonsOfCallsThatDidNotGoToTheEnd) {
+  PutTwilioSettings();
+  twilio_->SetLine("+14155550102", {FakeTwilioServer::Pickup::kBusy, 0});
+  twilio_->SetLine("+14155550103", {FakeTwilioServer::Pickup::kNoAnswer, 0});
+  twilio_->SetLine("+14155550104", {FakeTwilioServer::Pickup::kMachine, 0});
+  twilio_->SetLine("+14155550105", {FakeTwilioServer::Pickup::kAgent, 1});
+  const std::vector<std::string> lines = {"Hi, I would like to book a cleaning.",
+                                          "Friday morning, please.", "Thank you, goodbye."};
+  const int64_t busy = Run(PhoneScenario("+14155550102", lines));
+  const int64_t no_answer = Run(PhoneScenario("+14155550103", lines));
+  const int64_t voicemail = Run(PhoneScenario("+14155550104", lines));
+  const int64_t hangup = Run(PhoneScenario("+14155550105", lines));
+  const int64_t capped = Run(PhoneScenario("+14155550106", lines, 4));
+
+  json run = WaitRun(busy);
+  EXPECT_EQ(run["status"], "failed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "busy");
+  EXPECT_NE(run["error"].get<std::string>().find("busy"), std::string::npos) << run.dump();
+
+  run = WaitRun(no_answer);
+  EXPECT_EQ(run["status"], "failed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "no_answer");
+
+  run = WaitRun(voicemail);
+  EXPECT_EQ(run["status"], "failed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "voicemail");
+  EXPECT_NE(run["error"].get<std::string>().find("voicemail"), std::string::npos) << run.dump();
+  ASSERT_TRUE(twilio_->WaitForEnd("+14155550104", absl::Seconds(10)));
+  EXPECT_TRUE(CallTo("+14155550104").hung_up_by_service);
+
+  // The agent hung up after its first answer: the conversation so far is scored.
+  run = WaitRun(hangup);
+  EXPECT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "agent_hangup");
+  EXPECT_TRUE(CallTo("+14155550105").stop_sent);  // Twilio's `stop` told the service
+  EXPECT_FALSE(CallTo("+14155550105").hung_up_by_service);
+
+  // The scenario's 4 s cap: the service hung up.
+  run = WaitRun(capped);
+  EXPECT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "max_duration");
+  ASSERT_TRUE(twilio_->WaitForEnd("+14155550106", absl::Seconds(10)));
+  EXPECT_TRUE(CallTo("+14155550106").hung_up_by_service);
+}
+
+TEST_F(PhoneRunTest, WithoutTheWorkspacesTwilioSettingsTheRunFailsSayingSo) {
+  const int64_t run_id = Run(PhoneScenario("+14155550107", {"Hello."}));
+  json run = WaitRun(run_id);
+  EXPECT_EQ(run["status"], "failed") << run.dump();
+  EXPECT_NE(run["error"].get<std::string>().find("integrations/twilio"), std::string::npos)
+      << run.dump();
+  EXPECT_TRUE(twilio_->calls().empty());
+}
+
+// A runs role in a process without an edge has nowhere for the carrier to stream the call.
+TEST(PhoneRunApartTest, RunsRoleWithoutAnEdgeFailsPhoneRunsSayingWhy) {
+  FakeTwilioServer twilio(kAccountSid, kAuthToken);
+  const std::string dir = testing::MakeTempDir("phone_run_apart");
+  ServerConfig backend_config = testing::TestServerConfig(dir);
+  backend_config.roles = {"edge", "accounts", "agents", "calls", "metrics", "scoring"};
+  auto backend = Server::Start(backend_config);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  const std::string backend_addr = absl::StrCat("127.0.0.1:", (*backend)->grpc_port());
+  const std::string runs_dir = testing::MakeTempDir("phone_run_apart_runs");
+  ServerConfig runs_config = testing::TestServerConfig(runs_dir);
+  runs_config.roles = {"runs"};
+  runs_config.agents_addr = runs_config.calls_addr = runs_config.metrics_addr = backend_addr;
+  runs_config.internal_credential_file = dir + "/internal-credential";
+  runs_config.recordings_url = dir + "/recordings";
+  runs_config.twilio_api_url = twilio.api_url();
+  auto runs_process = Server::Start(runs_config);
+  ASSERT_TRUE(runs_process.ok()) << runs_process.status();
+
+  HttpClient client((*backend)->http_base_url());
+  client.set_api_key((*backend)->bootstrap()->key.api_key);
+  ASSERT_EQ(client.Put("/api/v1/integrations/twilio", TwilioSettings()).status, 200);
+  HttpResponse agent = client.Post("/api/v1/agents", json{{"name", "Phone bot"},
+                                                          {"language_id", 1},
+                                                          {"instructions", "Book cleanings."},
+                                                          {"phone_number", "+14155550108"}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+  HttpResponse scenario = client.Post(
+      "/api/v1/scenarios",
+      json{{"agent_id", agent.json()["id"]}, {"name", "s"}, {"caller_script", {"Hello."}}});
+  ASSERT_EQ(scenario.status, 201) << scenario.body;
+  HttpResponse queued =
+      client.Post(absl::StrCat("/api/v1/scenarios/", scenario.json()["id"].get<int64_t>(), "/run"),
+                  json::object());
+  ASSERT_EQ(queued.status, 202) << queued.body;
+  json run;
+  for (int i = 0; i < 600; ++i) {
+    run = client.Get(absl::StrCat("/api/v1/runs/", queued.json()["id"].get<int64_t>())).json();
+    if (run["status"] == "completed" || run["status"] == "failed") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(run["status"], "failed") << run.dump();
+  EXPECT_NE(run["error"].get<std::string>().find("edge"), std::string::npos) << run.dump();
+  EXPECT_TRUE(twilio.calls().empty());
+  runs_process->reset();
+  backend->reset();
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(runs_dir);
+}
+
+}  // namespace
+}  // namespace calleval

@@ -1,0 +1,97 @@
+#pragma once
+
+// A local Twilio for tests: the Programmable Voice REST API a phone run calls, and the phone
+// network behind it. `POST /2010-04-01/Accounts/{AccountSid}/Calls.json` checks the basic
+// auth and the form as Twilio documents them, reads the <Stream> URL from the TwiML, answers
+// 201 with the call's sid and then plays the call on a thread of its own, chosen by the `To`
+// number: it sends the status callbacks (form-encoded, signed with X-Twilio-Signature as Twilio
+// signs them) and, once the call is answered, connects to the media websocket as Twilio does
+// (`connected`, `start` with callSid and streamSid, then 20 ms mu-law `media` paced in real
+// time), echoes `mark`s once the audio before them has played, honours `clear`, and sends
+// `stop` when the call ends. `POST .../Calls/{Sid}.json` with Status=completed hangs up.
+//
+// The agent on the line greets, then answers each time the caller stops speaking, exactly
+// `agent_delay` after the end of the caller's last loud frame (by the time it arrived, as a
+// bot's voice activity detector hears it).
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "tests/support/test_http_server.h"
+
+namespace calleval {
+
+class FakeTwilioServer {
+ public:
+  enum class Pickup { kAgent, kBusy, kNoAnswer, kMachine };
+  struct Line {
+    Pickup pickup = Pickup::kAgent;
+    int hang_up_after_answers = 0;  // > 0: the agent hangs up after this many answers
+  };
+
+  // What happened on one call.
+  struct Call {
+    std::string sid;
+    std::string to, from;
+    std::string media_url;
+    std::string status_callback;
+    std::vector<std::string> callbacks_sent;  // "<CallStatus or AnsweredBy>=<HTTP status>"
+    bool media_connected = false;
+    int answers = 0;
+    int marks_echoed = 0;
+    int clears = 0;
+    bool hung_up_by_service = false;
+    bool stop_sent = false;
+    std::string error;  // what the fake refused, if anything
+  };
+
+  FakeTwilioServer(std::string account_sid, std::string auth_token,
+                   absl::Duration agent_delay = absl::Seconds(1));
+  ~FakeTwilioServer();
+
+  // The API base URL (--twilio-api-url).
+  std::string api_url() const { return http_.url(""); }
+  // How the agent at `to` picks up; unknown numbers pick up with the agent.
+  void SetLine(const std::string& to, Line line);
+
+  std::vector<Call> calls();
+  // Waits until the call to `to` has ended (its thread is done); false after `timeout`.
+  bool WaitForEnd(const std::string& to, absl::Duration timeout);
+
+  // Posts a status callback for the call to `to` signed with `auth_token` (a forgery when it is
+  // not the account's); the HTTP status the service answered.
+  int PostCallback(const std::string& to, const std::string& status, const std::string& auth_token);
+  // Opens the call's media websocket again, as a replay would: the HTTP status of the upgrade's
+  // answer (101 when it was accepted).
+  int ReconnectMedia(const std::string& to);
+
+ private:
+  struct Active;
+  TestHttpServer::Response CreateCall(const TestHttpServer::Request& request);
+  TestHttpServer::Response UpdateCall(const TestHttpServer::Request& request);
+  void PlayCall(std::shared_ptr<Active> call);
+  // Returns the HTTP status (0 when unreachable).
+  int SendCallback(Active& call, const std::string& url,
+                   const std::vector<std::pair<std::string, std::string>>& fields,
+                   const std::string& token);
+  void Stream(Active& call);
+
+  const std::string account_sid_, auth_token_;
+  const absl::Duration agent_delay_;
+  TestHttpServer http_;
+  std::mutex mu_;
+  std::condition_variable ended_;
+  std::map<std::string, Line> lines_;           // guarded by mu_
+  std::vector<std::shared_ptr<Active>> calls_;  // guarded by mu_
+  std::vector<std::thread> threads_;            // guarded by mu_
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace calleval
