@@ -55,17 +55,40 @@ def stereo_wav(seconds=2.0, rate=8000):
 
 
 class Recordings(http.server.BaseHTTPRequestHandler):
-    """GET /<anything>.wav: the same short stereo recording; counts the fetches."""
+    """GET /<anything>.wav: the same short stereo recording; counts the fetches. Also Retell's
+    agent API (--retell-api-url points here): an external_retell agent is pulled from it when
+    it is created, as the workspace has a Retell key."""
     wav = stereo_wav()
     fetched = []
 
     def do_GET(self):
+        if self.path.startswith("/get-agent/") or self.path.startswith("/get-retell-llm/"):
+            return self.retell()
         Recordings.fetched.append(self.path)
         self.send_response(200)
         self.send_header("Content-Type", "audio/wav")
         self.send_header("Content-Length", str(len(self.wav)))
         self.end_headers()
         self.wfile.write(self.wav)
+
+    def retell(self):
+        if self.headers.get("Authorization") != "Bearer " + RETELL_KEY:
+            return self.answer(401, {"status": "error", "message": "Invalid API Key"})
+        name = self.path.rsplit("/", 1)[1]
+        if self.path.startswith("/get-agent/"):
+            return self.answer(200, {"agent_id": name, "language": "en-US",
+                                     "response_engine": {"type": "retell-llm",
+                                                         "llm_id": "llm_events"}})
+        return self.answer(200, {"llm_id": name, "general_prompt": "Book tables.",
+                                 "begin_message": "Hello, how can I help?"})
+
+    def answer(self, status, body):
+        raw = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
 
     def log_message(self, *args):
         pass
@@ -85,7 +108,8 @@ class PlatformEventsTest(unittest.TestCase):
     @classmethod
     def start_servers(cls, data):
         """One process with every role; `server` is the one whose edge the test talks to."""
-        cls.server = ServeProcess(CALLEVAL, data, "--allow-private-hosts", "127.0.0.1")
+        cls.server = ServeProcess(CALLEVAL, data, "--allow-private-hosts", "127.0.0.1",
+                                  "--retell-api-url", cls.files)
         cls.processes = [cls.server]
 
     @classmethod
@@ -389,7 +413,7 @@ class EdgeApartTest(PlatformEventsTest):
     @classmethod
     def start_servers(cls, data):
         backend = ServeProcess(CALLEVAL, data, "--roles", "accounts,agents,metrics,calls,scoring,runs",
-                               "--allow-private-hosts", "127.0.0.1")
+                               "--allow-private-hosts", "127.0.0.1", "--retell-api-url", cls.files)
         addr = f"127.0.0.1:{backend.grpc_port}"
         cls.processes = [backend]
         cls.server = ServeProcess(CALLEVAL, data, "--roles", "edge", "--accounts-addr", addr,
