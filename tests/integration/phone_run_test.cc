@@ -16,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/integration/http_client.h"
 #include "tests/integration/test_server.h"
+#include "tests/support/fake_carriers.h"
 #include "tests/support/fake_twilio_server.h"
 
 namespace calleval {
@@ -42,11 +43,15 @@ class PhoneRunTest : public ::testing::Test {
   void SetUp() override {
     twilio_ = std::make_unique<FakeTwilioServer>(kAccountSid, kAuthToken,
                                                  absl::Milliseconds(kAgentDelayMs));
+    telnyx_.PlayCalls(absl::Milliseconds(kAgentDelayMs));
+    plivo_.PlayCalls(absl::Milliseconds(kAgentDelayMs));
     dir_ = testing::MakeTempDir("phone_run");
     ServerConfig config = testing::TestServerConfig(dir_);
     config.workers = 2;
     config.run_workers = 6;
     config.twilio_api_url = twilio_->api_url();
+    config.telnyx_api_url = telnyx_.url();
+    config.plivo_api_url = plivo_.url();
     auto server = Server::Start(config);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -67,13 +72,14 @@ class PhoneRunTest : public ::testing::Test {
 
   // A phone agent at `number` and a scenario for it; the scenario's id.
   int64_t PhoneScenario(const std::string& number, std::vector<std::string> lines,
-                        std::optional<int> max_duration_seconds = std::nullopt) {
+                        std::optional<int> max_duration_seconds = std::nullopt,
+                        const std::string& carrier = "twilio") {
     HttpResponse agent = client_->Post("/api/v1/agents", json{{"name", "Phone bot " + number},
                                                               {"language_id", 1},
                                                               {"phone_number", number},
                                                               {"instructions", "Book cleanings."}});
     EXPECT_EQ(agent.status, 201) << agent.body;
-    EXPECT_EQ(agent.json()["telephony_carrier"], "twilio");
+    EXPECT_EQ(agent.json()["telephony_carrier"], carrier);
     json scenario = {{"agent_id", agent.json()["id"]},
                      {"name", "Book a cleaning"},
                      {"caller_script", lines},
@@ -109,7 +115,32 @@ class PhoneRunTest : public ::testing::Test {
     return {};
   }
 
+  // The agent's latency in the stored call of `run`, checked against the test agent's delay
+  // (the figures are printed and recorded as test properties).
+  void ExpectLatencyMeasured(const json& run, const std::string& carrier, int turns) {
+    const json stored =
+        client_->Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
+    const json* latency = nullptr;
+    for (const json& m : stored["standard_metrics"]) {
+      if (m["standard_metric_key"] == "latency") latency = &m;
+    }
+    ASSERT_NE(latency, nullptr) << stored.dump();
+    ASSERT_EQ(latency->at("status"), "completed") << latency->dump();
+    ASSERT_EQ(latency->at("result")["count"], turns) << latency->dump();
+    int k = 0;
+    for (const json& turn : latency->at("result")["turns"]) {
+      const double measured = turn["latency_ms"].get<double>();
+      EXPECT_NEAR(measured, kAgentDelayMs, 30) << turn.dump();
+      RecordProperty(absl::StrCat(carrier, "_latency_error_ms_", k++),
+                     absl::StrCat(measured - kAgentDelayMs));
+      std::printf("%s phone run latency: measured %.1f ms for a delay of %d ms (error %+.1f ms)\n",
+                  carrier.c_str(), measured, kAgentDelayMs, measured - kAgentDelayMs);
+    }
+  }
+
   std::unique_ptr<FakeTwilioServer> twilio_;
+  FakeTelnyx telnyx_;
+  FakePlivo plivo_;
   std::string dir_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<HttpClient> client_;
@@ -232,6 +263,124 @@ TEST_F(PhoneRunTest, WithoutTheWorkspacesTwilioSettingsTheRunFailsSayingSo) {
       << run.dump();
   EXPECT_TRUE(twilio_->calls().empty());
 }
+
+// Telnyx and Plivo: the same runs through each carrier's local stand-in, which plays the call
+// in its own wire format (REST, signed webhooks, media dialect).
+class CarrierPhoneRunTest : public PhoneRunTest,
+                            public ::testing::WithParamInterface<std::string> {
+ protected:
+  const std::string& carrier() const { return GetParam(); }
+
+  // A number of the carrier's country (docs/api.md: +91 is Plivo's, +33 Telnyx's).
+  std::string Number(int n) const {
+    return absl::StrCat(carrier() == "plivo" ? "+91987654320" : "+3361234560", n);
+  }
+
+  void PutSettings() {
+    json settings = {{"caller_numbers", {"+14155552671"}}};
+    if (carrier() == "telnyx") {
+      settings["api_key"] = telnyx_.api_key();
+      settings["connection_id"] = telnyx_.connection_id();
+      settings["public_key"] = telnyx_.public_key();
+    } else {
+      settings["auth_id"] = plivo_.auth_id();
+      settings["auth_token"] = plivo_.auth_token();
+    }
+    HttpResponse put = client_->Put("/api/v1/integrations/" + carrier(), settings.dump());
+    ASSERT_EQ(put.status, 200) << put.body;
+  }
+
+  void SetLine(const std::string& to, FakeLine line) {
+    if (carrier() == "telnyx") return telnyx_.SetLine(to, line);
+    plivo_.SetLine(to, line);
+  }
+  PlayedCall CallTo(const std::string& to) {
+    for (const PlayedCall& call : carrier() == "telnyx" ? telnyx_.played() : plivo_.played()) {
+      if (call.to == to) return call;
+    }
+    return {};
+  }
+  bool WaitForEnd(const std::string& to) {
+    return carrier() == "telnyx" ? telnyx_.WaitForEnd(to, absl::Seconds(10))
+                                 : plivo_.WaitForEnd(to, absl::Seconds(10));
+  }
+  // A hangup webhook for the call to `to` that the account did not sign: the HTTP status.
+  int PostForgedHangup(const std::string& to) {
+    const std::string id = CallTo(to).id;
+    absl::StatusOr<WebhookAnswer> answer;
+    if (carrier() == "telnyx") {
+      Ed25519TestKey forger;
+      answer = telnyx_.SendWebhook(
+          id, "call.hangup", {{"hangup_cause", "normal_clearing"}, {"hangup_source", "callee"}},
+          absl::Now(), &forger);
+    } else {
+      answer = plivo_.Callback(id, "hangup_url",
+                               {{"CallStatus", "completed"}, {"HangupSource", "Callee"}},
+                               "forged-token");
+    }
+    return answer.ok() ? answer->status : 0;
+  }
+};
+
+TEST_P(CarrierPhoneRunTest, ScoredRunMeasuresTheAgentsDelayAndRefusesForgeries) {
+  PutSettings();
+  const std::string number = Number(1);
+  const int64_t run_id = Run(PhoneScenario(
+      number, {"Hi, I would like to book a cleaning.", "Friday morning, please."}, std::nullopt,
+      carrier()));
+  bool connected = false;
+  for (int i = 0; i < 400 && !connected; ++i) {
+    connected = CallTo(number).media_connected;
+    if (!connected) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_TRUE(connected) << CallTo(number).error;
+  // A hangup the carrier did not sign is refused and the call goes on.
+  EXPECT_EQ(PostForgedHangup(number), 403);
+
+  json run = WaitRun(run_id);
+  ASSERT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "completed");  // the script was done: the service hung up
+  EXPECT_EQ(run["passed"], true);
+  ASSERT_TRUE(WaitForEnd(number));
+  const PlayedCall call = CallTo(number);
+  EXPECT_EQ(call.answers, 2);
+  EXPECT_GE(call.marks_played, 2);  // one after each caller line, once it had played
+  EXPECT_TRUE(call.hung_up_by_service);
+  EXPECT_EQ(call.error, "");
+  ExpectLatencyMeasured(run, carrier(), 2);
+}
+
+TEST_P(CarrierPhoneRunTest, BusyNoAnswerAndTheAgentHangingUp) {
+  PutSettings();
+  SetLine(Number(2), {FakeLine::kBusy, 0});
+  SetLine(Number(3), {FakeLine::kNoAnswer, 0});
+  SetLine(Number(4), {FakeLine::kAgent, 1});
+  const std::vector<std::string> lines = {"Hi, I would like to book a cleaning.",
+                                          "Friday morning, please.", "Thank you, goodbye."};
+  const int64_t busy = Run(PhoneScenario(Number(2), lines, std::nullopt, carrier()));
+  const int64_t no_answer = Run(PhoneScenario(Number(3), lines, std::nullopt, carrier()));
+  const int64_t hangup = Run(PhoneScenario(Number(4), lines, std::nullopt, carrier()));
+
+  json run = WaitRun(busy);
+  EXPECT_EQ(run["status"], "failed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "busy");
+
+  run = WaitRun(no_answer);
+  EXPECT_EQ(run["status"], "failed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "no_answer");
+
+  // The agent hung up after its first answer: the conversation so far is scored.
+  run = WaitRun(hangup);
+  EXPECT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "agent_hangup");
+  ASSERT_TRUE(WaitForEnd(Number(4)));
+  EXPECT_FALSE(CallTo(Number(4)).hung_up_by_service);
+}
+
+INSTANTIATE_TEST_SUITE_P(Carriers, CarrierPhoneRunTest, ::testing::Values("telnyx", "plivo"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 // A runs role in a process without an edge has nowhere for the carrier to stream the call.
 TEST(PhoneRunApartTest, RunsRoleWithoutAnEdgeFailsPhoneRunsSayingWhy) {
