@@ -496,8 +496,9 @@ void FakeTelnyx::PlayCall(std::shared_ptr<FakeCallBook::Entry> call, nlohmann::j
     return webhook("call.hangup", {{"hangup_cause", "timeout"}, {"hangup_source", "unknown"}});
   }
   webhook("call.answered", {{"state", "answered"}});
-  absl::StatusOr<std::unique_ptr<runs::WebSocketConnection>> ws =
-      ConnectMedia(dial.value("stream_url", ""), "stream_url");
+  const std::string url = dial.value("stream_url", "");
+  book_.Note(*call, [&](PlayedCall& log) { log.media_url = url; });
+  absl::StatusOr<std::unique_ptr<runs::WebSocketConnection>> ws = ConnectMedia(url, "stream_url");
   if (!ws.ok()) {
     book_.Note(*call, [&](PlayedCall& log) { log.error = std::string(ws.status().message()); });
     return webhook("call.hangup", {{"hangup_cause", "unspecified"}, {"hangup_source", "unknown"}});
@@ -683,6 +684,7 @@ void FakePlivo::PlayCall(std::shared_ptr<FakeCallBook::Entry> call) {
       callback("answer_url", {{"CallStatus", "in-progress"}, {"Event", "StartApp"}});
   std::string url;
   if (document.ok() && document->status == 200) url = PlivoStreamUrl(document->body);
+  book_.Note(*call, [&](PlayedCall& log) { log.media_url = url; });
   std::string call_uuid;
   {
     std::lock_guard<std::mutex> lock(mu_);

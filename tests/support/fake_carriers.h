@@ -66,6 +66,7 @@ struct FakeLine {
 struct PlayedCall {
   std::string id;  // Telnyx's call_control_id, Plivo's request_uuid
   std::string to;
+  std::string media_url;  // the service's media websocket the carrier opened
   std::vector<std::string> webhooks_sent;  // "<event or status>=<HTTP status>"
   bool media_connected = false;
   int answers = 0;

@@ -1,11 +1,14 @@
 #include "tests/support/fake_phone_agent.h"
 
+#include <curl/curl.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <deque>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "services/runs/mulaw.h"
 
 namespace calleval {
@@ -26,7 +29,34 @@ std::vector<int16_t> Tone(int ms, double hz) {
   return tone;
 }
 
+size_t Discard(char*, size_t size, size_t n, void*) { return size * n; }
+
 }  // namespace
+
+int MediaUpgradeStatus(const std::string& ws_url) {
+  const size_t scheme = ws_url.find("://");
+  if (scheme == std::string::npos) return 0;
+  // The upgrade by hand, to read the refusal's status line.
+  const std::string http_url = absl::StrCat("http", ws_url.substr(scheme));
+  CURL* curl = curl_easy_init();
+  curl_slist* headers = nullptr;
+  for (const char* h : {"Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13",
+                        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="}) {
+    headers = curl_slist_append(headers, h);
+  }
+  curl_easy_setopt(curl, CURLOPT_URL, http_url.c_str());
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 3000L);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Discard);
+  long status = 0;
+  // A 101 leaves curl with a connection it cannot read: it reports an error with the code.
+  (void)curl_easy_perform(curl);
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(curl);
+  return static_cast<int>(status);
+}
 
 FakeCallEnd PlayFakeAgent(runs::WebSocketConnection& ws, FakeStreamDialect& dialect,
                           const FakeAgentOptions& options,

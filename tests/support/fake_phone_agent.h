@@ -66,4 +66,8 @@ FakeCallEnd PlayFakeAgent(runs::WebSocketConnection& ws, FakeStreamDialect& dial
                    const FakeAgentOptions& options,
                    const std::function<void(FakeAgentNote)>& note);
 
+// Opens the media websocket at `ws_url` again, as a replay would: the HTTP status of the
+// upgrade's answer (101 when it was accepted, 0 when nothing answered).
+int MediaUpgradeStatus(const std::string& ws_url);
+
 }  // namespace calleval

@@ -374,27 +374,7 @@ int FakeTwilioServer::ReconnectMedia(const std::string& to) {
       if (c->log.to == to) url = c->log.media_url;
     }
   }
-  // The upgrade by hand, to read the refusal's status line.
-  std::string http_url = absl::StrCat("http", url.substr(url.find("://")));
-  CURL* curl = curl_easy_init();
-  curl_slist* headers = nullptr;
-  for (const char* h : {"Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13",
-                        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="}) {
-    headers = curl_slist_append(headers, h);
-  }
-  curl_easy_setopt(curl, CURLOPT_URL, http_url.c_str());
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 3000L);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Discard);
-  long status = 0;
-  const CURLcode rc = curl_easy_perform(curl);
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
-  // A 101 leaves curl with a connection it cannot read: it reports an error with the code.
-  (void)rc;
-  return static_cast<int>(status);
+  return MediaUpgradeStatus(url);
 }
 
 void FakeTwilioServer::PlayCall(std::shared_ptr<Active> call) {
