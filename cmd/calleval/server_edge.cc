@@ -161,9 +161,22 @@ void AddPhoneLineRoutes(ServerState* state) {
     };
     return answer;
   });
-  // The answer document, which carriers fetch with either method.
-  auto answer = [state](const edge::LocalRequest& r) {
-    absl::StatusOr<std::string> document = state->phone_lines->Answer(r.path);
+  // A carrier's request as the line's webhook reader reads it.
+  auto carrier_request = [](const edge::LocalRequest& r) {
+    runs::CarrierWebhook hook;
+    hook.method = r.method;
+    hook.headers = r.headers;
+    auto type = r.headers.find("content-type");
+    if (type != r.headers.end()) hook.content_type = type->second;
+    hook.body = r.body;
+    return hook;
+  };
+  // The answer document, which carriers fetch with either method (a signed POST's events are
+  // delivered too: the call was answered).
+  auto answer = [state, carrier_request](const edge::LocalRequest& r) {
+    std::optional<runs::CarrierWebhook> fetch;
+    if (r.method == "POST") fetch = carrier_request(r);
+    absl::StatusOr<std::string> document = state->phone_lines->Answer(r.path, std::move(fetch));
     if (!document.ok()) return ErrorResponse(document.status());
     edge::LocalResponse ok;
     ok.content_type = "application/xml";
@@ -174,16 +187,11 @@ void AddPhoneLineRoutes(ServerState* state) {
     if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
     return answer(r);
   });
-  http.AddLocalRoute("POST", "/media/", [state, answer](const edge::LocalRequest& r) {
+  http.AddLocalRoute("POST", "/media/", [state, answer,
+                                         carrier_request](const edge::LocalRequest& r) {
     if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
     if (absl::EndsWith(r.path, "/answer")) return answer(r);
-    runs::CarrierWebhook hook;
-    hook.method = r.method;
-    hook.headers = r.headers;
-    auto type = r.headers.find("content-type");
-    if (type != r.headers.end()) hook.content_type = type->second;
-    hook.body = r.body;
-    absl::Status delivered = state->phone_lines->Webhook(r.path, std::move(hook));
+    absl::Status delivered = state->phone_lines->Webhook(r.path, carrier_request(r));
     if (!delivered.ok()) return ErrorResponse(delivered);
     edge::LocalResponse ok;
     ok.content_type = "text/xml";

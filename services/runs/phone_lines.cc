@@ -168,14 +168,25 @@ absl::StatusOr<std::function<void(MediaHandoff)>> PhoneLines::ClaimMedia(absl::s
   };
 }
 
-absl::StatusOr<std::string> PhoneLines::Answer(absl::string_view path) {
+absl::StatusOr<std::string> PhoneLines::Answer(absl::string_view path,
+                                               std::optional<CarrierWebhook> fetch) {
   std::optional<Target> target = ParsePath(path);
   if (!target || target->rest != "answer") {
     return absl::NotFoundError("no phone line is waiting at this address");
   }
   absl::StatusOr<std::shared_ptr<PhoneLine::State>> line = Find(*target);
   if (!line.ok()) return line.status();
+  std::vector<CarrierEvent> events;
+  if (fetch && !fetch->body.empty()) {
+    fetch->url = absl::StrCat(public_base_url_, path);
+    absl::StatusOr<std::vector<CarrierEvent>> read = (*line)->read(*fetch);
+    if (read.ok()) events = *std::move(read);
+  }
   std::lock_guard<std::mutex> lock((*line)->mu);
+  if (!events.empty()) {
+    for (CarrierEvent& event : events) (*line)->events.push_back(std::move(event));
+    (*line)->arrived.notify_all();
+  }
   return (*line)->answer_document;
 }
 

@@ -95,8 +95,13 @@ class PhoneLines {
   // token was used already; otherwise the token is spent and the returned function hands the
   // connection to the run (closing it when the run has gone meanwhile).
   absl::StatusOr<std::function<void(MediaHandoff)>> ClaimMedia(absl::string_view path);
-  // The answer document; NotFound as above.
-  absl::StatusOr<std::string> Answer(absl::string_view path);
+  // The answer document; NotFound as above. `fetch`: the carrier's request for it, when it
+  // signs that request like a webhook (Plivo posts the call's parameters, answered): once its
+  // signature verifies, its events are delivered too, so the run knows the call was answered
+  // even if the stream never comes. The document is served either way: it names only the media
+  // URL, whose token the answer URL already carries.
+  absl::StatusOr<std::string> Answer(absl::string_view path,
+                                     std::optional<CarrierWebhook> fetch = std::nullopt);
 
   // Lines open now.
   size_t open_lines();

@@ -84,6 +84,28 @@ TEST(PhoneLinesTest, ExpiredLinesAnswerNotFound) {
             absl::StatusCode::kNotFound);
 }
 
+TEST(PhoneLinesTest, ASignedAnswerFetchTellsTheRunAndAnyFetchGetsTheDocument) {
+  PhoneLines lines("https://calls.example.com");
+  auto line = lines.Open("plivo", Reader(), absl::Minutes(1));
+  line->set_answer_document("<Response/>");
+  const std::string path = PathOf(line->answer_url());
+  CarrierWebhook fetch = Hook("good");
+  fetch.body = "CallStatus=in-progress";
+  absl::StatusOr<std::string> document = lines.Answer(path, fetch);
+  ASSERT_TRUE(document.ok()) << document.status();
+  EXPECT_EQ(*document, "<Response/>");
+  PhoneLine::Arrived arrived = line->Wait(absl::Seconds(2));
+  ASSERT_EQ(arrived.events.size(), 1u);
+  EXPECT_EQ(arrived.events[0].detail, line->answer_url());  // what the line verified: its URL
+
+  // Unsigned (or a GET): the same document, and nothing reaches the run.
+  fetch = Hook("bad");
+  fetch.body = "CallStatus=in-progress";
+  EXPECT_EQ(*lines.Answer(path, fetch), "<Response/>");
+  EXPECT_EQ(*lines.Answer(path), "<Response/>");
+  EXPECT_TRUE(line->Wait(absl::Milliseconds(50)).events.empty());
+}
+
 TEST(PhoneLinesTest, MediaTokenIsSingleUseAndTheConnectionReachesTheRun) {
   PhoneLines lines("http://127.0.0.1:8080");
   auto line = lines.Open("twilio", Reader(), absl::Minutes(1));

@@ -259,7 +259,32 @@ TEST(TwilioMediaDialectTest, ReadsTheStreamAndWritesMediaMarkAndClear) {
   EXPECT_EQ(json::parse(d.Clear("MZ1")), (json{{"event", "clear"}, {"streamSid", "MZ1"}}));
 }
 
-TEST(CarrierFactoryTest, OtherCarriersAreNotSupportedYet) {
+TEST(CarrierFactoryTest, TelnyxAndPlivoAreServedToo) {
+  CarrierAccount telnyx;
+  telnyx.carrier = "telnyx";
+  telnyx.account_id = "1494404757140276705";
+  telnyx.secret = "KEYtelnyx";
+  telnyx.public_key = Base64Encode(std::string(32, 'k'));
+  EXPECT_TRUE(NewCarrierClient(telnyx, "http://x").ok());
+  // The factory hands the carrier's own checks on: Telnyx wants its webhook key.
+  telnyx.public_key.clear();
+  EXPECT_EQ(NewCarrierClient(telnyx, "http://x").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  CarrierAccount plivo;
+  plivo.carrier = "plivo";
+  plivo.account_id = "MAFAKEPLIVOAUTHID000";
+  plivo.secret = "token";
+  EXPECT_TRUE(NewCarrierClient(plivo, "http://x").ok());
+  for (const char* carrier : {"telnyx", "plivo"}) {
+    absl::StatusOr<std::unique_ptr<MediaDialect>> dialect = NewMediaDialect(carrier);
+    ASSERT_TRUE(dialect.ok()) << carrier;
+  }
+  // Each its own dialect: Plivo plays the caller's audio with playAudio, Telnyx with media.
+  EXPECT_TRUE(absl::StrContains((*NewMediaDialect("plivo"))->Media("s", "\xff"), "playAudio"));
+  EXPECT_FALSE(absl::StrContains((*NewMediaDialect("telnyx"))->Media("s", "\xff"), "playAudio"));
+}
+
+TEST(CarrierFactoryTest, OtherCarriersAreNotSupported) {
   CarrierAccount account = Account();
   account.carrier = "acme";
   EXPECT_EQ(NewCarrierClient(account, "http://x").status().code(),

@@ -2,7 +2,11 @@
 
 #include <openssl/evp.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <optional>
+#include <thread>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -11,6 +15,8 @@
 #include "common/crypto.h"
 #include "common/provider_http.h"
 #include "services/runs/plivo_carrier.h"
+#include "services/runs/websocket_client.h"
+#include "tests/support/fake_phone_agent.h"
 
 namespace calleval {
 namespace {
@@ -71,7 +77,276 @@ absl::StatusOr<WebhookAnswer> Deliver(ProviderPost post) {
   return answer;
 }
 
+void Pause(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// Opens the service's media websocket at `url` (a local one: the fakes reach loopback only).
+absl::StatusOr<std::unique_ptr<runs::WebSocketConnection>> ConnectMedia(const std::string& url,
+                                                                       const std::string& field) {
+  runs::WebSocketOptions options;
+  options.guard.allowed_hosts = {"127.0.0.1", "localhost"};
+  options.field = field;
+  return runs::WebSocketConnection::Connect(url, options);
+}
+
+// Plays the answered call's stream to the test agent, noting what happens in `call`'s log.
+FakeCallEnd StreamToAgent(FakeCallBook& book, FakeCallBook::Entry& call,
+                          runs::WebSocketConnection& ws, FakeStreamDialect& dialect,
+                          std::function<void()> machine_heard) {
+  book.Note(call, [](PlayedCall& log) { log.media_connected = true; });
+  FakeAgentOptions agent;
+  agent.delay = book.agent_delay();
+  agent.machine = call.line.pickup == FakeLine::kMachine;
+  agent.machine_heard = std::move(machine_heard);
+  agent.hang_up_after_answers = call.line.hang_up_after_answers;
+  agent.hangup = &call.hangup;
+  return PlayFakeAgent(ws, dialect, agent, [&](FakeAgentNote what) {
+    book.Note(call, [what](PlayedCall& log) {
+      if (what == FakeAgentNote::kAnswered) ++log.answers;
+      if (what == FakeAgentNote::kMarkPlayed) ++log.marks_played;
+      if (what == FakeAgentNote::kCleared) ++log.clears;
+      if (what == FakeAgentNote::kStopSent) log.stop_sent = true;
+    });
+  });
+}
+
+// Telnyx media streaming as Telnyx sends and reads it
+// (https://developers.telnyx.com/docs/voice/programmable-voice/media-streaming).
+class TelnyxStream : public FakeStreamDialect {
+ public:
+  explicit TelnyxStream(std::string call_control_id)
+      : call_control_id_(std::move(call_control_id)), stream_id_(Uuid()) {}
+
+  std::vector<std::string> Opening() override {
+    return {nlohmann::json{{"event", "connected"}, {"version", "1.0.0"}}.dump(),
+            nlohmann::json{{"event", "start"},
+                           {"sequence_number", Next()},
+                           {"start",
+                            {{"user_id", Uuid()},
+                             {"call_control_id", call_control_id_},
+                             {"call_session_id", Uuid()},
+                             {"media_format",
+                              {{"encoding", "PCMU"}, {"sample_rate", 8000}, {"channels", 1}}}}},
+                           {"stream_id", stream_id_}}
+                .dump()};
+  }
+  std::string Media(const std::string& mulaw, int64_t elapsed_ms) override {
+    return nlohmann::json{{"event", "media"},
+                          {"sequence_number", Next()},
+                          {"media",
+                           {{"track", "inbound"},
+                            {"chunk", absl::StrCat(++chunk_)},
+                            {"timestamp", absl::StrCat(elapsed_ms)},
+                            {"payload", Base64Encode(mulaw)}}},
+                          {"stream_id", stream_id_}}
+        .dump();
+  }
+  std::string Played(const std::string& name) override {
+    return nlohmann::json{{"event", "mark"},
+                          {"sequence_number", Next()},
+                          {"stream_id", stream_id_},
+                          {"mark", {{"name", name}}}}
+        .dump();
+  }
+  std::string Stop() override {
+    return nlohmann::json{{"event", "stop"},
+                          {"sequence_number", Next()},
+                          {"stop", {{"call_control_id", call_control_id_}}},
+                          {"stream_id", stream_id_}}
+        .dump();
+  }
+  Heard Read(const std::string& message) override {
+    Heard heard;
+    nlohmann::json event = nlohmann::json::parse(message, nullptr, false);
+    if (!event.is_object()) return heard;
+    const std::string kind = event.value("event", "");
+    if (kind == "media" && event["media"].is_object()) {
+      std::optional<std::string> payload =
+          Base64Decode(event["media"].value("payload", std::string()));
+      if (!payload) return heard;
+      heard.kind = Heard::kMedia;
+      heard.mulaw = *std::move(payload);
+    } else if (kind == "mark" && event["mark"].is_object()) {
+      heard.kind = Heard::kMark;
+      heard.name = event["mark"].value("name", std::string());
+    } else if (kind == "clear") {
+      heard.kind = Heard::kClear;
+    }
+    return heard;
+  }
+
+ private:
+  std::string Next() { return absl::StrCat(++sequence_); }
+  const std::string call_control_id_, stream_id_;
+  int sequence_ = 0;
+  int64_t chunk_ = 0;
+};
+
+// Plivo audio streams as Plivo sends and reads them
+// (https://www.plivo.com/docs/voice/xml/the-stream-element/): playAudio, checkpoint and
+// clearAudio from the application; start, media and playedStream from Plivo, which ends a
+// stream by closing the websocket.
+class PlivoStream : public FakeStreamDialect {
+ public:
+  PlivoStream(std::string auth_id, std::string call_uuid)
+      : auth_id_(std::move(auth_id)), call_uuid_(std::move(call_uuid)), stream_id_(Uuid()) {}
+
+  std::vector<std::string> Opening() override {
+    return {nlohmann::json{{"event", "start"},
+                           {"sequenceNumber", sequence_++},
+                           {"start",
+                            {{"callId", call_uuid_},
+                             {"streamId", stream_id_},
+                             {"accountId", auth_id_},
+                             {"tracks", {"inbound"}},
+                             {"mediaFormat",
+                              {{"encoding", "audio/x-mulaw"}, {"sampleRate", 8000}}}}}}
+                .dump()};
+  }
+  std::string Media(const std::string& mulaw, int64_t elapsed_ms) override {
+    return nlohmann::json{{"event", "media"},
+                          {"sequenceNumber", sequence_++},
+                          {"streamId", stream_id_},
+                          {"media",
+                           {{"track", "inbound"},
+                            {"timestamp", absl::StrCat(elapsed_ms)},
+                            {"chunk", ++chunk_},
+                            {"payload", Base64Encode(mulaw)}}}}
+        .dump();
+  }
+  std::string Played(const std::string& name) override {
+    return nlohmann::json{{"event", "playedStream"},
+                          {"sequenceNumber", sequence_++},
+                          {"streamId", stream_id_},
+                          {"name", name}}
+        .dump();
+  }
+  std::string Stop() override { return ""; }
+  Heard Read(const std::string& message) override {
+    Heard heard;
+    nlohmann::json event = nlohmann::json::parse(message, nullptr, false);
+    if (!event.is_object()) return heard;
+    const std::string kind = event.value("event", "");
+    if (kind == "playAudio" && event["media"].is_object()) {
+      if (event["media"].value("contentType", std::string()) != "audio/x-mulaw") return heard;
+      std::optional<std::string> payload =
+          Base64Decode(event["media"].value("payload", std::string()));
+      if (!payload) return heard;
+      heard.kind = Heard::kMedia;
+      heard.mulaw = *std::move(payload);
+    } else if (kind == "checkpoint" && event.value("streamId", std::string()) == stream_id_) {
+      heard.kind = Heard::kMark;
+      heard.name = event.value("name", std::string());
+    } else if (kind == "clearAudio") {
+      heard.kind = Heard::kClear;
+    }
+    return heard;
+  }
+
+ private:
+  const std::string auth_id_, call_uuid_, stream_id_;
+  int sequence_ = 0;
+  int64_t chunk_ = 0;
+};
+
+// The URL of a Plivo answer document's <Stream>, XML entities undone; empty when there is none.
+std::string PlivoStreamUrl(const std::string& xml) {
+  const size_t open = xml.find("<Stream");
+  if (open == std::string::npos || xml.find("bidirectional=\"true\"", open) == std::string::npos) {
+    return "";
+  }
+  const size_t begin = xml.find('>', open);
+  const size_t end = xml.find("</Stream>", open);
+  if (begin == std::string::npos || end == std::string::npos || end < begin) return "";
+  std::string url = std::string(absl::StripAsciiWhitespace(xml.substr(begin + 1, end - begin - 1)));
+  for (const auto& [entity, c] : std::vector<std::pair<std::string, std::string>>{
+           {"&quot;", "\""}, {"&apos;", "'"}, {"&lt;", "<"}, {"&gt;", ">"}, {"&amp;", "&"}}) {
+    for (size_t p; (p = url.find(entity)) != std::string::npos;) url.replace(p, entity.size(), c);
+  }
+  return url;
+}
+
 }  // namespace
+
+// The calls a fake carrier plays.
+
+void FakeCallBook::Enable(absl::Duration agent_delay) {
+  std::lock_guard<std::mutex> lock(mu_);
+  enabled_ = true;
+  agent_delay_ = agent_delay;
+}
+
+bool FakeCallBook::enabled() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return enabled_;
+}
+
+absl::Duration FakeCallBook::agent_delay() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return agent_delay_;
+}
+
+void FakeCallBook::SetLine(const std::string& to, FakeLine line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  lines_[to] = line;
+}
+
+void FakeCallBook::Play(const std::string& id, const std::string& to,
+                        std::function<void(std::shared_ptr<Entry>)> play) {
+  auto entry = std::make_shared<Entry>();
+  entry->log.id = id;
+  entry->log.to = to;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto line = lines_.find(to);
+  if (line != lines_.end()) entry->line = line->second;
+  entries_.push_back(entry);
+  threads_.emplace_back([this, entry, play = std::move(play)] {
+    play(entry);
+    std::lock_guard<std::mutex> lock(mu_);
+    entry->log.done = true;
+    ended_.notify_all();
+  });
+}
+
+void FakeCallBook::HangUp(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& entry : entries_) {
+    if (entry->log.id != id) continue;
+    entry->log.hung_up_by_service = true;
+    entry->hangup = true;
+  }
+}
+
+void FakeCallBook::Note(Entry& entry, const std::function<void(PlayedCall&)>& change) {
+  std::lock_guard<std::mutex> lock(mu_);
+  change(entry.log);
+}
+
+std::vector<PlayedCall> FakeCallBook::calls() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<PlayedCall> out;
+  for (const auto& entry : entries_) out.push_back(entry->log);
+  return out;
+}
+
+bool FakeCallBook::WaitForEnd(const std::string& to, absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return ended_.wait_for(lock, absl::ToChronoMilliseconds(timeout), [&] {
+    for (const auto& entry : entries_) {
+      if (entry->log.to == to && entry->log.done) return true;
+    }
+    return false;
+  });
+}
+
+void FakeCallBook::Stop() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& entry : entries_) entry->hangup = true;
+    threads.swap(threads_);
+  }
+  for (std::thread& t : threads) t.join();
+}
 
 Ed25519TestKey::Ed25519TestKey() {
   EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr);
@@ -164,6 +439,10 @@ TestHttpServer::Response FakeTelnyx::HandleDial(const TestHttpServer::Request& r
   dial.call_control_id = absl::StrCat("v3:fake-", dials_.size() + 1, "-", Uuid());
   dial.body = body;
   dials_.push_back(dial);
+  if (book_.enabled()) {
+    book_.Play(dial.call_control_id, body["to"].get<std::string>(),
+               [this, body](std::shared_ptr<FakeCallBook::Entry> call) { PlayCall(call, body); });
+  }
   return JsonResponse(200, {{"data",
                              {{"call_control_id", dial.call_control_id},
                               {"call_leg_id", Uuid()},
@@ -193,12 +472,49 @@ TestHttpServer::Response FakeTelnyx::HandleAction(const TestHttpServer::Request&
     }
   }
   hangups_.push_back(id);
+  book_.HangUp(id);
   return JsonResponse(200, {{"data", {{"result", "ok"}}}});
+}
+
+void FakeTelnyx::PlayCall(std::shared_ptr<FakeCallBook::Entry> call, nlohmann::json dial) {
+  const std::string id = call->log.id;
+  auto webhook = [&](const std::string& type, nlohmann::json payload) {
+    payload["from"] = dial.value("from", "");
+    payload["to"] = dial.value("to", "");
+    payload["direction"] = "outgoing";
+    absl::StatusOr<WebhookAnswer> answer = SendWebhook(id, type, std::move(payload));
+    book_.Note(*call, [&](PlayedCall& log) {
+      log.webhooks_sent.push_back(absl::StrCat(type, "=", answer.ok() ? answer->status : 0));
+    });
+  };
+  webhook("call.initiated", {{"state", "bridging"}});
+  Pause(250);
+  if (call->line.pickup == FakeLine::kBusy) {
+    return webhook("call.hangup", {{"hangup_cause", "user_busy"}, {"hangup_source", "callee"}});
+  }
+  if (call->line.pickup == FakeLine::kNoAnswer) {
+    return webhook("call.hangup", {{"hangup_cause", "timeout"}, {"hangup_source", "unknown"}});
+  }
+  webhook("call.answered", {{"state", "answered"}});
+  const std::string url = dial.value("stream_url", "");
+  book_.Note(*call, [&](PlayedCall& log) { log.media_url = url; });
+  absl::StatusOr<std::unique_ptr<runs::WebSocketConnection>> ws = ConnectMedia(url, "stream_url");
+  if (!ws.ok()) {
+    book_.Note(*call, [&](PlayedCall& log) { log.error = std::string(ws.status().message()); });
+    return webhook("call.hangup", {{"hangup_cause", "unspecified"}, {"hangup_source", "unknown"}});
+  }
+  TelnyxStream dialect(id);
+  const FakeCallEnd end = StreamToAgent(book_, *call, **ws, dialect, [&] {
+    webhook("call.machine.detection.ended", {{"result", "machine"}});
+  });
+  webhook("call.hangup", {{"hangup_cause", "normal_clearing"},
+                          {"hangup_source", end == FakeCallEnd::kAgentHungUp ? "callee" : "caller"}});
 }
 
 absl::StatusOr<WebhookAnswer> FakeTelnyx::SendWebhook(const std::string& call_control_id,
                                                       const std::string& type,
-                                                      nlohmann::json payload, absl::Time when) {
+                                                      nlohmann::json payload, absl::Time when,
+                                                      const Ed25519TestKey* signer) {
   std::string url;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -226,7 +542,8 @@ absl::StatusOr<WebhookAnswer> FakeTelnyx::SendWebhook(const std::string& call_co
   post.body = body;
   post.headers = {
       absl::StrCat("telnyx-timestamp: ", timestamp),
-      absl::StrCat("telnyx-signature-ed25519: ", key_.Sign(absl::StrCat(timestamp, "|", body)))};
+      absl::StrCat("telnyx-signature-ed25519: ",
+                   (signer != nullptr ? *signer : key_).Sign(absl::StrCat(timestamp, "|", body)))};
   return Deliver(std::move(post));
 }
 
@@ -279,6 +596,10 @@ TestHttpServer::Response FakePlivo::Handle(const TestHttpServer::Request& reques
     call.call_uuid = Uuid();
     call.body = body;
     calls_.push_back(call);
+    if (book_.enabled()) {
+      book_.Play(call.request_uuid, body["to"].get<std::string>(),
+                 [this](std::shared_ptr<FakeCallBook::Entry> played) { PlayCall(played); });
+    }
     return JsonResponse(
         201, {{"api_id", Uuid()}, {"message", "call fired"}, {"request_uuid", call.request_uuid}});
   }
@@ -287,6 +608,7 @@ TestHttpServer::Response FakePlivo::Handle(const TestHttpServer::Request& reques
     for (const Call& c : calls_) {
       if (rest == absl::StrCat("Call/", c.call_uuid, "/") ||
           rest == absl::StrCat("Request/", c.request_uuid, "/")) {
+        book_.HangUp(c.request_uuid);
         TestHttpServer::Response r;
         r.status = 204;
         return r;
@@ -328,6 +650,68 @@ absl::StatusOr<WebhookAnswer> FakePlivo::Callback(const std::string& request_uui
   post.headers = {absl::StrCat("X-Plivo-Signature-V3: ", signature),
                   absl::StrCat("X-Plivo-Signature-V3-Nonce: ", nonce)};
   return Deliver(std::move(post));
+}
+
+void FakePlivo::PlayCall(std::shared_ptr<FakeCallBook::Entry> call) {
+  const std::string id = call->log.id;
+  auto callback = [&](const std::string& field, std::multimap<std::string, std::string> params) {
+    const std::string what =
+        params.count("CallStatus") ? params.find("CallStatus")->second : field;
+    absl::StatusOr<WebhookAnswer> answer = Callback(id, field, std::move(params));
+    book_.Note(*call, [&](PlayedCall& log) {
+      log.webhooks_sent.push_back(absl::StrCat(what, "=", answer.ok() ? answer->status : 0));
+    });
+    return answer;
+  };
+  callback("ring_url", {{"CallStatus", "ringing"}, {"Event", "Ring"}});
+  Pause(250);
+  if (call->line.pickup == FakeLine::kBusy) {
+    callback("hangup_url", {{"CallStatus", "busy"},
+                            {"Event", "Hangup"},
+                            {"HangupCauseName", "Busy Line"},
+                            {"HangupSource", "Callee"}});
+    return;
+  }
+  if (call->line.pickup == FakeLine::kNoAnswer) {
+    callback("hangup_url", {{"CallStatus", "no-answer"},
+                            {"Event", "Hangup"},
+                            {"HangupCauseName", "No Answer"},
+                            {"HangupSource", "Plivo"}});
+    return;
+  }
+  // Answered: Plivo asks the answer URL what to do and does it.
+  absl::StatusOr<WebhookAnswer> document =
+      callback("answer_url", {{"CallStatus", "in-progress"}, {"Event", "StartApp"}});
+  std::string url;
+  if (document.ok() && document->status == 200) url = PlivoStreamUrl(document->body);
+  book_.Note(*call, [&](PlayedCall& log) { log.media_url = url; });
+  std::string call_uuid;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Call& c : calls_) {
+      if (c.request_uuid == id) call_uuid = c.call_uuid;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<runs::WebSocketConnection>> ws =
+      url.empty() ? absl::InvalidArgumentError("the answer document has no bidirectional <Stream>")
+                  : ConnectMedia(url, "<Stream>");
+  if (!ws.ok()) {
+    book_.Note(*call, [&](PlayedCall& log) { log.error = std::string(ws.status().message()); });
+    callback("hangup_url", {{"CallStatus", "completed"},
+                            {"Event", "Hangup"},
+                            {"HangupCauseName", "Invalid Answer XML"},
+                            {"HangupSource", "Plivo"}});
+    return;
+  }
+  PlivoStream dialect(auth_id_, call_uuid);
+  const FakeCallEnd end = StreamToAgent(book_, *call, **ws, dialect, [&] {
+    callback("machine_detection_url", {{"Machine", "true"}, {"Event", "MachineDetection"}});
+  });
+  const bool agent = end == FakeCallEnd::kAgentHungUp;
+  callback("hangup_url", {{"CallStatus", "completed"},
+                          {"Event", "Hangup"},
+                          {"HangupCauseName", agent ? "Normal Hangup" : "API Request"},
+                          {"HangupSource", agent ? "Callee" : "API Request"}});
 }
 
 }  // namespace calleval

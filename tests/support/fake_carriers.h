@@ -4,8 +4,12 @@
 // 127.0.0.1 that take the calls the service places the way the real APIs document them (their
 // authentication, paths and bodies), answer in the real shapes (errors included), and send the
 // call's webhooks, signed as the carrier signs them, to the URLs the service gave when it dialed.
-// The media websocket is not theirs: a test that needs the call's audio connects to the dial's
-// stream URL (Telnyx) or the answer document's <Stream> (Plivo) itself.
+// Once PlayCalls() is called they also play each call they take, on a thread of its own, as the
+// phone network would (the line at the dialed number says how the agent picks up): the ringing
+// and end webhooks, and for an answered call the media stream to the service's websocket
+// (Telnyx dials the dial's stream_url; Plivo fetches the answer_url and opens the answer
+// document's <Stream>), in the carrier's media dialect, bridged to the test agent of
+// fake_phone_agent.h. Without PlayCalls() a test sends the webhooks itself.
 //
 //   FakeTelnyx telnyx;
 //   account.secret = telnyx.api_key(); account.public_key = telnyx.public_key(); ...
@@ -13,8 +17,13 @@
 //   id = client->PlaceCall(call);
 //   telnyx.SendWebhook(*id, "call.answered", {});   // POSTed to call.events_url, signed
 
+#include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +55,66 @@ class Ed25519TestKey {
   EVP_PKEY* key_ = nullptr;
 };
 
+// How the agent at a number picks up when a fake carrier plays its calls.
+struct FakeLine {
+  enum Pickup { kAgent, kBusy, kNoAnswer, kMachine };
+  Pickup pickup = kAgent;
+  int hang_up_after_answers = 0;  // > 0: the agent hangs up after this many answers
+};
+
+// What happened on a call a fake carrier played.
+struct PlayedCall {
+  std::string id;  // Telnyx's call_control_id, Plivo's request_uuid
+  std::string to;
+  std::string media_url;  // the service's media websocket the carrier opened
+  std::vector<std::string> webhooks_sent;  // "<event or status>=<HTTP status>"
+  bool media_connected = false;
+  int answers = 0;
+  int marks_played = 0;
+  int clears = 0;
+  bool hung_up_by_service = false;  // through the carrier's API
+  bool stop_sent = false;           // the carrier ended the stream (the agent hung up)
+  bool done = false;
+  std::string error;  // what went wrong on the carrier's side, if anything
+};
+
+// The calls one fake carrier plays, and their threads.
+class FakeCallBook {
+ public:
+  struct Entry {
+    PlayedCall log;  // guarded by the book's mu_
+    FakeLine line;
+    std::atomic<bool> hangup{false};
+  };
+  FakeCallBook() = default;
+  ~FakeCallBook() { Stop(); }
+
+  void Enable(absl::Duration agent_delay);
+  bool enabled();
+  absl::Duration agent_delay();
+  void SetLine(const std::string& to, FakeLine line);
+  // Records a new call and plays it with `play` on a thread.
+  void Play(const std::string& id, const std::string& to,
+            std::function<void(std::shared_ptr<Entry>)> play);
+  // The service hung the call `id` up through the API.
+  void HangUp(const std::string& id);
+  // Changes a call's log under the lock.
+  void Note(Entry& entry, const std::function<void(PlayedCall&)>& change);
+  std::vector<PlayedCall> calls();
+  bool WaitForEnd(const std::string& to, absl::Duration timeout);
+  // Hangs every call up and waits for their threads.
+  void Stop();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable ended_;
+  bool enabled_ = false;                         // guarded by mu_
+  absl::Duration agent_delay_;                   // guarded by mu_
+  std::map<std::string, FakeLine> lines_;        // guarded by mu_
+  std::vector<std::shared_ptr<Entry>> entries_;  // guarded by mu_
+  std::vector<std::thread> threads_;             // guarded by mu_
+};
+
 // The service's answer to a webhook.
 struct WebhookAnswer {
   int status = 0;
@@ -74,14 +143,26 @@ class FakeTelnyx {
   void RefuseDials(int status, std::string title, std::string detail);
 
   // POSTs {"data": {"event_type": type, "payload": payload + call_control_id, ...}} to the
-  // dial's webhook_url with telnyx-timestamp `when` and its Ed25519 signature.
+  // dial's webhook_url with telnyx-timestamp `when` and its Ed25519 signature (by `signer`
+  // instead of the account's key, when set: a forgery).
   absl::StatusOr<WebhookAnswer> SendWebhook(const std::string& call_control_id,
                                             const std::string& type, nlohmann::json payload,
-                                            absl::Time when = absl::Now());
+                                            absl::Time when = absl::Now(),
+                                            const Ed25519TestKey* signer = nullptr);
+
+  // From now on every dial is played (see above), the agent answering `agent_delay` after the
+  // caller stops speaking.
+  void PlayCalls(absl::Duration agent_delay) { book_.Enable(agent_delay); }
+  void SetLine(const std::string& to, FakeLine line) { book_.SetLine(to, line); }
+  std::vector<PlayedCall> played() { return book_.calls(); }
+  bool WaitForEnd(const std::string& to, absl::Duration timeout) {
+    return book_.WaitForEnd(to, timeout);
+  }
 
  private:
   TestHttpServer::Response HandleDial(const TestHttpServer::Request& request);
   TestHttpServer::Response HandleAction(const TestHttpServer::Request& request);
+  void PlayCall(std::shared_ptr<FakeCallBook::Entry> call, nlohmann::json dial);
 
   const std::string api_key_, connection_id_;
   Ed25519TestKey key_;
@@ -90,6 +171,7 @@ class FakeTelnyx {
   std::vector<std::string> hangups_;          // guarded by mu_
   int refuse_status_ = 0;                     // guarded by mu_
   std::string refuse_title_, refuse_detail_;  // guarded by mu_
+  FakeCallBook book_;    // before http_ goes: its threads use the state above
   TestHttpServer http_;  // last: stopped first, while the state its handlers use is alive
 };
 
@@ -122,8 +204,17 @@ class FakePlivo {
                                          std::multimap<std::string, std::string> params,
                                          const std::string& token = "");
 
+  // As FakeTelnyx's.
+  void PlayCalls(absl::Duration agent_delay) { book_.Enable(agent_delay); }
+  void SetLine(const std::string& to, FakeLine line) { book_.SetLine(to, line); }
+  std::vector<PlayedCall> played() { return book_.calls(); }
+  bool WaitForEnd(const std::string& to, absl::Duration timeout) {
+    return book_.WaitForEnd(to, timeout);
+  }
+
  private:
   TestHttpServer::Response Handle(const TestHttpServer::Request& request);
+  void PlayCall(std::shared_ptr<FakeCallBook::Entry> call);
 
   const std::string auth_id_, auth_token_;
   mutable std::mutex mu_;
@@ -131,6 +222,7 @@ class FakePlivo {
   std::vector<std::string> deletes_;  // guarded by mu_
   int refuse_status_ = 0;             // guarded by mu_
   std::string refuse_error_;          // guarded by mu_
+  FakeCallBook book_;    // before http_ goes: its threads use the state above
   TestHttpServer http_;  // last: stopped first, while the state its handlers use is alive
 };
 

@@ -6,8 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <deque>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -15,20 +14,14 @@
 #include "absl/strings/str_split.h"
 #include "common/crypto.h"
 #include "nlohmann/json.hpp"
-#include "services/runs/mulaw.h"
 #include "services/runs/websocket_client.h"
+#include "tests/support/fake_phone_agent.h"
 
 namespace calleval {
 namespace {
 
 using ::nlohmann::json;
-using Clock = std::chrono::steady_clock;
 using Fields = std::vector<std::pair<std::string, std::string>>;
-
-constexpr int kFrameSamples = 160;  // 20 ms at 8 kHz
-constexpr auto kFrame = std::chrono::milliseconds(20);
-// The agent hears the caller speaking above this RMS (about -44 dBFS).
-constexpr double kLoudRms = 200;
 
 // --- Twilio's wire formats, written here from Twilio's documentation rather than taken from
 // the service, so the service is held to them.
@@ -107,13 +100,81 @@ std::string StreamUrl(const std::string& twiml) {
   return url;
 }
 
-std::vector<int16_t> Tone(int ms, double hz) {
-  std::vector<int16_t> tone(8 * ms);
-  for (size_t i = 0; i < tone.size(); ++i) {
-    tone[i] = static_cast<int16_t>(9000 * std::sin(2 * 3.14159265358979 * hz * i / 8000.0));
+// Twilio Media Streams as Twilio sends and reads them.
+class TwilioStream : public FakeStreamDialect {
+ public:
+  TwilioStream(std::string account_sid, std::string call_sid)
+      : account_sid_(std::move(account_sid)),
+        call_sid_(std::move(call_sid)),
+        stream_sid_(absl::StrCat("MZ", HexEncode(RandomBytes(16)))) {}
+
+  std::vector<std::string> Opening() override {
+    return {
+        json{{"event", "connected"}, {"protocol", "Call"}, {"version", "1.1.0"}}.dump(),
+        json{{"event", "start"},
+             {"sequenceNumber", Next()},
+             {"streamSid", stream_sid_},
+             {"start",
+              {{"accountSid", account_sid_},
+               {"streamSid", stream_sid_},
+               {"callSid", call_sid_},
+               {"tracks", {"inbound"}},
+               {"customParameters", json::object()},
+               {"mediaFormat",
+                {{"encoding", "audio/x-mulaw"}, {"sampleRate", 8000}, {"channels", 1}}}}}}
+            .dump()};
   }
-  return tone;
-}
+  std::string Media(const std::string& mulaw, int64_t elapsed_ms) override {
+    return json{{"event", "media"},
+                {"sequenceNumber", Next()},
+                {"streamSid", stream_sid_},
+                {"media",
+                 {{"track", "inbound"},
+                  {"chunk", absl::StrCat(++chunk_)},
+                  {"timestamp", absl::StrCat(elapsed_ms)},
+                  {"payload", Base64Encode(mulaw)}}}}
+        .dump();
+  }
+  std::string Played(const std::string& name) override {
+    return json{{"event", "mark"},
+                {"sequenceNumber", Next()},
+                {"streamSid", stream_sid_},
+                {"mark", {{"name", name}}}}
+        .dump();
+  }
+  std::string Stop() override {
+    return json{{"event", "stop"},
+                {"sequenceNumber", Next()},
+                {"streamSid", stream_sid_},
+                {"stop", {{"accountSid", account_sid_}, {"callSid", call_sid_}}}}
+        .dump();
+  }
+  Heard Read(const std::string& message) override {
+    Heard heard;
+    json event = json::parse(message, nullptr, false);
+    if (!event.is_object()) return heard;
+    const std::string kind = event.value("event", "");
+    if (kind == "media" && event["media"].is_object()) {
+      std::optional<std::string> payload =
+          Base64Decode(event["media"].value("payload", std::string()));
+      if (!payload) return heard;
+      heard.kind = Heard::kMedia;
+      heard.mulaw = *std::move(payload);
+    } else if (kind == "mark" && event["mark"].is_object()) {
+      heard.kind = Heard::kMark;
+      heard.name = event["mark"].value("name", std::string());
+    } else if (kind == "clear") {
+      heard.kind = Heard::kClear;
+    }
+    return heard;
+  }
+
+ private:
+  std::string Next() { return absl::StrCat(++sequence_); }
+  const std::string account_sid_, call_sid_, stream_sid_;
+  int sequence_ = 0;
+  int64_t chunk_ = 0;
+};
 
 size_t Discard(char*, size_t size, size_t n, void*) { return size * n; }
 
@@ -313,27 +374,7 @@ int FakeTwilioServer::ReconnectMedia(const std::string& to) {
       if (c->log.to == to) url = c->log.media_url;
     }
   }
-  // The upgrade by hand, to read the refusal's status line.
-  std::string http_url = absl::StrCat("http", url.substr(url.find("://")));
-  CURL* curl = curl_easy_init();
-  curl_slist* headers = nullptr;
-  for (const char* h : {"Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13",
-                        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="}) {
-    headers = curl_slist_append(headers, h);
-  }
-  curl_easy_setopt(curl, CURLOPT_URL, http_url.c_str());
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 3000L);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Discard);
-  long status = 0;
-  const CURLcode rc = curl_easy_perform(curl);
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
-  // A 101 leaves curl with a connection it cannot read: it reports an error with the code.
-  (void)rc;
-  return static_cast<int>(status);
+  return MediaUpgradeStatus(url);
 }
 
 void FakeTwilioServer::PlayCall(std::shared_ptr<Active> call) {
@@ -387,153 +428,37 @@ void FakeTwilioServer::Stream(Active& call) {
     std::lock_guard<std::mutex> lock(mu_);
     call.log.media_connected = true;
   }
-  const std::string stream_sid = absl::StrCat("MZ", HexEncode(RandomBytes(16)));
-  int sequence = 0;
-  auto next = [&] { return absl::StrCat(++sequence); };
-  (void)ws.SendText(
-      json{{"event", "connected"}, {"protocol", "Call"}, {"version", "1.1.0"}}.dump());
-  (void)ws.SendText(json{
-      {"event", "start"},
-      {"sequenceNumber", next()},
-      {"streamSid", stream_sid},
-      {"start",
-       {{"accountSid", account_sid_},
-        {"streamSid", stream_sid},
-        {"callSid", call.log.sid},
-        {"tracks", {"inbound"}},
-        {"customParameters", json::object()},
-        {"mediaFormat", {{"encoding", "audio/x-mulaw"}, {"sampleRate", 8000}, {"channels", 1}}}}}}
-                        .dump());
-
-  const bool machine = call.line.pickup == Pickup::kMachine;
-  std::deque<int16_t> agent;  // what the agent (or the machine) has still to say
-  for (int16_t s : Tone(machine ? 1500 : 1200, 300)) agent.push_back(s);
-  const Clock::time_point started = Clock::now();
-  Clock::time_point base = started;  // the pacing clock: frame n goes out at base + n * 20 ms
-  int64_t frame = 0;
-  int64_t chunk = 0;
-  Clock::time_point caller_played_until = started;
-  std::deque<std::pair<Clock::time_point, std::string>> marks;
-  bool caller_spoke = false;
-  Clock::time_point last_loud;
-  Clock::time_point hang_up_at = Clock::time_point::max();
-  bool amd_sent = false;
-  const auto delay = absl::ToChronoMicroseconds(agent_delay_);
-
-  auto stop = [&] {
-    (void)ws.SendText(json{{"event", "stop"},
-                           {"sequenceNumber", next()},
-                           {"streamSid", stream_sid},
-                           {"stop", {{"accountSid", account_sid_}, {"callSid", call.log.sid}}}}
-                          .dump());
-    ws.Close();
-    std::lock_guard<std::mutex> lock(mu_);
-    call.log.stop_sent = true;
+  TwilioStream dialect(account_sid_, call.log.sid);
+  FakeAgentOptions agent;
+  agent.delay = agent_delay_;
+  agent.machine = call.line.pickup == Pickup::kMachine;
+  agent.machine_heard = [&] {
+    SendCallback(call, call.amd_callback,
+                 {{"AccountSid", account_sid_},
+                  {"AnsweredBy", "machine_end_beep"},
+                  {"CallSid", call.log.sid},
+                  {"MachineDetectionDuration", "1800"}},
+                 auth_token_);
   };
-
-  while (true) {
-    const Clock::time_point now = Clock::now();
-    if (call.hangup.load() || now >= hang_up_at || now - started > std::chrono::minutes(2)) {
-      return stop();
-    }
-    // Answering machine detection hears the machine's greeting and tells the service.
-    if (machine && !amd_sent && now - started >= std::chrono::milliseconds(1800)) {
-      amd_sent = true;
-      SendCallback(call, call.amd_callback,
-                   {{"AccountSid", account_sid_},
-                    {"AnsweredBy", "machine_end_beep"},
-                    {"CallSid", call.log.sid},
-                    {"MachineDetectionDuration", "1800"}},
-                   auth_token_);
-    }
-    // The agent answers `delay` after the caller's last loud frame arrived.
-    Clock::time_point answer_at = Clock::time_point::max();
-    if (caller_spoke && !machine) answer_at = last_loud + delay;
-    if (now >= answer_at) {
-      caller_spoke = false;
-      for (int16_t s : Tone(1500, 350)) agent.push_back(s);
-      base = answer_at;  // the answer's first frame goes out at its exact time
-      frame = 0;
-      int answers;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        answers = ++call.log.answers;
-      }
-      if (call.line.hang_up_after_answers > 0 && answers >= call.line.hang_up_after_answers) {
-        hang_up_at = answer_at + std::chrono::milliseconds(1500 + 300);
-      }
-    }
-    // Out goes the agent's next frame, paced in real time (silence when it says nothing).
-    const Clock::time_point send_at = base + frame * kFrame;
-    if (now >= send_at) {
-      std::vector<int16_t> pcm(kFrameSamples, 0);
-      for (int i = 0; i < kFrameSamples && !agent.empty(); ++i) {
-        pcm[i] = agent.front();
-        agent.pop_front();
-      }
-      (void)ws.SendText(json{
-          {"event", "media"},
-          {"sequenceNumber", next()},
-          {"streamSid", stream_sid},
-          {"media",
-           {{"track", "inbound"},
-            {"chunk", absl::StrCat(++chunk)},
-            {"timestamp",
-             absl::StrCat(
-                 std::chrono::duration_cast<std::chrono::milliseconds>(now - started).count())},
-            {"payload", Base64Encode(runs::MuLawEncode(pcm))}}}}
-                            .dump());
-      ++frame;
-      continue;
-    }
-    // Marks come back once the caller's audio before them has played.
-    while (!marks.empty() && marks.front().first <= now) {
-      (void)ws.SendText(json{{"event", "mark"},
-                             {"sequenceNumber", next()},
-                             {"streamSid", stream_sid},
-                             {"mark", {{"name", marks.front().second}}}}
-                            .dump());
-      marks.pop_front();
-      std::lock_guard<std::mutex> lock(mu_);
-      ++call.log.marks_echoed;
-    }
-    Clock::time_point wake = std::min(send_at, answer_at);
-    if (!marks.empty()) wake = std::min(wake, marks.front().first);
-    // Short slices: Poll() returns only once its wait is over, and each message is stamped
-    // with the time it arrived, which the agent's timing rests on.
-    const auto wait = std::min<Clock::duration>(std::max(Clock::duration::zero(), wake - now),
-                                                std::chrono::milliseconds(1));
-    absl::StatusOr<std::vector<runs::WebSocketMessage>> got = ws.Poll(absl::FromChrono(wait));
-    if (!got.ok()) return;  // the service closed the stream: the call ends
-    const Clock::time_point arrived = Clock::now();
-    for (const runs::WebSocketMessage& m : *got) {
-      json event = json::parse(m.data, nullptr, false);
-      if (!event.is_object()) continue;
-      const std::string kind = event.value("event", "");
-      if (kind == "media") {
-        std::optional<std::string> payload =
-            Base64Decode(event["media"].value("payload", std::string()));
-        if (!payload) continue;
-        const std::vector<int16_t> pcm = runs::MuLawDecode(*payload);
-        double energy = 0;
-        for (int16_t s : pcm) energy += static_cast<double>(s) * s;
-        if (!pcm.empty() && std::sqrt(energy / pcm.size()) > kLoudRms) {
-          caller_spoke = true;
-          last_loud = arrived;
-        }
-        caller_played_until =
-            std::max(caller_played_until, arrived) + std::chrono::microseconds(125) * pcm.size();
-      } else if (kind == "mark") {
-        marks.emplace_back(caller_played_until, event["mark"].value("name", std::string()));
-      } else if (kind == "clear") {
-        // What was queued is dropped: the marks waiting on it come back at once.
-        caller_played_until = arrived;
-        for (auto& mark : marks) mark.first = arrived;
-        std::lock_guard<std::mutex> lock(mu_);
+  agent.hang_up_after_answers = call.line.hang_up_after_answers;
+  agent.hangup = &call.hangup;
+  PlayFakeAgent(ws, dialect, agent, [&](FakeAgentNote what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    switch (what) {
+      case FakeAgentNote::kAnswered:
+        ++call.log.answers;
+        break;
+      case FakeAgentNote::kMarkPlayed:
+        ++call.log.marks_echoed;
+        break;
+      case FakeAgentNote::kCleared:
         ++call.log.clears;
-      }
+        break;
+      case FakeAgentNote::kStopSent:
+        call.log.stop_sent = true;
+        break;
     }
-  }
+  });
 }
 
 }  // namespace calleval

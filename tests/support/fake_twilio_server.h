@@ -10,9 +10,10 @@
 // time), echoes `mark`s once the audio before them has played, honours `clear`, and sends
 // `stop` when the call ends. `POST .../Calls/{Sid}.json` with Status=completed hangs up.
 //
-// The agent on the line greets, then answers each time the caller stops speaking, exactly
-// `agent_delay` after the end of the caller's last loud frame (by the time it arrived, as a
-// bot's voice activity detector hears it).
+// The agent on the line is the test agent of fake_phone_agent.h, shared with the local Telnyx
+// and Plivo: it greets, then answers each time the caller stops speaking, exactly `agent_delay`
+// after the end of the caller's last loud frame (by the time it arrived, as a bot's voice
+// activity detector hears it).
 
 #include <atomic>
 #include <condition_variable>
