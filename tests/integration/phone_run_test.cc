@@ -160,12 +160,20 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
   }
 
   // A phone agent at `number` and a scenario for it; the scenario's id.
+  // `platform`: the agent lives on a voice platform (agent_source external_vapi or
+  // external_retell, with an assistant_id); the run dials its number all the same.
   int64_t PhoneScenario(const std::string& number, std::vector<std::string> lines,
-                        std::optional<int> max_duration_seconds = std::nullopt) {
-    HttpResponse agent = client_->Post("/api/v1/agents", json{{"name", "Phone bot " + number},
-                                                              {"language_id", 1},
-                                                              {"phone_number", number},
-                                                              {"instructions", "Book cleanings."}});
+                        std::optional<int> max_duration_seconds = std::nullopt,
+                        const std::string& platform = "") {
+    json fields = {{"name", "Phone bot " + number},
+                   {"language_id", 1},
+                   {"phone_number", number},
+                   {"instructions", "Book cleanings."}};
+    if (!platform.empty()) {
+      fields["agent_source"] = platform;
+      fields["assistant_id"] = "assistant-" + number.substr(1);
+    }
+    HttpResponse agent = client_->Post("/api/v1/agents", fields);
     EXPECT_EQ(agent.status, 201) << agent.body;
     EXPECT_EQ(agent.json()["telephony_carrier"], carrier());
     json scenario = {{"agent_id", agent.json()["id"]},
@@ -317,6 +325,26 @@ TEST_P(PhoneRunTest, EndReasonsOfCallsThatDidNotGoToTheEnd) {
   EXPECT_EQ(run["end_reason"], "max_duration");
   ASSERT_TRUE(WaitForEnd(Number(6)));
   EXPECT_TRUE(CallTo(Number(6)).hung_up_by_service);
+}
+
+// An agent on Vapi or Retell with a phone number is reached like any phone agent: its number is
+// dialled through the workspace's carrier, and the call scored. (The workspace has no platform
+// key here, so nothing is pulled from the platform.)
+TEST_P(PhoneRunTest, AnAgentOnAVoicePlatformIsDialledAtItsNumber) {
+  PutSettings();
+  const int64_t vapi = Run(PhoneScenario(Number(8), {"Hi, I would like to book a cleaning."},
+                                         std::nullopt, "external_vapi"));
+  const int64_t retell = Run(PhoneScenario(Number(9), {"Hi, I would like to book a cleaning."},
+                                           std::nullopt, "external_retell"));
+  for (const int64_t id : {vapi, retell}) {
+    json run = WaitRun(id);
+    EXPECT_EQ(run["status"], "completed") << run.dump();
+    EXPECT_EQ(run["end_reason"], "completed") << run.dump();
+  }
+  ASSERT_TRUE(WaitForEnd(Number(8)));
+  ASSERT_TRUE(WaitForEnd(Number(9)));
+  EXPECT_EQ(CallTo(Number(8)).answers, 1);
+  EXPECT_EQ(CallTo(Number(9)).answers, 1);
 }
 
 TEST_P(PhoneRunTest, WithoutTheWorkspacesSettingsTheRunFailsSayingSo) {
