@@ -514,6 +514,10 @@ void FakeTwilioServer::Stream(Active& call) {
         std::optional<std::string> payload =
             Base64Decode(event["media"].value("payload", std::string()));
         if (!payload) continue;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          call.log.media_arrivals.push_back(arrived);
+        }
         const std::vector<int16_t> pcm = runs::MuLawDecode(*payload);
         double energy = 0;
         for (int16_t s : pcm) energy += static_cast<double>(s) * s;
