@@ -65,8 +65,8 @@ struct Flags {
 
 const std::vector<std::string>& Script() {
   static const auto* lines = new std::vector<std::string>{
-      "Hi, I would like to book a cleaning.", "Friday morning, please.",
-      "Is nine o'clock free?", "My name is Alex Morgan.", "Thank you, goodbye."};
+      "Hi, I would like to book a cleaning.", "Friday morning, please.", "Is nine o'clock free?",
+      "My name is Alex Morgan.", "Thank you, goodbye."};
   return *lines;
 }
 
@@ -112,11 +112,11 @@ int Run(const Flags& flags) {
   }
   HttpClient client((*server)->http_base_url());
   client.set_api_key((*server)->bootstrap()->key.api_key);
-  HttpResponse put = client.Put("/api/v1/integrations/twilio",
-                                json{{"account_sid", kAccountSid},
-                                     {"auth_token", kAuthToken},
-                                     {"caller_numbers", {"+14155552671"}}}
-                                    .dump());
+  HttpResponse put =
+      client.Put("/api/v1/integrations/twilio", json{{"account_sid", kAccountSid},
+                                                     {"auth_token", kAuthToken},
+                                                     {"caller_numbers", {"+14155552671"}}}
+                                                    .dump());
   if (put.status != 200) {
     std::cerr << "PUT /api/v1/integrations/twilio: " << put.status << " " << put.body << "\n";
     return 1;
@@ -234,8 +234,8 @@ int Run(const Flags& flags) {
       jitter.push_back(
           std::abs(std::chrono::duration<double, std::milli>(at[k] - at[k - 1]).count() - 20.0));
       if (flags.show_late_ms > 0 && jitter.back() >= flags.show_late_ms) {
-        std::printf("call to %s: frame %zu (%.3f s into the stream) %+.1f ms\n", call.to.c_str(),
-                    k, std::chrono::duration<double>(at[k] - at[0]).count(),
+        std::printf("call to %s: frame %zu (%.3f s into the stream) %+.1f ms\n", call.to.c_str(), k,
+                    std::chrono::duration<double>(at[k] - at[0]).count(),
                     std::chrono::duration<double, std::milli>(at[k] - at[k - 1]).count() - 20.0);
       }
     }
@@ -263,8 +263,8 @@ int Run(const Flags& flags) {
               latency_errors.size(), error_p50, error_max);
   const double user = Seconds(after.ru_utime) - Seconds(before.ru_utime);
   const double system = Seconds(after.ru_stime) - Seconds(before.ru_stime);
-  std::printf("wall %.1f s, CPU %.1f s user + %.1f s system (%.2f cores), peak RSS %.0f MB\n",
-              wall, user, system, (user + system) / wall, after.ru_maxrss / 1024.0);
+  std::printf("wall %.1f s, CPU %.1f s user + %.1f s system (%.2f cores), peak RSS %.0f MB\n", wall,
+              user, system, (user + system) / wall, after.ru_maxrss / 1024.0);
 
   server->reset();
   std::filesystem::remove_all(dir);

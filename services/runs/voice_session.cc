@@ -134,9 +134,11 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
   std::future<absl::StatusOr<std::vector<int16_t>>> next_speech;
   auto synthesize_next = [&] {
     if (!scripted || next_line >= options.caller_lines.size()) return;
-    next_speech = std::async(std::launch::async,
-                             [&synthesizer, text = options.caller_lines[next_line],
-                              rate = rec.sample_rate] { return synthesizer.Synthesize(text, rate); });
+    next_speech =
+        std::async(std::launch::async,
+                   [&synthesizer, text = options.caller_lines[next_line], rate = rec.sample_rate] {
+                     return synthesizer.Synthesize(text, rate);
+                   });
   };
   synthesize_next();
   size_t agent_turn_start = 0;  // where the agent's current turn begins in rec.agent
