@@ -126,6 +126,21 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
     std::vector<int16_t> speech;
   };
   std::future<absl::StatusOr<Prepared>> preparing;
+  // A scripted caller's next line is synthesized beside the clock too, from the moment the line
+  // before it starts (the first one now): the engine can take a while (eSpeak NG is one engine
+  // behind a mutex, so many runs synthesizing at once wait for each other; a speech endpoint is a
+  // network request), and the clock must not stop meanwhile, or the caller's audio would reach
+  // the agent in bursts. A line not ready when its turn comes waits for it, in silence.
+  std::future<absl::StatusOr<std::vector<int16_t>>> next_speech;
+  auto synthesize_next = [&] {
+    if (!scripted || next_line >= options.caller_lines.size()) return;
+    next_speech =
+        std::async(std::launch::async,
+                   [&synthesizer, text = options.caller_lines[next_line], rate = rec.sample_rate] {
+                     return synthesizer.Synthesize(text, rate);
+                   });
+  };
+  synthesize_next();
   size_t agent_turn_start = 0;  // where the agent's current turn begins in rec.agent
   bool ending = false;
   const int64_t end_of_turn_ticks = options.end_of_agent_turn / kFrame;
@@ -220,7 +235,11 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
     }
 
     // The caller: go on with the line being said, or decide whether to start the next.
-    const bool caller_busy = speaking_at < speaking.size() || preparing.valid();
+    // A scripted line still being synthesized holds the caller's turn back a tick.
+    const bool line_pending =
+        next_speech.valid() &&
+        next_speech.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+    const bool caller_busy = speaking_at < speaking.size() || preparing.valid() || line_pending;
     if (!caller_busy) {
       const bool agent_done = agent_answered && tick - last_agent_voice >= end_of_turn_ticks;
       const bool agent_silent_too_long =
@@ -230,10 +249,11 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
         if (scripted && next_line >= options.caller_lines.size()) return finish("script_finished");
         if (turns >= options.max_turns) return finish("max_turns");
         if (scripted) {
-          ASSIGN_OR_RETURN(speaking, synthesizer.Synthesize(options.caller_lines[next_line++],
-                                                            rec.sample_rate));
+          ASSIGN_OR_RETURN(speaking, next_speech.get());
+          ++next_line;
           speaking_at = 0;
           ++turns;
+          synthesize_next();
         } else {
           std::vector<int16_t> agent_turn(rec.agent.begin() + agent_turn_start, rec.agent.end());
           const bool agent_spoke = agent_answered;

@@ -147,6 +147,7 @@ FakeCallEnd PlayFakeAgent(runs::WebSocketConnection& ws, FakeStreamDialect& dial
     for (const runs::WebSocketMessage& m : *got) {
       FakeStreamDialect::Heard heard = dialect.Read(m.data);
       if (heard.kind == FakeStreamDialect::Heard::kMedia) {
+        if (options.media_arrived) options.media_arrived(arrived);
         const std::vector<int16_t> pcm = runs::MuLawDecode(heard.mulaw);
         double energy = 0;
         for (int16_t s : pcm) energy += static_cast<double>(s) * s;

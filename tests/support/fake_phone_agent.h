@@ -9,6 +9,7 @@
 // before them has played, a clear drops what is queued) are common.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -52,6 +53,9 @@ struct FakeAgentOptions {
   int hang_up_after_answers = 0;
   // Set when the call is hung up from elsewhere (the service asked the carrier to).
   const std::atomic<bool>* hangup = nullptr;
+  // Told when each frame of the caller's audio arrived from the service (the pacing benchmark
+  // measures its jitter from these); may be unset.
+  std::function<void(std::chrono::steady_clock::time_point)> media_arrived;
 };
 
 // What happened on the stream, as it happens (called on the stream's thread).

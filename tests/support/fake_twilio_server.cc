@@ -442,6 +442,10 @@ void FakeTwilioServer::Stream(Active& call) {
   };
   agent.hang_up_after_answers = call.line.hang_up_after_answers;
   agent.hangup = &call.hangup;
+  agent.media_arrived = [this, &call](std::chrono::steady_clock::time_point at) {
+    std::lock_guard<std::mutex> lock(mu_);
+    call.log.media_arrivals.push_back(at);
+  };
   PlayFakeAgent(ws, dialect, agent, [&](FakeAgentNote what) {
     std::lock_guard<std::mutex> lock(mu_);
     switch (what) {

@@ -16,6 +16,7 @@
 // activity detector hears it).
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -51,6 +52,9 @@ class FakeTwilioServer {
     bool hung_up_by_service = false;
     bool stop_sent = false;
     std::string error;  // what the fake refused, if anything
+    // When each of the service's media frames arrived (frames read by one Poll share its
+    // time), for the pacing benchmark's jitter (bench/phone_runs_bench).
+    std::vector<std::chrono::steady_clock::time_point> media_arrivals;
   };
 
   FakeTwilioServer(std::string account_sid, std::string auth_token,
