@@ -19,17 +19,12 @@
 #include "common/provider_http.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "services/runs/media_events.h"
 
 namespace calleval::runs {
 namespace {
 
 constexpr absl::string_view kErrorCode = "carrier_error";
-
-std::string StringField(const nlohmann::json& object, const char* key) {
-  if (!object.is_object()) return "";
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 std::string Param(const std::multimap<std::string, std::string>& params, const char* name) {
   auto it = params.find(name);
@@ -260,22 +255,16 @@ class PlivoMediaDialect : public MediaDialect {
     if (out.event == "start") {
       const nlohmann::json start = j.value("start", nlohmann::json::object());
       out.kind = MediaEvent::kStart;
-      out.stream_id = StringField(start, "streamId");
-      if (out.stream_id.empty()) out.stream_id = StringField(j, "streamId");
-      out.call_id = StringField(start, "callId");
+      out.stream_id = JsonString(start, "streamId");
+      if (out.stream_id.empty()) out.stream_id = JsonString(j, "streamId");
+      out.call_id = JsonString(start, "callId");
     } else if (out.event == "media") {
-      const nlohmann::json media = j.value("media", nlohmann::json::object());
-      if (!media.is_object() || !media.contains("payload") || !media["payload"].is_string()) {
-        return absl::InvalidArgumentError("Plivo media event without media.payload");
-      }
-      std::optional<std::string> bytes = Base64Decode(media["payload"].get<std::string>());
-      if (!bytes) return absl::InvalidArgumentError("Plivo media.payload is not base64");
+      ASSIGN_OR_RETURN(out.mulaw, MediaPayload(j, "Plivo"));
       out.kind = MediaEvent::kMedia;
-      out.mulaw = std::move(*bytes);
     } else if (out.event == "playedStream") {
       // The answer to a checkpoint: everything sent before it has played.
       out.kind = MediaEvent::kMark;
-      out.mark = StringField(j, "name");
+      out.mark = JsonString(j, "name");
     } else if (out.event == "stop") {
       out.kind = MediaEvent::kStop;
     }

@@ -16,17 +16,12 @@
 #include "common/provider_http.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "services/runs/media_events.h"
 
 namespace calleval::runs {
 namespace {
 
 constexpr absl::string_view kErrorCode = "carrier_error";
-
-std::string StringField(const nlohmann::json& object, const char* key) {
-  if (!object.is_object()) return "";
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 // A call id as one path segment: Telnyx's ids ("v3:abc-_D") pass as they are, anything else is
 // percent-encoded so an id can never reach another path.
@@ -107,7 +102,7 @@ class TelnyxCarrierClient : public CarrierClient {
     ASSIGN_OR_RETURN(std::string answer, PostToProvider(post));
     nlohmann::json parsed = nlohmann::json::parse(answer, nullptr, false);
     std::string id =
-        StringField(parsed.is_object() ? parsed.value("data", nlohmann::json()) : nlohmann::json(),
+        JsonString(parsed.is_object() ? parsed.value("data", nlohmann::json()) : nlohmann::json(),
                     "call_control_id");
     if (id.empty()) {
       return MakeError(absl::StatusCode::kUnavailable, kErrorCode,
@@ -176,20 +171,14 @@ class TelnyxMediaDialect : public MediaDialect {
       out.kind = MediaEvent::kConnected;
     } else if (out.event == "start") {
       out.kind = MediaEvent::kStart;
-      out.stream_id = StringField(j, "stream_id");
-      out.call_id = StringField(j.value("start", nlohmann::json::object()), "call_control_id");
+      out.stream_id = JsonString(j, "stream_id");
+      out.call_id = JsonString(j.value("start", nlohmann::json::object()), "call_control_id");
     } else if (out.event == "media") {
-      const nlohmann::json media = j.value("media", nlohmann::json::object());
-      if (!media.is_object() || !media.contains("payload") || !media["payload"].is_string()) {
-        return absl::InvalidArgumentError("Telnyx media event without media.payload");
-      }
-      std::optional<std::string> bytes = Base64Decode(media["payload"].get<std::string>());
-      if (!bytes) return absl::InvalidArgumentError("Telnyx media.payload is not base64");
+      ASSIGN_OR_RETURN(out.mulaw, MediaPayload(j, "Telnyx"));
       out.kind = MediaEvent::kMedia;
-      out.mulaw = std::move(*bytes);
     } else if (out.event == "mark") {
       out.kind = MediaEvent::kMark;
-      out.mark = StringField(j.value("mark", nlohmann::json::object()), "name");
+      out.mark = JsonString(j.value("mark", nlohmann::json::object()), "name");
     } else if (out.event == "stop") {
       out.kind = MediaEvent::kStop;
     }
@@ -243,28 +232,28 @@ absl::Status VerifyTelnyxSignature(absl::string_view public_key_b64, absl::strin
 absl::StatusOr<std::vector<CarrierEvent>> ParseTelnyxWebhook(absl::string_view body) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   const nlohmann::json data = j.is_object() ? j.value("data", nlohmann::json()) : nlohmann::json();
-  const std::string type = StringField(data, "event_type");
+  const std::string type = JsonString(data, "event_type");
   if (type.empty()) {
     return absl::InvalidArgumentError("not a Telnyx webhook: no data.event_type");
   }
   const nlohmann::json payload = data.value("payload", nlohmann::json::object());
   CarrierEvent event;
-  event.call_id = StringField(payload, "call_control_id");
+  event.call_id = JsonString(payload, "call_control_id");
   event.detail = type;
   if (type == "call.initiated") {
     event.progress = CarrierEvent::kRinging;
   } else if (type == "call.answered") {
     event.progress = CarrierEvent::kAnswered;
   } else if (type == "call.hangup") {
-    const std::string cause = StringField(payload, "hangup_cause");
+    const std::string cause = JsonString(payload, "hangup_cause");
     event.progress = HangupProgress(cause);
-    event.hangup_by_callee = StringField(payload, "hangup_source") == "callee";
+    event.hangup_by_callee = JsonString(payload, "hangup_source") == "callee";
     event.detail = cause.empty() ? "unspecified" : cause;
   } else if (type == "call.machine.detection.ended" ||
              type == "call.machine.premium.detection.ended") {
     // detect: human | machine | not_sure; premium: human_residence | human_business | machine |
     // silence | fax_detected | not_sure. Only a machine changes the run.
-    const std::string result = StringField(payload, "result");
+    const std::string result = JsonString(payload, "result");
     event.progress = result == "machine" ? CarrierEvent::kMachine : CarrierEvent::kOther;
     event.detail = result;
   }

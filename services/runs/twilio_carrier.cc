@@ -14,7 +14,9 @@
 #include "common/crypto.h"
 #include "common/errors.h"
 #include "common/provider_http.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "services/runs/media_events.h"
 
 namespace calleval::runs {
 namespace {
@@ -184,14 +186,8 @@ class TwilioMediaDialect : public MediaDialect {
       out.call_id = start.value("callSid", "");
       if (out.stream_id.empty()) return absl::InvalidArgumentError("start event without streamSid");
     } else if (out.event == "media") {
-      const json& media = j.value("media", json::object());
-      if (!media.is_object() || !media.contains("payload") || !media["payload"].is_string()) {
-        return absl::InvalidArgumentError("media event without media.payload");
-      }
-      std::optional<std::string> bytes = Base64Decode(media["payload"].get<std::string>());
-      if (!bytes) return absl::InvalidArgumentError("media.payload is not base64");
+      ASSIGN_OR_RETURN(out.mulaw, MediaPayload(j, "Twilio"));
       out.kind = MediaEvent::kMedia;
-      out.mulaw = std::move(*bytes);
     } else if (out.event == "mark") {
       out.kind = MediaEvent::kMark;
       const json& mark = j.value("mark", json::object());

@@ -2,7 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/crypto.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "services/runs/media_events.h"
 
 namespace calleval::runs {
 
@@ -70,14 +72,8 @@ absl::StatusOr<TwilioAgentEvent> ParseTwilioAgentEvent(absl::string_view message
   TwilioAgentEvent out;
   out.event = j["event"].get<std::string>();
   if (out.event == "media") {
-    const nlohmann::json& media = j.value("media", nlohmann::json::object());
-    if (!media.is_object() || !media.contains("payload") || !media["payload"].is_string()) {
-      return absl::InvalidArgumentError("media event without media.payload");
-    }
-    std::optional<std::string> bytes = Base64Decode(media["payload"].get<std::string>());
-    if (!bytes) return absl::InvalidArgumentError("media.payload is not base64");
+    ASSIGN_OR_RETURN(out.mulaw, MediaPayload(j, "Twilio"));
     out.kind = TwilioAgentEvent::kMedia;
-    out.mulaw = std::move(*bytes);
   } else if (out.event == "mark") {
     out.kind = TwilioAgentEvent::kMark;
     const nlohmann::json& mark = j.value("mark", nlohmann::json::object());
