@@ -110,7 +110,7 @@ class PlatformEventsTest(unittest.TestCase):
         """One process with every role; `server` is the one whose edge the test talks to."""
         cls.server = ServeProcess(CALLEVAL, data, "--allow-private-hosts", "127.0.0.1",
                                   "--retell-api-url", cls.files)
-        cls.processes = [cls.server]
+        cls.processes.append(cls.server)
 
     @classmethod
     def setUpClass(cls):
@@ -123,6 +123,9 @@ class PlatformEventsTest(unittest.TestCase):
         cls.files = f"http://127.0.0.1:{cls.httpd.server_address[1]}"
         data = os.path.join(cls.dir, "data")
         cls.ack_ms = []
+        cls.processes = []
+        # Runs even when the rest of setUpClass fails, so no server outlives the test.
+        cls.addClassCleanup(cls.cleanup)
         cls.start_servers(data)
         with open(os.path.join(data, "bootstrap-key")) as f:
             cls.key = f.read().strip()
@@ -135,7 +138,7 @@ class PlatformEventsTest(unittest.TestCase):
         cls.retell_agent = cls.agent("retell-agent", "external_retell", "agent_retell_1")
 
     @classmethod
-    def tearDownClass(cls):
+    def cleanup(cls):
         for process in reversed(cls.processes):
             process.stop()
         cls.httpd.shutdown()
@@ -415,7 +418,7 @@ class EdgeApartTest(PlatformEventsTest):
         backend = ServeProcess(CALLEVAL, data, "--roles", "accounts,agents,metrics,calls,scoring,runs",
                                "--allow-private-hosts", "127.0.0.1", "--retell-api-url", cls.files)
         addr = f"127.0.0.1:{backend.grpc_port}"
-        cls.processes = [backend]
+        cls.processes.append(backend)
         cls.server = ServeProcess(CALLEVAL, data, "--roles", "edge", "--accounts-addr", addr,
                                   "--agents-addr", addr, "--metrics-addr", addr,
                                   "--calls-addr", addr, grpc=False)
