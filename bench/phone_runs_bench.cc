@@ -19,8 +19,8 @@
 // --show-late-ms prints every frame that arrived at least MS from 20 ms after the one before it
 // (to find where the pacing slipped).
 // The local Twilio runs in this process, one thread per call, and stamps each frame when its
-// Poll() returns (1 ms slices): its own scheduling is part of what is measured, as the real
-// network would be.
+// Poll() returns (at the first message): its own scheduling is part of what is measured, as the
+// real network's would be.
 
 #include <sys/resource.h>
 

@@ -121,10 +121,8 @@ absl::Status LiveKitSignal::ReadJoin(absl::Time now) {
       return SignalError(absl::StrCat("the server did not answer the join within ",
                                       absl::FormatDuration(options_.join_timeout)));
     }
-    // Short slices: WebSocketConnection::Poll waits out the whole slice even when a frame came
-    // early, and the join is on the path to the first audio.
-    absl::StatusOr<std::vector<WebSocketMessage>> messages =
-        connection_->Poll(std::min(left, absl::Milliseconds(5)));
+    // Poll returns at the first message, so the join costs no more than its answer takes.
+    absl::StatusOr<std::vector<WebSocketMessage>> messages = connection_->Poll(left);
     if (!messages.ok()) {
       return SignalError(absl::StrCat("the server closed the connection before the join (",
                                       messages.status().message(), ")"));

@@ -84,8 +84,9 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
         return absl::DeadlineExceededError("the carrier's media stream never started");
       }
       if (media_give_up && absl::Now() >= *media_give_up) break;
-      // A short wait: Poll() returns only once its wait is over, and the arrival times matter.
-      ASSIGN_OR_RETURN(std::vector<WebSocketMessage> got, ws.Poll(absl::Milliseconds(1)));
+      // Poll() returns at the first message, so the arrival times hold; the wait only bounds
+      // how late a cancellation or the give-up time is noticed.
+      ASSIGN_OR_RETURN(std::vector<WebSocketMessage> got, ws.Poll(absl::Milliseconds(20)));
       for (WebSocketMessage& m : got) {
         absl::StatusOr<MediaEvent> event = dialect->Parse(m.data);
         if (!stream_id.empty()) {

@@ -52,8 +52,15 @@ class Connection : public WebSocketConnection {
     if (!error_.ok()) return error_;
     StartRead();
     if (arrived_.empty()) {
+      // Handler by handler, so the first message ends the wait: a caller pacing audio on a
+      // 20 ms clock hears a frame when it arrives, not when its wait is over.
       ioc_->restart();
-      ioc_->run_for(std::chrono::microseconds(absl::ToInt64Microseconds(wait)));
+      const auto deadline = std::chrono::steady_clock::now() +
+                            std::chrono::microseconds(absl::ToInt64Microseconds(wait));
+      while (arrived_.empty() && error_.ok() && !ioc_->stopped() &&
+             std::chrono::steady_clock::now() < deadline) {
+        ioc_->run_one_until(deadline);
+      }
     }
     ioc_->restart();
     ioc_->poll();

@@ -208,16 +208,20 @@ TEST(LiveKitSignalTest, JoinOfferAnswerTrickleAddTrackPingAndLeave) {
     for (const auto& r : livekit.requests()) pings += r.has_ping_req() ? 1 : 0;
     return pings;
   };
-  // No second ping before the interval; one when it is due, whose pong is read 30 ms later.
+  // No second ping before the interval; one when it is due, whose pong is read 30 ms later
+  // (the round trip is timed by the clock of the Poll that reads the pong: over loopback the
+  // stand-in may answer so fast that the Poll which sent the ping reads it too).
   ASSERT_TRUE(signal.Poll(absl::ZeroDuration(), t0 + absl::Seconds(1)).ok());
   EXPECT_EQ(count_pings(), 1);
   ASSERT_TRUE(signal.Poll(absl::ZeroDuration(), t0 + absl::Seconds(2)).ok());
+  const absl::Duration expected_rtt =
+      signal.pongs() == 2 ? absl::ZeroDuration() : absl::Milliseconds(30);
   while (signal.pongs() < 2 && absl::Now() < deadline) {
     ASSERT_TRUE(signal.Poll(absl::Milliseconds(20), t0 + absl::Milliseconds(2030)).ok());
   }
   EXPECT_EQ(signal.pongs(), 2);
   EXPECT_EQ(count_pings(), 2);
-  EXPECT_EQ(signal.last_rtt(), absl::Milliseconds(30));
+  EXPECT_EQ(signal.last_rtt(), expected_rtt);
   std::vector<livekit::SignalRequest> so_far = livekit.requests();
   int64_t last_ping_timestamp = 0;
   for (const auto& r : so_far) {

@@ -137,10 +137,9 @@ FakeCallEnd PlayFakeAgent(runs::WebSocketConnection& ws, FakeStreamDialect& dial
     }
     Clock::time_point wake = std::min(send_at, answer_at);
     if (!marks.empty()) wake = std::min(wake, marks.front().first);
-    // Short slices: Poll() returns only once its wait is over, and each message is stamped
-    // with the time it arrived, which the agent's timing rests on.
-    const auto wait = std::min<Clock::duration>(std::max(Clock::duration::zero(), wake - now),
-                                                std::chrono::milliseconds(1));
+    // Poll() returns at the first message, so each is stamped with the time it arrived, which
+    // the agent's timing rests on.
+    const auto wait = std::max(Clock::duration::zero(), wake - now);
     absl::StatusOr<std::vector<runs::WebSocketMessage>> got = ws.Poll(absl::FromChrono(wait));
     if (!got.ok()) return FakeCallEnd::kStreamClosed;  // the service closed the stream
     const Clock::time_point arrived = Clock::now();
