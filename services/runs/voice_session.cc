@@ -324,12 +324,16 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
     }
     rec.caller.insert(rec.caller.end(), caller_frame, caller_frame + frame);
     if (dialect != nullptr) {
-      RETURN_IF_ERROR(ws.SendText(
-          dialect->Media(stream_id, MuLawEncode(absl::MakeConstSpan(caller_frame, frame)))));
+      // A carrier ends the stream by closing the websocket when the call is over (Plivo sends
+      // no stop event first): a write that finds it closed is the agent's side hanging up,
+      // whether or not the read noticed first.
+      absl::Status sent = ws.SendText(
+          dialect->Media(stream_id, MuLawEncode(absl::MakeConstSpan(caller_frame, frame))));
       // The carrier says when the line has played out on the call.
-      if (line_said) {
-        RETURN_IF_ERROR(ws.SendText(dialect->Mark(stream_id, absl::StrCat("line-", turns))));
+      if (sent.ok() && line_said) {
+        sent = ws.SendText(dialect->Mark(stream_id, absl::StrCat("line-", turns)));
       }
+      if (!sent.ok()) return finish("agent_ended");
     } else if (twilio) {
       RETURN_IF_ERROR(ws.SendText(
           writer.Media(MuLawEncode(absl::MakeConstSpan(caller_frame, frame)), tick * 20)));
