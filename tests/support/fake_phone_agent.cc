@@ -6,9 +6,12 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/crypto.h"
+#include "nlohmann/json.hpp"
 #include "services/runs/mulaw.h"
 
 namespace calleval {
@@ -56,6 +59,26 @@ int MediaUpgradeStatus(const std::string& ws_url) {
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
   return static_cast<int>(status);
+}
+
+FakeStreamDialect::Heard ReadTwilioShapedMessage(const std::string& message) {
+  FakeStreamDialect::Heard heard;
+  nlohmann::json event = nlohmann::json::parse(message, nullptr, false);
+  if (!event.is_object()) return heard;
+  const std::string kind = event.value("event", "");
+  if (kind == "media" && event["media"].is_object()) {
+    std::optional<std::string> payload =
+        Base64Decode(event["media"].value("payload", std::string()));
+    if (!payload) return heard;
+    heard.kind = FakeStreamDialect::Heard::kMedia;
+    heard.mulaw = *std::move(payload);
+  } else if (kind == "mark" && event["mark"].is_object()) {
+    heard.kind = FakeStreamDialect::Heard::kMark;
+    heard.name = event["mark"].value("name", std::string());
+  } else if (kind == "clear") {
+    heard.kind = FakeStreamDialect::Heard::kClear;
+  }
+  return heard;
 }
 
 FakeCallEnd PlayFakeAgent(runs::WebSocketConnection& ws, FakeStreamDialect& dialect,

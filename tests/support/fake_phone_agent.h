@@ -58,6 +58,11 @@ struct FakeAgentOptions {
   std::function<void(std::chrono::steady_clock::time_point)> media_arrived;
 };
 
+// Reads an application's message in the shape Twilio Media Streams and Telnyx media streaming
+// share: {"event": "media", "media": {"payload": base64}}, {"event": "mark", "mark": {"name"}},
+// {"event": "clear"}; anything else is kOther.
+FakeStreamDialect::Heard ReadTwilioShapedMessage(const std::string& message);
+
 // What happened on the stream, as it happens (called on the stream's thread).
 enum class FakeAgentNote { kAnswered, kMarkPlayed, kCleared, kStopSent };
 

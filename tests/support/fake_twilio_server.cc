@@ -149,25 +149,8 @@ class TwilioStream : public FakeStreamDialect {
                 {"stop", {{"accountSid", account_sid_}, {"callSid", call_sid_}}}}
         .dump();
   }
-  Heard Read(const std::string& message) override {
-    Heard heard;
-    json event = json::parse(message, nullptr, false);
-    if (!event.is_object()) return heard;
-    const std::string kind = event.value("event", "");
-    if (kind == "media" && event["media"].is_object()) {
-      std::optional<std::string> payload =
-          Base64Decode(event["media"].value("payload", std::string()));
-      if (!payload) return heard;
-      heard.kind = Heard::kMedia;
-      heard.mulaw = *std::move(payload);
-    } else if (kind == "mark" && event["mark"].is_object()) {
-      heard.kind = Heard::kMark;
-      heard.name = event["mark"].value("name", std::string());
-    } else if (kind == "clear") {
-      heard.kind = Heard::kClear;
-    }
-    return heard;
-  }
+  // The application's messages are Twilio-shaped (media, mark, clear).
+  Heard Read(const std::string& message) override { return ReadTwilioShapedMessage(message); }
 
  private:
   std::string Next() { return absl::StrCat(++sequence_); }
