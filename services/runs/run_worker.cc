@@ -202,7 +202,14 @@ absl::StatusOr<int64_t> RunWorkers::IngestRecording(const RunJob& job,
     return absl::UnavailableError(
         absl::StrCat("the run's recording cannot be stored: ", put.message()));
   }
-  return IngestRunCall(*deps.calls, job, RunCallRequest(job, scenario, end_reason), stored);
+  v1::IngestCallRequest ingest = RunCallRequest(job, scenario, end_reason);
+  // A phone caller that yielded to the agent talking over it: a reader of the call sees why a
+  // line of the script was cut short.
+  if (recording.barge_ins > 0) {
+    (*ingest.mutable_metadata()->mutable_fields())["barge_ins"].set_number_value(
+        recording.barge_ins);
+  }
+  return IngestRunCall(*deps.calls, job, ingest, stored);
 }
 
 namespace {

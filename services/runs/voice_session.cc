@@ -115,6 +115,7 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
   // Turn-taking state: the agent's last voiced frame, and whether it spoke since the caller did.
   int64_t tick = 0;
   int64_t last_agent_voice = -1;
+  int64_t agent_voice_run = 0;  // ticks the agent's voice has been heard without a break
   bool agent_answered = false;
   int64_t waiting_since = 0;  // tick when the caller started waiting for the agent
   bool caller_turn_pending = !options.agent_speaks_first;
@@ -147,6 +148,10 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
   const int64_t end_of_turn_ticks = options.end_of_agent_turn / kFrame;
   const int64_t answer_timeout_ticks = options.answer_timeout / kFrame;
   const int64_t max_ticks = options.max_duration / kFrame;
+  // Barge-in is the phone channel's: the web channel's caller says its lines out.
+  const int64_t barge_in_ticks = dialect != nullptr && options.barge_in_after > absl::ZeroDuration()
+                                     ? std::max<int64_t>(1, options.barge_in_after / kFrame)
+                                     : 0;
 
   const auto start = first_media ? *first_media - std::chrono::milliseconds(10)
                                   : std::chrono::steady_clock::now();
@@ -233,6 +238,23 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
     if (Rms(agent_frame, frame) > kSpeechRms) {
       last_agent_voice = tick;
       agent_answered = true;
+      ++agent_voice_run;
+    } else {
+      agent_voice_run = 0;
+    }
+    // The agent talks over the caller's line: the caller stops there, and the carrier drops
+    // what it still holds of the line, so the agent hears silence from now on. The line counts
+    // as said (the next waits for the agent's turn to end); the agent's turn began with its
+    // voice, not after the line.
+    bool yielded = false;
+    if (barge_in_ticks > 0 && speaking_at > 0 && speaking_at < speaking.size() &&
+        agent_voice_run >= barge_in_ticks) {
+      speaking_at = speaking.size();
+      waiting_since = tick;
+      agent_turn_start = rec.agent.size() -
+                         std::min(rec.agent.size(), static_cast<size_t>(agent_voice_run) * frame);
+      ++rec.barge_ins;
+      yielded = true;
     }
 
     // The caller: go on with the line being said, or decide whether to start the next.
@@ -324,11 +346,14 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
     }
     rec.caller.insert(rec.caller.end(), caller_frame, caller_frame + frame);
     if (dialect != nullptr) {
+      absl::Status sent = yielded ? ws.SendText(dialect->Clear(stream_id)) : absl::OkStatus();
       // A carrier ends the stream by closing the websocket when the call is over (Plivo sends
       // no stop event first): a write that finds it closed is the agent's side hanging up,
       // whether or not the read noticed first.
-      absl::Status sent = ws.SendText(
-          dialect->Media(stream_id, MuLawEncode(absl::MakeConstSpan(caller_frame, frame))));
+      if (sent.ok()) {
+        sent = ws.SendText(
+            dialect->Media(stream_id, MuLawEncode(absl::MakeConstSpan(caller_frame, frame))));
+      }
       // The carrier says when the line has played out on the call.
       if (sent.ok() && line_said) {
         sent = ws.SendText(dialect->Mark(stream_id, absl::StrCat("line-", turns)));

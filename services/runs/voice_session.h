@@ -58,6 +58,11 @@ struct VoiceSessionOptions {
   // (`protocol` is then unused). The session waits up to answer_timeout for the stream's start,
   // sends a mark after each caller line, and ends `agent_ended` on the carrier's stop.
   MediaDialect* dialect = nullptr;
+  // The phone channel only: the caller yields as a person would when the agent talks over it.
+  // Once the agent's voice has been heard this long without a break while the caller is in the
+  // middle of a line, the caller drops the rest of the line, asks the carrier to clear what it
+  // still holds of it, and is silent until the agent's turn is over. Zero never yields.
+  absl::Duration barge_in_after = absl::Milliseconds(300);
   // Asked every tick: an end reason once the call ended outside the stream (the carrier's
   // webhooks), which ends the session with it; empty otherwise.
   std::function<std::string()> line_ended;
@@ -74,6 +79,8 @@ struct VoiceRecording {
   // the marks sent after the caller's lines the carrier said had played.
   std::string call_id;
   int marks_played = 0;
+  // The phone channel: how many lines the caller cut short because the agent talked over it.
+  int barge_ins = 0;
   // The conversation as the caller knew it: its lines and the agent's turns as transcribed
   // (LLM-played callers only).
   std::vector<v1::Turn> conversation;

@@ -101,7 +101,8 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
     const FakeTwilioServer::Pickup pickup[] = {
         FakeTwilioServer::Pickup::kAgent, FakeTwilioServer::Pickup::kBusy,
         FakeTwilioServer::Pickup::kNoAnswer, FakeTwilioServer::Pickup::kMachine};
-    twilio_->SetLine(to, {pickup[line.pickup], line.hang_up_after_answers});
+    twilio_->SetLine(to,
+                     {pickup[line.pickup], line.hang_up_after_answers, line.interrupt_after_ms});
   }
 
   std::vector<PlayedCall> Calls() {
@@ -118,6 +119,7 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
       call.answers = c.answers;
       call.marks_played = c.marks_echoed;
       call.clears = c.clears;
+      call.talked_over_after_clear = c.talked_over_after_clear;
       call.hung_up_by_service = c.hung_up_by_service;
       call.stop_sent = c.stop_sent;
       call.error = c.error;
@@ -238,6 +240,7 @@ TEST_P(PhoneRunTest, ScoredRunMeasuresTheAgentsDelayAndRefusesForgeries) {
   const PlayedCall call = CallTo(number);
   EXPECT_EQ(call.answers, 2);
   EXPECT_GE(call.marks_played, 2);  // one after each caller line, once it had played
+  EXPECT_EQ(call.clears, 0);        // nobody talked over the caller: it had nothing to take back
   EXPECT_TRUE(call.hung_up_by_service);
   EXPECT_EQ(call.error, "");
   if (carrier() == "twilio") {
@@ -257,6 +260,7 @@ TEST_P(PhoneRunTest, ScoredRunMeasuresTheAgentsDelayAndRefusesForgeries) {
       client_->Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
   EXPECT_EQ(stored["observation_type"], "voice");
   EXPECT_EQ(stored["metadata"]["end_reason"], "completed");
+  EXPECT_FALSE(stored["metadata"].contains("barge_ins")) << stored["metadata"].dump();
   const std::string link = stored["presigned_recording_url"];
   HttpClient raw(link.substr(0, link.find("/recordings/")));
   HttpResponse wav = raw.Get(link.substr(link.find("/recordings/")));
@@ -279,6 +283,32 @@ TEST_P(PhoneRunTest, ScoredRunMeasuresTheAgentsDelayAndRefusesForgeries) {
     std::printf("%s phone run latency: measured %.1f ms for a delay of %d ms (error %+.1f ms)\n",
                 carrier().c_str(), measured, kAgentDelayMs, measured - kAgentDelayMs);
   }
+}
+
+// The agent talks over the caller's first line (its cue: 700 ms into it): the caller yields as a
+// person would. It stops mid-line, the carrier is told to clear what it still holds of the line,
+// and nothing loud reaches the agent while it finishes its answer; then the caller says its next
+// line, which the agent answers as usual.
+TEST_P(PhoneRunTest, AnAgentTalkingOverTheCallerMakesItYield) {
+  PutSettings();
+  const std::string number = Number(1);
+  SetLine(number, {FakeLine::kAgent, 0, 700});
+  const int64_t run_id = Run(PhoneScenario(
+      number, {"Hi, I would like to book a cleaning for my three bedroom apartment on the "
+               "second floor, some time next week if you have anything open.",
+               "Friday morning, please."}));
+  json run = WaitRun(run_id);
+  ASSERT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "completed");
+  ASSERT_TRUE(WaitForEnd(number));
+  const PlayedCall call = CallTo(number);
+  EXPECT_EQ(call.clears, 1);
+  EXPECT_EQ(call.talked_over_after_clear, 0);
+  EXPECT_EQ(call.answers, 2);  // the interruption, then the answer to the second line
+  EXPECT_EQ(call.error, "");
+  const json stored =
+      client_->Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
+  EXPECT_EQ(stored["metadata"]["barge_ins"], 1) << stored["metadata"].dump();
 }
 
 TEST_P(PhoneRunTest, EndReasonsOfCallsThatDidNotGoToTheEnd) {

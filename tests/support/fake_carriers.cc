@@ -98,12 +98,14 @@ FakeCallEnd StreamToAgent(FakeCallBook& book, FakeCallBook::Entry& call,
   agent.machine = call.line.pickup == FakeLine::kMachine;
   agent.machine_heard = std::move(machine_heard);
   agent.hang_up_after_answers = call.line.hang_up_after_answers;
+  agent.interrupt_after = absl::Milliseconds(call.line.interrupt_after_ms);
   agent.hangup = &call.hangup;
   return PlayFakeAgent(ws, dialect, agent, [&](FakeAgentNote what) {
     book.Note(call, [what](PlayedCall& log) {
       if (what == FakeAgentNote::kAnswered) ++log.answers;
       if (what == FakeAgentNote::kMarkPlayed) ++log.marks_played;
       if (what == FakeAgentNote::kCleared) ++log.clears;
+      if (what == FakeAgentNote::kTalkedOverAfterClear) ++log.talked_over_after_clear;
       if (what == FakeAgentNote::kStopSent) log.stop_sent = true;
     });
   });

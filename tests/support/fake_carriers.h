@@ -60,6 +60,8 @@ struct FakeLine {
   enum Pickup { kAgent, kBusy, kNoAnswer, kMachine };
   Pickup pickup = kAgent;
   int hang_up_after_answers = 0;  // > 0: the agent hangs up after this many answers
+  // > 0: the agent talks over the caller's first line this long into it (interrupts on cue).
+  int interrupt_after_ms = 0;
 };
 
 // What happened on a call a fake carrier played.
@@ -72,6 +74,9 @@ struct PlayedCall {
   int answers = 0;
   int marks_played = 0;
   int clears = 0;
+  // Loud caller frames that arrived after a clear while the agent was still talking over the
+  // caller (zero when the caller yielded).
+  int talked_over_after_clear = 0;
   bool hung_up_by_service = false;  // through the carrier's API
   bool stop_sent = false;           // the carrier ended the stream (the agent hung up)
   bool done = false;

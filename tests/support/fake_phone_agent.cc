@@ -95,7 +95,13 @@ FakeCallEnd PlayFakeAgent(runs::WebSocketConnection& ws, FakeStreamDialect& dial
   Clock::time_point caller_played_until = started;
   std::deque<std::pair<Clock::time_point, std::string>> marks;
   bool caller_spoke = false;
+  Clock::time_point first_loud;  // the start of the caller's line being heard
   Clock::time_point last_loud;
+  // Interrupting on cue: once per call; `talking_over` while the interrupting answer is said,
+  // `cleared` once the application cleared its audio meanwhile.
+  bool interrupted = false;
+  bool talking_over = false;
+  bool cleared = false;
   Clock::time_point hang_up_at = Clock::time_point::max();
   bool machine_heard = false;
   int answers = 0;
@@ -127,7 +133,14 @@ FakeCallEnd PlayFakeAgent(runs::WebSocketConnection& ws, FakeStreamDialect& dial
     // The agent answers `delay` after the caller's last loud frame arrived.
     Clock::time_point answer_at = Clock::time_point::max();
     if (caller_spoke && !machine) answer_at = last_loud + delay;
+    const bool cue = options.interrupt_after > absl::ZeroDuration() && !interrupted;
+    if (cue && caller_spoke && !machine) {
+      answer_at =
+          std::min(answer_at, first_loud + absl::ToChronoMicroseconds(options.interrupt_after));
+    }
+    if (talking_over && agent.empty()) talking_over = false;  // the interrupting answer is said
     if (now >= answer_at) {
+      if (cue && answer_at < last_loud + delay) interrupted = talking_over = true;
       caller_spoke = false;
       for (int16_t s : Tone(1500, 350)) agent.push_back(s);
       base = answer_at;  // the answer's first frame goes out at its exact time
@@ -174,8 +187,13 @@ FakeCallEnd PlayFakeAgent(runs::WebSocketConnection& ws, FakeStreamDialect& dial
         double energy = 0;
         for (int16_t s : pcm) energy += static_cast<double>(s) * s;
         if (!pcm.empty() && std::sqrt(energy / pcm.size()) > kLoudRms) {
-          caller_spoke = true;
-          last_loud = arrived;
+          if (talking_over) {
+            if (cleared) note(FakeAgentNote::kTalkedOverAfterClear);
+          } else {
+            if (!caller_spoke) first_loud = arrived;
+            caller_spoke = true;
+            last_loud = arrived;
+          }
         }
         caller_played_until =
             std::max(caller_played_until, arrived) + std::chrono::microseconds(125) * pcm.size();
@@ -185,6 +203,7 @@ FakeCallEnd PlayFakeAgent(runs::WebSocketConnection& ws, FakeStreamDialect& dial
         // What was queued is dropped: the marks waiting on it come back at once.
         caller_played_until = arrived;
         for (auto& mark : marks) mark.first = arrived;
+        if (talking_over) cleared = true;
         note(FakeAgentNote::kCleared);
       }
     }

@@ -51,6 +51,10 @@ struct FakeAgentOptions {
   std::function<void()> machine_heard;
   // > 0: the agent hangs up after this many answers (once the last one has been said).
   int hang_up_after_answers = 0;
+  // > 0: the agent interrupts on cue: once it has heard the caller's first line this long it
+  // answers at once, talking over the caller, and says its whole answer whatever the caller
+  // does meanwhile (the caller's voice meanwhile is not a new line to answer).
+  absl::Duration interrupt_after = absl::ZeroDuration();
   // Set when the call is hung up from elsewhere (the service asked the carrier to).
   const std::atomic<bool>* hangup = nullptr;
   // Told when each frame of the caller's audio arrived from the service (the pacing benchmark
@@ -64,7 +68,9 @@ struct FakeAgentOptions {
 FakeStreamDialect::Heard ReadTwilioShapedMessage(const std::string& message);
 
 // What happened on the stream, as it happens (called on the stream's thread).
-enum class FakeAgentNote { kAnswered, kMarkPlayed, kCleared, kStopSent };
+// kTalkedOverAfterClear: a loud frame of the caller arrived after the application's clear while
+// the agent was still saying the answer it interrupted with (a caller that yielded sends none).
+enum class FakeAgentNote { kAnswered, kMarkPlayed, kCleared, kTalkedOverAfterClear, kStopSent };
 
 // How the stream ended.
 enum class FakeCallEnd { kAgentHungUp, kHungUpElsewhere, kStreamClosed };

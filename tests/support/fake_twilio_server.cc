@@ -424,6 +424,7 @@ void FakeTwilioServer::Stream(Active& call) {
                  auth_token_);
   };
   agent.hang_up_after_answers = call.line.hang_up_after_answers;
+  agent.interrupt_after = absl::Milliseconds(call.line.interrupt_after_ms);
   agent.hangup = &call.hangup;
   agent.media_arrived = [this, &call](std::chrono::steady_clock::time_point at) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -440,6 +441,9 @@ void FakeTwilioServer::Stream(Active& call) {
         break;
       case FakeAgentNote::kCleared:
         ++call.log.clears;
+        break;
+      case FakeAgentNote::kTalkedOverAfterClear:
+        ++call.log.talked_over_after_clear;
         break;
       case FakeAgentNote::kStopSent:
         call.log.stop_sent = true;

@@ -36,6 +36,8 @@ class FakeTwilioServer {
   struct Line {
     Pickup pickup = Pickup::kAgent;
     int hang_up_after_answers = 0;  // > 0: the agent hangs up after this many answers
+    // > 0: the agent talks over the caller's first line this long into it (interrupts on cue).
+    int interrupt_after_ms = 0;
   };
 
   // What happened on one call.
@@ -49,6 +51,7 @@ class FakeTwilioServer {
     int answers = 0;
     int marks_echoed = 0;
     int clears = 0;
+    int talked_over_after_clear = 0;  // as PlayedCall's (fake_carriers.h)
     bool hung_up_by_service = false;
     bool stop_sent = false;
     std::string error;  // what the fake refused, if anything
