@@ -130,7 +130,11 @@ absl::StatusOr<PlatformWebCall> StartPlatformWebCall(RunAgents& agents, int64_t 
   out.agent = agent;
   out.agent.mutable_opening_message()->set_mode(pulled->opening_mode);
   if (!pulled->instructions.empty()) out.agent.set_instructions(pulled->instructions);
+  out.platform = "vapi";
   out.platform_call_id = call->call_id;
+  // How Vapi documents ending a websocket-transport call gracefully: this control message,
+  // then the close.
+  out.hangup_message = R"({"type":"hangup"})";
   out.channel.fields = {
       {"transport", "websocket"}, {"protocol", "pcm16"}, {"websocket_url", call->websocket_url}};
   return out;

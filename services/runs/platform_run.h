@@ -8,10 +8,11 @@
 // websocket transport (POST /call, raw PCM16 at 16 kHz), and the run talks over the call's
 // transport.websocketCallUrl as it would over a pcm16 websocket agent: recorded, ingested and
 // scored the same way. Vapi's JSON control messages on that socket are ignored; the call ends
-// when the caller's script or goal is done (the service closes the socket) or Vapi closes it
-// (end_reason agent_ended). The websocket URL comes from the platform's answer, so it must be
-// on the host of the operator's --vapi-api-url (wss:// when that is https://) and passes the
-// public-address guard like any agent URL.
+// when the caller's script or goal is done (the service sends Vapi's {"type":"hangup"} control
+// message, then closes the socket) or Vapi closes it (end_reason agent_ended). The ingested
+// call's metadata names the platform and its call id (platform, platform_call_id). The websocket
+// URL comes from the platform's answer, so it must be on the host of the operator's --vapi-api-url
+// (wss:// when that is https://) and passes the public-address guard like any agent URL.
 //
 // external_retell over `web` fails with the reason: Retell web calls are LiveKit rooms.
 //
@@ -36,7 +37,10 @@ namespace calleval::runs {
 struct PlatformWebCall {
   v1::Agent agent;
   agents::WebChannel channel;
+  std::string platform;  // vapi
   std::string platform_call_id;
+  // What the caller sends on the websocket to end the call before it closes the socket.
+  std::string hangup_message;
 };
 
 // The error an agents role that could not answer gives (not the run's fault): the run is given

@@ -186,10 +186,10 @@ std::unique_ptr<SpeechSynthesizer> RunWorkers::CallerVoice() {
                                : NewEspeakSynthesizer();
 }
 
-absl::StatusOr<int64_t> RunWorkers::IngestRecording(const RunJob& job,
-                                                    const v1::Scenario& scenario,
+absl::StatusOr<int64_t> RunWorkers::IngestRecording(const RunJob& job, const v1::Scenario& scenario,
                                                     const VoiceRecording& recording,
-                                                    const std::string& end_reason) {
+                                                    const std::string& end_reason,
+                                                    const PlatformWebCall* platform) {
   const RunDependencies& deps = options_.deps;
   // The recording goes into the blob store from here, under a key of its own, and the ingest
   // names it: the bytes never travel to the calls service. The calls service deletes the
@@ -203,12 +203,16 @@ absl::StatusOr<int64_t> RunWorkers::IngestRecording(const RunJob& job,
         absl::StrCat("the run's recording cannot be stored: ", put.message()));
   }
   v1::IngestCallRequest ingest = RunCallRequest(job, scenario, end_reason);
+  auto& metadata = *ingest.mutable_metadata()->mutable_fields();
+  // The platform's own id of the call, as its production events name it (platform_events.h),
+  // so the run's call can be found on the platform's dashboard.
+  if (platform != nullptr) {
+    metadata["platform"].set_string_value(platform->platform);
+    metadata["platform_call_id"].set_string_value(platform->platform_call_id);
+  }
   // A phone caller that yielded to the agent talking over it: a reader of the call sees why a
   // line of the script was cut short.
-  if (recording.barge_ins > 0) {
-    (*ingest.mutable_metadata()->mutable_fields())["barge_ins"].set_number_value(
-        recording.barge_ins);
-  }
+  if (recording.barge_ins > 0) metadata["barge_ins"].set_number_value(recording.barge_ins);
   return IngestRunCall(*deps.calls, job, ingest, stored);
 }
 
@@ -298,6 +302,7 @@ absl::StatusOr<CarrierAccount> CarrierAccountOf(RunAgents& agents, const RunJob&
 absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
                                                  const v1::Agent& agent,
                                                  const agents::WebChannel& web,
+                                                 const PlatformWebCall* platform,
                                                  std::string* end_reason) {
   const RunDependencies& deps = options_.deps;
   if (absl::Status s = VoiceCallerAvailable(deps, scenario); !s.ok()) return s;
@@ -315,6 +320,7 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
   VoiceSessionOptions session;
   session.protocol = web.fields.value("protocol", "twilio_media_streams");
   session.auth_token = token;
+  if (platform != nullptr) session.hangup_message = platform->hangup_message;
   std::unique_ptr<scoring::SpeechRecognizer> ears;
   if (absl::Status s = CallerSession(scenario, agent, &session, &ears); !s.ok()) return s;
   std::unique_ptr<SpeechSynthesizer> voice = CallerVoice();
@@ -325,7 +331,7 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
         absl::StrCat("the conversation broke off: ", recording.status().message()));
   }
   *end_reason = recording->end_reason;
-  return IngestRecording(job, scenario, *recording, recording->end_reason);
+  return IngestRecording(job, scenario, *recording, recording->end_reason, platform);
 }
 
 absl::StatusOr<int64_t> RunWorkers::PhoneRun(const RunJob& job, const v1::Scenario& scenario,
@@ -426,7 +432,8 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
         if (Cancelled(platform.status())) return std::nullopt;
         return Failed(std::string(platform.status().message()));
       }
-      call_id = WebsocketRun(job, *scenario, platform->agent, platform->channel, &end_reason);
+      call_id =
+          WebsocketRun(job, *scenario, platform->agent, platform->channel, &*platform, &end_reason);
     } else if (job.channel == "web") {
       if (!agent->has_web_channel()) {
         return Failed("the agent has no web_channel to reach it over the web");
@@ -448,7 +455,7 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
       if (!channel->has_value()) {
         return Failed("the agent has no web_channel to reach it over the web");
       }
-      call_id = WebsocketRun(job, *scenario, *agent, **channel, &end_reason);
+      call_id = WebsocketRun(job, *scenario, *agent, **channel, nullptr, &end_reason);
     } else {
       if (agent->agent_source() != "internal") {
         return Failed(absl::StrCat("the text channel reaches internal agents only; this agent is ",

@@ -20,15 +20,16 @@
 #include "calleval/v1/calls.pb.h"
 #include "calleval/v1/metrics.pb.h"
 #include "common/blob_store.h"
-#include "common/llm_client.h"
 #include "common/lease_heartbeat.h"
+#include "common/llm_client.h"
 #include "common/polling_workers.h"
 #include "common/url_guard.h"
 #include "services/agents/web_channel.h"
+#include "services/runs/carrier.h"
 #include "services/runs/phone_lines.h"
+#include "services/runs/platform_run.h"
 #include "services/runs/run_agents.h"
 #include "services/runs/run_calls.h"
-#include "services/runs/carrier.h"
 #include "services/runs/run_queue.h"
 #include "services/runs/runs_store.h"
 #include "services/runs/speech_synthesizer.h"
@@ -119,10 +120,12 @@ class RunWorkers {
   absl::StatusOr<int64_t> TextRun(const RunJob& job, const v1::Scenario& scenario,
                                   const v1::Agent& agent, std::string* end_reason);
   // Calls the agent's websocket (`web`, with its credentials) as the caller, records both sides
-  // and ingests the recording; the call's id. kCancelled when the workers stop.
+  // and ingests the recording; the call's id. kCancelled when the workers stop. `platform`: the
+  // websocket is a call on a voice platform (its hang-up message is sent at the end, and the
+  // call's metadata names it); null for the agent's own websocket.
   absl::StatusOr<int64_t> WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
                                        const v1::Agent& agent, const agents::WebChannel& web,
-                                       std::string* end_reason);
+                                       const PlatformWebCall* platform, std::string* end_reason);
   // Has the agent's carrier dial the agent (docs/channels.md) and plays the caller on the call,
   // records both sides and ingests the recording; the call's id. A call that never became a
   // conversation (busy, no_answer, voicemail, carrier_error) is an error with `end_reason` set.
@@ -136,9 +139,11 @@ class RunWorkers {
                              std::unique_ptr<scoring::SpeechRecognizer>* ears);
   std::unique_ptr<SpeechSynthesizer> CallerVoice();
   // Puts the recording in the blob store and ingests the call naming it; the call's id.
+  // `platform`: as WebsocketRun's.
   absl::StatusOr<int64_t> IngestRecording(const RunJob& job, const v1::Scenario& scenario,
                                           const VoiceRecording& recording,
-                                          const std::string& end_reason);
+                                          const std::string& end_reason,
+                                          const PlatformWebCall* platform = nullptr);
 
   RunQueue* queue_;
   Options options_;

@@ -158,6 +158,9 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
   auto finish = [&](const char* reason) -> absl::StatusOr<VoiceRecording> {
     rec.end_reason = reason;
     if (twilio) (void)ws.SendText(writer.Stop());
+    if (!options.hangup_message.empty() && rec.end_reason != "agent_ended") {
+      (void)ws.SendText(options.hangup_message);
+    }
     ws.Close();
     return std::move(rec);
   };

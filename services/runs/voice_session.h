@@ -54,6 +54,10 @@ struct VoiceSessionOptions {
   // How long the caller waits for the agent to start answering before it goes on (or ends).
   absl::Duration answer_timeout = absl::Seconds(8);
   std::string auth_token;  // Twilio: start.customParameters.auth_token
+  // Sent as a text frame just before the session closes the websocket, when the session ends the
+  // call (not when it was cancelled or the agent's side closed first): a platform's own way of
+  // ending the call (Vapi's {"type":"hangup"}), which a bare close might leave running and billed.
+  std::string hangup_message;
   // The phone channel: the carrier's media dialect, the service being the application's side
   // (`protocol` is then unused). The session waits up to answer_timeout for the stream's start,
   // sends a mark after each caller line, and ends `agent_ended` on the carrier's stop.

@@ -48,7 +48,7 @@ std::string Tone(int ms, double hz) {
 struct AgentLog {
   std::mutex mu;
   int answers = 0;
-  int control_messages = 0;  // text frames the caller sent (it sends none)
+  int control_messages = 0;  // text frames the caller sent
 };
 
 // The assistant behind the Vapi call: greets at once (firstMessage), then answers
@@ -204,13 +204,18 @@ TEST_F(PlatformRunTest, VapiWebRunIsScoredAndItsLatencyIsTheAssistantsDelay) {
   {
     std::lock_guard<std::mutex> lock(log_.mu);
     EXPECT_EQ(log_.answers, 2);
-    EXPECT_EQ(log_.control_messages, 0);
+    EXPECT_EQ(log_.control_messages, 1);
   }
+  // The caller ended the call as Vapi documents it: the hangup control message, then the close.
+  EXPECT_EQ(json(vapi_.control_messages()), json::parse(R"([{"type": "hangup"}])"));
 
   const json call =
       client_->Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
   EXPECT_EQ(call["observation_type"], "voice");
   EXPECT_EQ(call["analysis_status"], "completed");
+  EXPECT_EQ(call["metadata"]["platform"], "vapi") << call["metadata"].dump();
+  ASSERT_EQ(vapi_.call_ids().size(), 1u);
+  EXPECT_EQ(call["metadata"]["platform_call_id"], vapi_.call_ids()[0]);
   ASSERT_TRUE(call["presigned_recording_url"].is_string()) << call.dump();
   const json* latency = nullptr;
   for (const json& m : call["standard_metrics"]) {

@@ -36,6 +36,31 @@ TestHttpServer::Response JsonAnswer(int status, const json& body) {
   return response;
 }
 
+// The call's websocket as the agent sees it, noting the client's text frames on the way.
+class ControlTap : public runs::WebSocketConnection {
+ public:
+  ControlTap(runs::WebSocketConnection& inner, std::function<void(json)> note)
+      : inner_(inner), note_(std::move(note)) {}
+  absl::Status SendText(absl::string_view text) override { return inner_.SendText(text); }
+  absl::Status SendBinary(absl::string_view bytes) override { return inner_.SendBinary(bytes); }
+  absl::StatusOr<std::vector<runs::WebSocketMessage>> Poll(absl::Duration wait) override {
+    absl::StatusOr<std::vector<runs::WebSocketMessage>> got = inner_.Poll(wait);
+    if (got.ok()) {
+      for (const runs::WebSocketMessage& m : *got) {
+        if (m.binary) continue;
+        json message = json::parse(m.data, nullptr, false);
+        note_(message.is_discarded() ? json(m.data) : std::move(message));
+      }
+    }
+    return got;
+  }
+  void Close() override { inner_.Close(); }
+
+ private:
+  runs::WebSocketConnection& inner_;
+  std::function<void(json)> note_;
+};
+
 std::string NewId() {
   static std::atomic<int> next{1};
   return absl::StrCat("7420f27a-30fd-4f49-a995-", 100000000000 + next++);
@@ -54,7 +79,11 @@ FakeVapiServer::FakeVapiServer(std::string api_key, Agent agent)
       websocket_([this](runs::WebSocketConnection& c) {
         // Vapi tells the client how the call goes in JSON text frames beside the audio.
         (void)c.SendText(json{{"type", "status-update"}, {"status", "in-progress"}}.dump());
-        agent_(c);
+        ControlTap tap(c, [this](json message) {
+          std::lock_guard<std::mutex> lock(mu_);
+          control_.push_back(std::move(message));
+        });
+        agent_(tap);
         (void)c.SendText(json{
             {"type", "status-update"}, {"status", "ended"}, {"endedReason", "customer-ended-call"}}
                              .dump());
@@ -85,6 +114,16 @@ void FakeVapiServer::FailCalls(int status, std::string message) {
 std::vector<json> FakeVapiServer::calls() const {
   std::lock_guard<std::mutex> lock(mu_);
   return calls_;
+}
+
+std::vector<std::string> FakeVapiServer::call_ids() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return call_ids_;
+}
+
+std::vector<json> FakeVapiServer::control_messages() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return control_;
 }
 
 int FakeVapiServer::refused_keys() const {
@@ -144,6 +183,7 @@ TestHttpServer::Response FakeVapiServer::CreateCall(const TestHttpServer::Reques
   }
   calls_.push_back(body);
   const std::string id = NewId();
+  call_ids_.push_back(id);
   return JsonAnswer(
       201, json{{"id", id},
                 {"assistantId", assistant_id},

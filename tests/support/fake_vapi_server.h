@@ -5,7 +5,8 @@
 // key, with errors shaped like Vapi's ({"message", "error", "statusCode"}), and each call's
 // transport.websocketCallUrl, a websocket that bridges the caller to a test agent speaking raw
 // PCM16 at 16 kHz, with Vapi's JSON control messages (status-update) as text frames beside the
-// audio.
+// audio. The control messages the client sends on a call's websocket (text frames, e.g.
+// {"type":"hangup"}) are recorded as they pass to the agent.
 
 #include <functional>
 #include <map>
@@ -36,8 +37,12 @@ class FakeVapiServer {
   // POST /call answers this status and Vapi-shaped error message from now on (e.g. 402).
   void FailCalls(int status, std::string message);
 
-  // The bodies of the POST /call requests accepted so far.
+  // The bodies of the POST /call requests accepted so far, and the ids the calls were given.
   std::vector<nlohmann::json> calls() const;
+  std::vector<std::string> call_ids() const;
+  // The client's control messages on the calls' websockets, in the order they arrived (a text
+  // frame that is not JSON is kept as a JSON string).
+  std::vector<nlohmann::json> control_messages() const;
   // Requests refused for their key.
   int refused_keys() const;
 
@@ -52,6 +57,8 @@ class FakeVapiServer {
   mutable std::mutex mu_;
   std::map<std::string, nlohmann::json> assistants_;  // guarded by mu_
   std::vector<nlohmann::json> calls_;                 // guarded by mu_
+  std::vector<std::string> call_ids_;                 // guarded by mu_
+  std::vector<nlohmann::json> control_;               // guarded by mu_
   int fail_status_ = 0;                               // guarded by mu_
   std::string fail_message_;                          // guarded by mu_
   int refused_keys_ = 0;                              // guarded by mu_
