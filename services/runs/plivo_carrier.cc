@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -25,6 +27,12 @@ namespace calleval::runs {
 namespace {
 
 constexpr absl::string_view kErrorCode = "carrier_error";
+
+// A signed webhook's nonce is remembered this long, and at most this many of them per client
+// (one client holds one call, which gets a handful of webhooks): longer than any line lives,
+// so a replay comes after the line's URL has expired if it comes after the nonce is forgotten.
+constexpr absl::Duration kNonceMemory = absl::Hours(6);
+constexpr size_t kMaxNonces = 1024;
 
 std::string Param(const std::multimap<std::string, std::string>& params, const char* name) {
   auto it = params.find(name);
@@ -159,7 +167,7 @@ class PlivoCarrierClient : public CarrierClient {
   }
 
   absl::StatusOr<std::vector<CarrierEvent>> ReadWebhook(const CarrierWebhook& hook,
-                                                        absl::Time) override {
+                                                        absl::Time now) override {
     auto header = [&](const char* name) {
       auto it = hook.headers.find(name);
       return it == hook.headers.end() ? std::string() : it->second;
@@ -174,9 +182,13 @@ class PlivoCarrierClient : public CarrierClient {
       if (!form.ok()) return UnauthenticatedError("the Plivo callback's body is not a form");
       params = *std::move(form);
     }
-    RETURN_IF_ERROR(VerifyPlivoSignature(account_.secret, method, hook.url, params,
-                                         header("x-plivo-signature-v3-nonce"),
+    const std::string nonce = header("x-plivo-signature-v3-nonce");
+    RETURN_IF_ERROR(VerifyPlivoSignature(account_.secret, method, hook.url, params, nonce,
                                          header("x-plivo-signature-v3")));
+    // Plivo signs no timestamp, only the URL, the parameters and a fresh nonce: a webhook
+    // captured on the way could be posted again for as long as its URL lives. Only a nonce that
+    // verified is remembered, so a forgery cannot use one up before Plivo does.
+    RETURN_IF_ERROR(FirstUse(nonce, now));
     if (method == "GET") {
       const size_t q = hook.url.find('?');
       if (q != std::string::npos) {
@@ -230,6 +242,22 @@ class PlivoCarrierClient : public CarrierClient {
     return post;
   }
 
+  // kUnauthenticated when `nonce` was seen (within kNonceMemory of `now`); remembers it.
+  absl::Status FirstUse(const std::string& nonce, absl::Time now) {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!nonce_order_.empty() &&
+           (nonces_.size() >= kMaxNonces || now - nonce_order_.front().first > kNonceMemory)) {
+      nonces_.erase(nonce_order_.front().second);
+      nonce_order_.pop_front();
+    }
+    if (!nonces_.insert(nonce).second) {
+      return UnauthenticatedError(
+          "the Plivo callback's nonce was used before: a replayed webhook is refused");
+    }
+    nonce_order_.emplace_back(now, nonce);
+    return absl::OkStatus();
+  }
+
   absl::Status Delete(absl::string_view tail, long* status) {
     ProviderPost post = Request("DELETE", AccountUrl(tail), "Plivo hangup failed: ");
     post.http_status = status;
@@ -241,6 +269,9 @@ class PlivoCarrierClient : public CarrierClient {
   const std::string api_url_;
   std::mutex mu_;
   std::map<std::string, std::string> call_uuids_;  // RequestUUID -> CallUUID, guarded by mu_
+  // The nonces of the webhooks taken, and when, oldest first; guarded by mu_.
+  std::set<std::string> nonces_;
+  std::deque<std::pair<absl::Time, std::string>> nonce_order_;
 };
 
 class PlivoMediaDialect : public MediaDialect {

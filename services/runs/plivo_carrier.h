@@ -11,7 +11,9 @@
 //     CallUUID, else `DELETE .../Request/{request_uuid}/` (cancels a call not yet answered).
 //   - ReadWebhook: Plivo's signature V3 (X-Plivo-Signature-V3, X-Plivo-Signature-V3-Nonce),
 //     HMAC-SHA256 under the auth token, computed as Plivo's SDKs compute it
-//     (PlivoSignatureV3Base below); Plivo sends no timestamp, so the scheme is not timed.
+//     (PlivoSignatureV3Base below); Plivo sends no timestamp, so the scheme is not timed, but
+//     each nonce is taken once: a webhook whose nonce the client has seen is refused as a
+//     replay (nonces are remembered for 6 hours, at most 1024 per client).
 //   - The media dialect: Plivo audio streams (start, media, playedStream from Plivo; playAudio,
 //     checkpoint and clearAudio from the application).
 

@@ -116,9 +116,11 @@ TEST(PlivoSignatureTest, AcceptsPlivosSignatureAndRefusesForgeries) {
   EXPECT_EQ((*events)[0].call_id, "5b40a428-bfc7-4daf-9d06-726c558bf3b8");
   EXPECT_EQ((*events)[0].detail, "completed (Normal Hangup)");
   // Several signatures (one per auth token while one is rotated): any one matching is enough.
+  const std::string nonce2 = "05429567804466091623";
+  const std::string good2 = HandSignature(kAuthToken, absl::StrCat(kHangupSigned, ".", nonce2));
   EXPECT_TRUE((*client)
-                  ->ReadWebhook(Hook(kEventsUrl, kHangupForm, nonce,
-                                     absl::StrCat(HandSignature("old", "x"), ",", good)),
+                  ->ReadWebhook(Hook(kEventsUrl, kHangupForm, nonce2,
+                                     absl::StrCat(HandSignature("old", "x"), ",", good2)),
                                 now)
                   .ok());
 
@@ -140,6 +142,36 @@ TEST(PlivoSignatureTest, AcceptsPlivosSignatureAndRefusesForgeries) {
   refused(Hook(kEventsUrl, kHangupForm, "", good), "no nonce");
   refused(Hook(kEventsUrl, kHangupForm, nonce, ""), "no signature");
   refused(Hook(kEventsUrl, "CallStatus=%zz", nonce, good), "not a form");
+}
+
+// Plivo signs no timestamp: a webhook posted again as it was (its nonce already taken) is refused,
+// while a forgery does not use up the nonce it names.
+TEST(PlivoSignatureTest, RefusesAReplayedWebhook) {
+  auto client = NewPlivoCarrierClient(Account(), "http://127.0.0.1:9");
+  ASSERT_TRUE(client.ok()) << client.status();
+  const absl::Time now = absl::FromUnixSeconds(1795000000);
+  auto hook = [](const std::string& nonce, const std::string& token) {
+    return Hook(kEventsUrl, kHangupForm, nonce,
+                HandSignature(token, absl::StrCat(kHangupSigned, ".", nonce)));
+  };
+
+  // A forgery naming Plivo's next nonce first: refused, and the nonce is still Plivo's to use.
+  EXPECT_EQ((*client)->ReadWebhook(hook("111", "wrong-token"), now).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE((*client)->ReadWebhook(hook("111", kAuthToken), now).ok());
+  absl::StatusOr<std::vector<CarrierEvent>> replayed =
+      (*client)->ReadWebhook(hook("111", kAuthToken), now + absl::Seconds(5));
+  EXPECT_EQ(replayed.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(replayed.status().message().find("replayed"), std::string::npos) << replayed.status();
+  // Another nonce is another webhook.
+  EXPECT_TRUE((*client)->ReadWebhook(hook("222", kAuthToken), now + absl::Seconds(6)).ok());
+  // Still refused an hour later; forgotten only after 6 hours, when no line lives any more.
+  EXPECT_FALSE((*client)->ReadWebhook(hook("111", kAuthToken), now + absl::Hours(1)).ok());
+  EXPECT_TRUE((*client)->ReadWebhook(hook("111", kAuthToken), now + absl::Hours(7)).ok());
+  // Nonces are remembered per client: another call's client has seen none of them.
+  auto other = NewPlivoCarrierClient(Account(), "http://127.0.0.1:9");
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE((*other)->ReadWebhook(hook("222", kAuthToken), now).ok());
 }
 
 TEST(PlivoSignatureTest, ClientNeedsItsCredentials) {
