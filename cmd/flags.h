@@ -224,16 +224,21 @@ Flag<T> SwitchFlag(std::string name, bool T::*field, std::string description) {
 // A duration given in whole seconds, at least `min`.
 template <typename T>
 Flag<T> SecondsFlag(std::string name, absl::Duration T::*field, int64_t min,
-                    std::string description) {
+                    std::string description, int64_t max = std::numeric_limits<int64_t>::max()) {
   Flag<T> flag;
   flag.name = std::move(name);
   flag.value_name = "SECONDS";
   flag.description = std::move(description);
   flag.get = [field](const T& o) { return absl::StrCat(absl::ToInt64Seconds(o.*field)); };
-  flag.set = [field, min](absl::string_view v, T* o) -> absl::Status {
+  flag.set = [field, min, max](absl::string_view v, T* o) -> absl::Status {
     int64_t n = 0;
     if (!absl::SimpleAtoi(v, &n)) return UsageError(absl::StrCat("not an integer: ", v));
-    if (n < min) return UsageError(absl::StrCat(v, " is out of range: at least ", min));
+    if (n < min || n > max) {
+      if (max == std::numeric_limits<int64_t>::max()) {
+        return UsageError(absl::StrCat(v, " is out of range: at least ", min));
+      }
+      return UsageError(absl::StrCat(v, " is out of range: ", min, "..", max));
+    }
     o->*field = absl::Seconds(n);
     return absl::OkStatus();
   };

@@ -131,6 +131,9 @@ struct ServerConfig {
   std::string plivo_api_url = "https://api.plivo.com";
   std::string vapi_api_url = "https://api.vapi.ai";
   std::string retell_api_url = "https://api.retellai.com";
+  // How long an agent's phone may ring before a phone run ends `no_answer` (docs/channels.md);
+  // the carriers are asked for it when the call is placed.
+  absl::Duration ring_timeout = absl::Seconds(30);
   // How long a transcription worker's lease on a recording lasts, renewed like the analysis
   // lease while it transcribes (an hour of audio takes about 6 minutes with the embedded
   // recognizer, which the heartbeat covers).

@@ -147,6 +147,7 @@ absl::Status WireRuns(ServerState* s) {
     run_options.deps.url_guard.allowed_hosts = config.allow_private_hosts;
     run_options.deps.agent_ca_file = config.agent_ca_file;
     run_options.deps.provider_urls = ProviderUrlsOf(config);
+    run_options.deps.ring_timeout = config.ring_timeout;
     run_options.deps.public_base_url = s->base_url;
     // An LLM-played caller on the websocket channel hears the agent the way transcription
     // does.

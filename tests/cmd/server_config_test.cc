@@ -1,5 +1,5 @@
 // `calleval serve` flags (cmd/calleval/server_config.h) that have no server behind them to test
-// through: the providers' REST API bases.
+// through: the providers' REST API bases, the phone runs' ring timeout.
 
 #include "cmd/calleval/server_config.h"
 
@@ -42,6 +42,34 @@ TEST(ServerConfigTest, ProviderApiUrlsMustBeHttpBasesWithAHost) {
     EXPECT_NE(config.status().message().find("http(s) base URL"), std::string::npos)
         << config.status();
   }
+}
+
+TEST(ServerConfigTest, RingTimeoutIsSecondsFrom5To120) {
+  absl::StatusOr<ServerConfig> config = ParseServerConfig({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->ring_timeout, absl::Seconds(30));
+
+  config = ParseServerConfig({"--ring-timeout", "45"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->ring_timeout, absl::Seconds(45));
+
+  ::setenv("CALLEVAL_RING_TIMEOUT", "5", 1);
+  config = ParseServerConfig({});
+  absl::StatusOr<ServerConfig> flag_wins = ParseServerConfig({"--ring-timeout=120"});
+  ::unsetenv("CALLEVAL_RING_TIMEOUT");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->ring_timeout, absl::Seconds(5));
+  ASSERT_TRUE(flag_wins.ok()) << flag_wins.status();
+  EXPECT_EQ(flag_wins->ring_timeout, absl::Seconds(120));
+
+  for (const char* bad : {"4", "121", "0", "-30", "thirty", "30s"}) {
+    SCOPED_TRACE(bad);
+    config = ParseServerConfig({"--ring-timeout", bad});
+    ASSERT_FALSE(config.ok());
+    EXPECT_NE(config.status().message().find("ring-timeout"), std::string::npos) << config.status();
+  }
+  EXPECT_NE(ParseServerConfig({"--ring-timeout", "121"}).status().message().find("5..120"),
+            std::string::npos);
 }
 
 }  // namespace

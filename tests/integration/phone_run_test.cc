@@ -55,6 +55,7 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
     config.twilio_api_url = twilio_->api_url();
     config.telnyx_api_url = telnyx_.url();
     config.plivo_api_url = plivo_.url();
+    config.ring_timeout = absl::Seconds(25);  // --ring-timeout, which Twilio is asked for
     auto server = Server::Start(config);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -246,6 +247,7 @@ TEST_P(PhoneRunTest, ScoredRunMeasuresTheAgentsDelayAndRefusesForgeries) {
   if (carrier() == "twilio") {
     EXPECT_EQ(CallTo(number).id.substr(0, 2), "CA");
     EXPECT_EQ(twilio_->calls().front().from, "+14155552671");
+    EXPECT_EQ(twilio_->calls().front().ring_timeout_seconds, 25);
   }
   // The carrier's first webhooks (the call ringing, then answered) were taken.
   ASSERT_GE(call.webhooks_sent.size(), 2u);

@@ -257,6 +257,7 @@ TestHttpServer::Response FakeTwilioServer::CreateCall(const TestHttpServer::Requ
                   "the status callbacks, Timeout, TimeLimit or MachineDetection are missing");
   }
   log.sid = absl::StrCat("CA", HexEncode(RandomBytes(16)));
+  log.ring_timeout_seconds = timeout;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = lines_.find(log.to);
   if (it != lines_.end()) active->line = it->second;

@@ -46,6 +46,7 @@ class FakeTwilioServer {
     std::string to, from;
     std::string media_url;
     std::string status_callback;
+    int ring_timeout_seconds = 0;  // the form's Timeout
     std::vector<std::string> callbacks_sent;  // "<CallStatus or AnsweredBy>=<HTTP status>"
     bool media_connected = false;
     int answers = 0;
