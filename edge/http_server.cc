@@ -135,6 +135,7 @@ struct LocalRoute {
   std::string prefix;
   LocalHandler handler;              // exactly one of the two is set
   AsyncLocalHandler async_handler;
+  LocalRouteOptions options;
 
   bool MatchesPath(std::string_view path) const { return PathMatchesPrefix(prefix, path); }
 };
@@ -212,8 +213,10 @@ class HttpServer::Impl : public std::enable_shared_from_this<Impl> {
     local_routes_.push_back({std::move(method), std::move(prefix), std::move(handler), {}});
   }
 
-  void AddAsyncLocalRoute(std::string method, std::string prefix, AsyncLocalHandler handler) {
-    local_routes_.push_back({std::move(method), std::move(prefix), {}, std::move(handler)});
+  void AddAsyncLocalRoute(std::string method, std::string prefix, AsyncLocalHandler handler,
+                          LocalRouteOptions options) {
+    local_routes_.push_back(
+        {std::move(method), std::move(prefix), {}, std::move(handler), options});
   }
 
   void AddUpgradeRoute(std::string prefix, UpgradeHandler handler) {
@@ -548,6 +551,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
   void ServeLocal(const LocalRoute& local) {
     route_label_ = local.prefix;
+    if (local.options.rate_limit_by_address && RateLimited(AddressRateLimitKey())) return;
     LocalRequest request = MakeLocalRequest();
     if (local.async_handler) {
       // The connection now waits for PostAnswer: no read is pending, so no timeout runs, and
@@ -585,15 +589,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   void ServeRoute(const RouteMatch& match) {
     const Route* route = match.route;
     route_label_ = route->path_template;
-    if (server_->limiter_) {
-      int retry_after = 0;
-      if (!server_->limiter_->Allow(RateLimitKey(), &retry_after)) {
-        extra_headers_.emplace_back("Retry-After", std::to_string(retry_after));
-        return SendError(
-            HttpError(429, "rate_limited",
-                      absl::StrCat("rate limit exceeded; retry in ", retry_after, " s")));
-      }
-    }
+    if (RateLimited(RateLimitKey())) return;
     const google::protobuf::Message* prototype = server_->prototypes_[route->index];
     if (prototype == nullptr) {
       return SendError(InternalError("no message type for the route's request"));
@@ -651,6 +647,19 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
         });
   }
 
+  // Charges `key`'s bucket; when it is empty, answers 429 with Retry-After and returns true.
+  bool RateLimited(const std::string& key) {
+    if (!server_->limiter_) return false;
+    int retry_after = 0;
+    if (server_->limiter_->Allow(key, &retry_after)) return false;
+    extra_headers_.emplace_back("Retry-After", std::to_string(retry_after));
+    SendError(HttpError(429, "rate_limited",
+                        absl::StrCat("rate limit exceeded; retry in ", retry_after, " s")));
+    return true;
+  }
+
+  std::string AddressRateLimitKey() const { return absl::StrCat("addr:", remote_address_); }
+
   // The authenticated key's identity; without a known key, the client's address.
   std::string RateLimitKey() {
     const std::string_view authorization = View(request_[http::field::authorization]);
@@ -659,7 +668,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       std::optional<std::string> identity = server_->options_.rate_limit_identity(authorization);
       if (identity) return absl::StrCat("key:", *identity);
     }
-    return absl::StrCat("addr:", remote_address_);
+    return AddressRateLimitKey();
   }
 
   void OnResponse(const Route* route, const absl::Status& status,
@@ -1002,8 +1011,8 @@ void HttpServer::AddUpgradeRoute(std::string path_prefix, UpgradeHandler handler
 }
 
 void HttpServer::AddAsyncLocalRoute(std::string method, std::string path_prefix,
-                                    AsyncLocalHandler handler) {
-  impl_->AddAsyncLocalRoute(std::move(method), std::move(path_prefix), std::move(handler));
+                                    AsyncLocalHandler handler, LocalRouteOptions options) {
+  impl_->AddAsyncLocalRoute(std::move(method), std::move(path_prefix), std::move(handler), options);
 }
 
 absl::Status HttpServer::Start() { return impl_->Start(); }

@@ -103,6 +103,15 @@ using LocalHandler = std::function<LocalResponse(const LocalRequest&)>;
 using AsyncLocalHandler =
     std::function<void(LocalRequest request, std::function<void(LocalResponse)> respond)>;
 
+// How a local route is served.
+struct LocalRouteOptions {
+  // Counted by the rate limiter (HttpServerOptions::rate_limit_per_second; none when that is 0)
+  // in the client address's bucket, whatever Authorization the request carries: for routes no
+  // API key opens (a platform's webhooks, verified by its own signature), so that one address
+  // cannot flood them. Local routes are not limited otherwise.
+  bool rate_limit_by_address = false;
+};
+
 // A connection handed over for a websocket upgrade: its socket, now the taker's to close, and
 // every byte the server had read from it (the request head, as received, and whatever followed
 // it), so the taker completes the upgrade itself (runs::WebSocketConnection::AcceptUpgrade).
@@ -137,8 +146,8 @@ class HttpServer {
   // The same matching and order (one list with AddLocalRoute's routes), answered asynchronously:
   // see AsyncLocalHandler. The handler itself runs on an io thread: it should only hand the
   // work off.
-  void AddAsyncLocalRoute(std::string method, std::string path_prefix,
-                          AsyncLocalHandler handler);
+  void AddAsyncLocalRoute(std::string method, std::string path_prefix, AsyncLocalHandler handler,
+                          LocalRouteOptions options = {});
 
   // Serves websocket upgrades (a GET with `Upgrade: websocket`) whose path matches
   // `path_prefix` as AddLocalRoute's do; checked before the local routes, so a prefix may have

@@ -292,8 +292,12 @@ constexpr const char* kPlatformEventHeaders[] = {"authorization", "x-vapi-secret
 
 // A voice platform's webhook (docs/api.md §5.9): no API key, the platform's own signature,
 // checked by the agents role on the raw body, which the edge therefore does not transcode.
+// With no key to charge, --rate-limit counts each event against its source address: each
+// verification is a database read, which one address must not be able to repeat at will.
 void AddPlatformEventRoute(ServerState* state, const std::string& provider) {
   const std::string path = absl::StrCat("/api/public/v1/integrations/", provider, "/events");
+  edge::LocalRouteOptions limited;
+  limited.rate_limit_by_address = true;
   state->http_server->AddAsyncLocalRoute(
       "POST", path,
       [state, provider, path](edge::LocalRequest r,
@@ -319,7 +323,8 @@ void AddPlatformEventRoute(ServerState* state, const std::string& provider) {
           if (!handled.ok()) return respond(ErrorResponse(handled.status()));
           respond(JsonResponse(200, edge::PrintJson(*handled)));
         });
-      });
+      },
+      limited);
 }
 
 }  // namespace
