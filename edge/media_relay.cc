@@ -313,6 +313,11 @@ LocalResponse ForwardNow(MediaRelay::State& s, const LocalRequest& request,
         holder, ec ? ec.message() : (ended ? "a truncated answer" : "no complete answer in time")));
   }
   const http::response<http::string_body>& answer = parser.get();
+  // Checked here as well: Boost 1.74's response parser lets a body with a Content-Length
+  // past body_limit (the raw read above is capped too).
+  if (answer.body().size() > s.options.max_response_bytes) {
+    return ErrorAnswer(Unreachable(holder, "an answer over the byte cap"));
+  }
   LocalResponse out;
   out.status = answer.result_int();
   out.content_type = std::string(answer[http::field::content_type]);
