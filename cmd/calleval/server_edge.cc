@@ -273,6 +273,12 @@ absl::Status BindMedia(ServerState* s) {
     return absl::Status(started.code(),
                         absl::StrCat("--media-addr ", listen, ": ", started.message()));
   }
+  if (config.public_base_url.empty() && !HasRole(config, "edge")) {
+    // The lines' URLs would name this process's own --http-addr, where no edge listens.
+    LogWarn("phone runs need --public-base-url: the carriers are given URLs under it and reach "
+            "an edge there, which relays to this process's media listener",
+            {{"media_addr", listen}});
+  }
   s->media_advertised = config.media_advertise_addr;
   if (s->media_advertised.empty()) {
     std::string host = host_port.first;
