@@ -36,10 +36,10 @@
 #include "common/server_reflection_v1.h"
 #include "common/status_macros.h"
 #include "common/telemetry.h"
-#include "services/runs/line_route.h"
 #include "edge/json_codec.h"
 #include "edge/openapi.h"
 #include "grpc/health/v1/health.pb.h"
+#include "services/runs/line_route.h"
 
 namespace calleval {
 

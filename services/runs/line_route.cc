@@ -53,9 +53,11 @@ std::optional<std::string> VerifiedLineHolder(absl::string_view token,
     return std::nullopt;
   }
   std::string address, mac;
+  // Only the canonical encoding: the decoder ignores the spare low bits of a last character, so
+  // several spellings would otherwise pass for one route.
   if (!absl::WebSafeBase64Unescape(parts[1], &address) ||
       !absl::WebSafeBase64Unescape(parts[2], &mac) || address.empty() ||
-      mac.size() != kMacBytes) {
+      mac.size() != kMacBytes || Base64Url(address) != parts[1] || Base64Url(mac) != parts[2]) {
     return std::nullopt;
   }
   bool verified = false;

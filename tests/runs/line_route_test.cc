@@ -46,8 +46,16 @@ TEST(LineRouteTest, AnyChangeOrAnotherCredentialIsRefused) {
   EXPECT_EQ(VerifiedLineHolder(moved, kCredential), std::nullopt);
   // A MAC of the right length but the wrong value, a short one, none at all, garbage.
   std::string flipped = token;
-  flipped.back() = flipped.back() == 'A' ? 'B' : 'A';
+  flipped[second + 5] = flipped[second + 5] == 'A' ? 'B' : 'A';
   EXPECT_EQ(VerifiedLineHolder(flipped, kCredential), std::nullopt);
+  // Nor another spelling of the same MAC (the last character's spare bits changed).
+  for (char last : std::string("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")) {
+    std::string respelled = token;
+    respelled.back() = last;
+    if (respelled != token) {
+      EXPECT_EQ(VerifiedLineHolder(respelled, kCredential), std::nullopt);
+    }
+  }
   EXPECT_EQ(VerifiedLineHolder(token.substr(0, token.size() - 4), kCredential), std::nullopt);
   EXPECT_EQ(VerifiedLineHolder(token.substr(0, second), kCredential), std::nullopt);
   EXPECT_EQ(VerifiedLineHolder(random, kCredential), std::nullopt);
