@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -304,16 +305,19 @@ class PhoneSplitTest : public ::testing::TestWithParam<std::string> {
     return answer.ok() ? answer->status : 0;
   }
 
-  int64_t RunPhoneScenario(const std::string& number, std::vector<std::string> lines) {
+  int64_t RunPhoneScenario(const std::string& number, std::vector<std::string> lines,
+                           std::optional<int> max_duration_seconds = std::nullopt) {
     HttpResponse agent = client_->Post("/api/v1/agents", json{{"name", "Phone bot " + number},
                                                               {"language_id", 1},
                                                               {"phone_number", number},
                                                               {"instructions", "Book cleanings."}});
     EXPECT_EQ(agent.status, 201) << agent.body;
-    HttpResponse scenario = client_->Post("/api/v1/scenarios", json{{"agent_id", agent.json()["id"]},
-                                                                    {"name", "Book a cleaning"},
-                                                                    {"caller_script", lines},
-                                                                    {"metric_ids", {1}}});
+    json fields = {{"agent_id", agent.json()["id"]},
+                   {"name", "Book a cleaning"},
+                   {"caller_script", lines},
+                   {"metric_ids", {1}}};
+    if (max_duration_seconds) fields["max_duration_seconds"] = *max_duration_seconds;
+    HttpResponse scenario = client_->Post("/api/v1/scenarios", fields);
     EXPECT_EQ(scenario.status, 201) << scenario.body;
     HttpResponse queued = client_->Post(
         absl::StrCat("/api/v1/scenarios/", scenario.json()["id"].get<int64_t>(), "/run"),
@@ -410,7 +414,7 @@ INSTANTIATE_TEST_SUITE_P(Carriers, PhoneSplitTest, ::testing::Values("twilio", "
                            return info.param;
                          });
 
-// Routes that do not verify: the edge answers 404 as for an unknown token, for the websocket,
+// Routes that do not verify (and, below, the ends of relayed calls): the edge answers 404 as for an unknown token, for the websocket,
 // the webhooks and the answer document alike, and connects nowhere. The same requests with a
 // route the installation's credential signed do reach the address (so the listener would have
 // seen the forged ones, had the edge made them).
@@ -454,6 +458,29 @@ TEST_P(PhoneSplitRoutesTest, AForgedRouteIsNotFoundAndMakesNoConnection) {
   HttpResponse relayed = raw.Post("/media/twilio/" + unknown_line + "/events", std::string("x=1"));
   EXPECT_EQ(relayed.status, 404) << relayed.body;
   EXPECT_EQ(MediaUpgradeStatus(ws_base + "/media/twilio/" + unknown_line), 404);
+}
+
+// The ends of a relayed stream: the agent hanging up (the carrier stops and closes the
+// websocket on its side of the relay) and the duration cap (the service closes it on the other).
+TEST_P(PhoneSplitRoutesTest, EitherSideEndingARelayedCallEndsItOnTheOther) {
+  PutSettings();
+  twilio_->SetLine(Number(5), {FakeTwilioServer::Pickup::kAgent, 1});
+  const std::vector<std::string> lines = {"Hi, I would like to book a cleaning.",
+                                          "Friday morning, please.", "Thank you, goodbye."};
+  const int64_t hangup = RunPhoneScenario(Number(5), lines);
+  const int64_t capped = RunPhoneScenario(Number(6), lines, 4);
+
+  json run = WaitRun(hangup);
+  EXPECT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "agent_hangup");
+  ASSERT_TRUE(WaitForEnd(Number(5)));
+  EXPECT_FALSE(CallTo(Number(5)).hung_up_by_service);
+
+  run = WaitRun(capped);
+  EXPECT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "max_duration");
+  ASSERT_TRUE(WaitForEnd(Number(6)));
+  EXPECT_TRUE(CallTo(Number(6)).hung_up_by_service);
 }
 
 INSTANTIATE_TEST_SUITE_P(Once, PhoneSplitRoutesTest, ::testing::Values("twilio"),
