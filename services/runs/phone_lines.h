@@ -7,8 +7,9 @@
 //   <public-base-url>/media/<carrier>/<token>          the media websocket, single-use
 //   <public-base-url>/media/<carrier>/<token>/events   the call's signed status webhooks
 //   <public-base-url>/media/<carrier>/<token>/answer   the answer document (Plivo fetches one)
-// The edge of the same process serves those paths (cmd/calleval wires it) and hands what
-// arrives to the waiting run. The registry knows no HTTP: the edge asks it what to answer.
+// The edge of the same process, or without one the process's media listener (to which other
+// processes' edges relay), serves those paths (cmd/calleval wires it) and hands what arrives to
+// the waiting run. The registry knows no HTTP: the server asks it what to answer.
 
 #include <condition_variable>
 #include <cstdint>
