@@ -74,6 +74,10 @@ int Serve(const std::vector<std::string>& args) {
   if ((*server)->admin_port() != 0) {
     std::cout << "calleval: metrics on " << (*server)->admin_url() << "\n";
   }
+  if ((*server)->media_port() != 0) {
+    std::cout << "calleval: phone media on port " << (*server)->media_port() << ", advertised as "
+              << (*server)->media_advertised() << "\n";
+  }
   if ((*server)->http_port() != 0) {
     std::cout << "calleval: HTTP on " << (*server)->http_base_url() << "\n";
   }

@@ -15,6 +15,10 @@ Server::~Server() { Shutdown(); }
 int Server::http_port() const { return state_->http_server ? state_->http_server->port() : 0; }
 int Server::grpc_port() const { return state_->grpc_port; }
 int Server::admin_port() const { return state_->admin_server ? state_->admin_server->port() : 0; }
+int Server::media_port() const {
+  return state_->media_server ? state_->media_server->port() : 0;
+}
+std::string Server::media_advertised() const { return state_->media_advertised; }
 std::string Server::admin_url() const { return state_->admin_url; }
 std::string Server::http_base_url() const { return state_->base_url; }
 const std::optional<accounts::Bootstrap>& Server::bootstrap() const { return state_->bootstrap; }
@@ -59,6 +63,9 @@ void Server::Shutdown() {
   s.ready.store(false);
   if (s.grpc_server) s.grpc_server->GetHealthCheckService()->Shutdown();
   if (s.http_server) s.http_server->Shutdown();
+  if (s.media_server) s.media_server->Shutdown();
+  // Relayed phone streams end on their own or are cut after a short drain.
+  if (s.media_relay) s.media_relay->Shutdown();
   if (s.grpc_server)
     s.grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   if (s.downloader) s.downloader->Stop();

@@ -32,6 +32,10 @@ class Server {
   int http_port() const;  // 0 without the edge role
   int grpc_port() const;  // 0 when no gRPC role runs here
   int admin_port() const;         // 0 when --admin-addr is off
+  // The phone lines' listener (--media-addr): its port (0 without one) and the HOST:PORT the
+  // lines' tokens advertise for it.
+  int media_port() const;
+  std::string media_advertised() const;
   std::string admin_url() const;  // http://HOST:PORT/metrics; empty when it is off
   std::string http_base_url() const;
   // The workspace and key created on the first start of an empty data dir.

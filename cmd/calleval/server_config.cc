@@ -122,6 +122,29 @@ Flag ProviderUrlFlag(std::string name, std::string provider, std::string ServerC
   return flag;
 }
 
+// HOST:PORT with a port (0 allowed only when `zero_port`); IPv6 hosts in brackets.
+bool IsHostPort(absl::string_view v, bool zero_port, absl::string_view* host) {
+  const size_t colon = v.rfind(':');
+  int port = -1;
+  if (colon == absl::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(v.substr(colon + 1), &port) || port < (zero_port ? 0 : 1) ||
+      port > 65535) {
+    return false;
+  }
+  *host = v.substr(0, colon);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
+    host->remove_prefix(1);
+    host->remove_suffix(1);
+  }
+  if (host->empty() || host->find_first_of(" /?#@") != absl::string_view::npos) return false;
+  // An unbracketed IPv6 host would be ambiguous with the port.
+  return host->find(':') == absl::string_view::npos || v.front() == '[';
+}
+
+bool IsWildcardHost(absl::string_view host) {
+  return host == "0.0.0.0" || host == "::" || host == "[::]";
+}
+
 const std::vector<Flag>& Flags() {
   static const auto* flags = new std::vector<Flag>{
       StringFlag("data-dir", "DIR", &ServerConfig::data_dir,
@@ -163,6 +186,40 @@ const std::vector<Flag>& Flags() {
                                "base of presigned recording links", "http://<http-addr>");
         flag.set = [](absl::string_view v, ServerConfig* c) {
           c->public_base_url = std::string(absl::StripSuffix(v, "/"));
+          return absl::OkStatus();
+        };
+        return flag;
+      }(),
+      [] {
+        Flag flag = StringFlag(
+            "media-addr", "HOST:PORT", &ServerConfig::media_addr,
+            "a runs process's listener for its phone lines (the /media/ routes the edges relay "
+            "the carriers' traffic to, docs/channels.md); port 0 picks a free port (printed at "
+            "start); off: none, phone runs then fail here",
+            "127.0.0.1:0 with the runs role and no edge, else off");
+        flag.set = [](absl::string_view v, ServerConfig* c) -> absl::Status {
+          absl::string_view host;
+          if (v != "off" && !v.empty() && !IsHostPort(v, /*zero_port=*/true, &host)) {
+            return cli::UsageError(absl::StrCat("bad address (want HOST:PORT or off): ", v));
+          }
+          c->media_addr = std::string(v);
+          return absl::OkStatus();
+        };
+        return flag;
+      }(),
+      [] {
+        Flag flag = StringFlag(
+            "media-advertise-addr", "HOST:PORT", &ServerConfig::media_advertise_addr,
+            "where the edges reach --media-addr (in Kubernetes the pod's IP), carried in the "
+            "phone lines' tokens",
+            "--media-addr as bound");
+        flag.set = [](absl::string_view v, ServerConfig* c) -> absl::Status {
+          absl::string_view host;
+          if (!v.empty() && (!IsHostPort(v, /*zero_port=*/false, &host) || IsWildcardHost(host))) {
+            return cli::UsageError(absl::StrCat(
+                "bad address (want a HOST:PORT other processes can connect to): ", v));
+          }
+          c->media_advertise_addr = std::string(v);
           return absl::OkStatus();
         };
         return flag;
@@ -315,12 +372,46 @@ const std::vector<Flag>& Flags() {
 
 }  // namespace
 
+std::string MediaListenAddr(const ServerConfig& config) {
+  if (config.media_addr == "off") return "";
+  if (!config.media_addr.empty()) return config.media_addr;
+  const bool runs = config.roles.count("runs") > 0, edge = config.roles.count("edge") > 0;
+  // Loopback and a free port: processes on one host find each other through the address the
+  // tokens carry; across hosts the operator names an interface and the address to advertise.
+  return runs && !edge ? "127.0.0.1:0" : "";
+}
+
+absl::Status ValidateMediaFlags(const ServerConfig& config) {
+  const std::string listen = MediaListenAddr(config);
+  if (!config.media_addr.empty() && config.media_addr != "off" &&
+      config.roles.count("runs") == 0) {
+    return absl::InvalidArgumentError(
+        "--media-addr serves the runs role's phone lines, which this process does not run");
+  }
+  if (!config.media_advertise_addr.empty() && listen.empty()) {
+    return absl::InvalidArgumentError(
+        "--media-advertise-addr names the --media-addr listener, which this process does not "
+        "open");
+  }
+  absl::string_view host;
+  if (!listen.empty() && config.media_advertise_addr.empty() &&
+      IsHostPort(listen, /*zero_port=*/true, &host) && IsWildcardHost(host)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--media-addr ", listen, " listens on every interface: give --media-advertise-addr, "
+        "the HOST:PORT the edges reach it at"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ServerConfig> ParseServerConfig(const std::vector<std::string>& args, bool* help) {
   ServerConfig config;
   cli::ParseOptions options;
   options.env_prefix = kEnvPrefix;
   ASSIGN_OR_RETURN(cli::Parsed parsed, cli::ParseFlags(Flags(), args, options, &config));
   if (help != nullptr) *help = parsed.help;
+  if (absl::Status media = ValidateMediaFlags(config); !media.ok()) {
+    return cli::UsageError(media.message());
+  }
   return config;
 }
 

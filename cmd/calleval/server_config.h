@@ -33,6 +33,14 @@ struct ServerConfig {
   std::set<std::string> roles = AllRoles();
   // Base of presigned recording links; default http://<http_addr>.
   std::string public_base_url;
+  // The phone lines' listener of a runs process without an edge (docs/channels.md, "When the
+  // runs and edge roles run apart"): the /media/ routes the edges relay the carriers' traffic
+  // to. Empty: 127.0.0.1:0 (a free port) when the roles include runs but not edge, else none;
+  // "off": none (phone runs then fail in this process). See MediaListenAddr.
+  std::string media_addr;
+  // HOST:PORT the edges reach that listener at, carried in the lines' tokens; empty: the
+  // listener's own address (which must then not be a wildcard).
+  std::string media_advertise_addr;
   int workers = 0;      // scoring workers; 0 = number of cores
   int run_workers = 4;  // runs held at once by the runs role
   int http_threads = 2;
@@ -145,6 +153,12 @@ struct ServerConfig {
 // --help or -h was given; the config is then the defaults.
 absl::StatusOr<ServerConfig> ParseServerConfig(const std::vector<std::string>& args,
                                                bool* help = nullptr);
+
+// The address the phone lines' listener binds (--media-addr resolved against the roles), or
+// empty when this process has none.
+std::string MediaListenAddr(const ServerConfig& config);
+// The media flags against each other and the roles: InvalidArgument naming the flag at fault.
+absl::Status ValidateMediaFlags(const ServerConfig& config);
 
 // `calleval serve --help`: every flag with its default, environment variable and meaning,
 // generated from the table the parser uses.

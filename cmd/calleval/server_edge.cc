@@ -39,6 +39,7 @@
 #include "edge/json_codec.h"
 #include "edge/openapi.h"
 #include "grpc/health/v1/health.pb.h"
+#include "services/runs/line_route.h"
 
 namespace calleval {
 
@@ -138,27 +139,53 @@ absl::Status RegisterDirectHandlers(ServerState& s) {
   return absl::OkStatus();
 }
 
-// The phone channel's carrier-facing routes (docs/channels.md): under /media/<carrier>/<token>
-// the media websocket, handed over to the run waiting on the line; its status webhooks, checked
-// with the line's carrier account (a bad signature is 403 and delivers nothing); the answer
-// document. An unknown or expired token is 404 everywhere.
-void AddPhoneLineRoutes(ServerState* state) {
-  edge::HttpServer& http = *state->http_server;
-  http.AddUpgradeRoute("/media/", [state](const edge::LocalRequest& r) {
+// The phone channel's carrier-facing routes (docs/channels.md) on `http`: under
+// /media/<carrier>/<token> the media websocket, handed over to the run waiting on the line; its
+// status webhooks, checked with the line's carrier account (a bad signature is 403 and delivers
+// nothing); the answer document. A line held here is served here. With `relay` (the public
+// edge), a line held by another process is reached through the route its token carries
+// (services/runs/line_route.h), once the route's MAC verifies: the upgrade spliced, a request
+// forwarded. An unknown or expired token is 404 everywhere, and so is a route that does not
+// verify: no connection is made for it. The media listener registers the same routes without
+// a relay, so a relayed request never travels further.
+void AddPhoneLineRoutes(edge::HttpServer& http, ServerState* state, bool relay) {
+  const absl::Status unknown = absl::NotFoundError("no phone line is waiting at this address");
+  // The process holding the line `path` names, when it is not this one and the route verifies.
+  auto holder_of = [state, relay](const std::string& path) -> std::optional<std::string> {
+    if (!relay || state->media_relay == nullptr) return std::nullopt;
+    std::optional<std::string> holder =
+        runs::VerifiedLineHolderOfPath(path, state->internal_credential);
+    if (holder && *holder == state->media_advertised) return std::nullopt;  // ours, gone
+    return holder;
+  };
+  http.AddUpgradeRoute("/media/", [state, holder_of, unknown](const edge::LocalRequest& r) {
     edge::UpgradeAnswer answer;
     if (!state->ready.load()) {
       answer.refusal = ErrorResponse(absl::UnavailableError("starting"));
       return answer;
     }
-    absl::StatusOr<std::function<void(runs::MediaHandoff)>> take =
-        state->phone_lines->ClaimMedia(r.path);
-    if (!take.ok()) {
-      answer.refusal = ErrorResponse(take.status());
-      return answer;
+    absl::Status status = unknown;
+    if (state->phone_lines != nullptr) {
+      absl::StatusOr<std::function<void(runs::MediaHandoff)>> take =
+          state->phone_lines->ClaimMedia(r.path);
+      if (take.ok()) {
+        answer.take = [take = *std::move(take)](edge::UpgradedConnection connection) {
+          take(runs::MediaHandoff{connection.fd, std::move(connection.received)});
+        };
+        return answer;
+      }
+      status = take.status();
     }
-    answer.take = [take = *std::move(take)](edge::UpgradedConnection connection) {
-      take(runs::MediaHandoff{connection.fd, std::move(connection.received)});
-    };
+    if (status.code() == absl::StatusCode::kNotFound) {
+      if (std::optional<std::string> holder = holder_of(r.path)) {
+        edge::MediaRelay* relay = state->media_relay.get();
+        answer.take = [relay, holder = *std::move(holder)](edge::UpgradedConnection connection) {
+          relay->Splice(std::move(connection), holder);
+        };
+        return answer;
+      }
+    }
+    answer.refusal = ErrorResponse(status);
     return answer;
   });
   // A carrier's request as the line's webhook reader reads it.
@@ -171,33 +198,94 @@ void AddPhoneLineRoutes(ServerState* state) {
     hook.body = r.body;
     return hook;
   };
-  // The answer document, which carriers fetch with either method (a signed POST's events are
-  // delivered too: the call was answered).
-  auto answer = [state, carrier_request](const edge::LocalRequest& r) {
-    std::optional<runs::CarrierWebhook> fetch;
-    if (r.method == "POST") fetch = carrier_request(r);
-    absl::StatusOr<std::string> document = state->phone_lines->Answer(r.path, std::move(fetch));
-    if (!document.ok()) return ErrorResponse(document.status());
-    edge::LocalResponse ok;
-    ok.content_type = "application/xml";
-    ok.body = *std::move(document);
-    return ok;
-  };
-  http.AddLocalRoute("GET", "/media/", [state, answer](const edge::LocalRequest& r) {
-    if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
-    return answer(r);
-  });
-  http.AddLocalRoute("POST", "/media/", [state, answer,
-                                         carrier_request](const edge::LocalRequest& r) {
-    if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
-    if (absl::EndsWith(r.path, "/answer")) return answer(r);
+  // A webhook or the answer document (which carriers fetch with either method; a signed POST's
+  // events are delivered too: the call was answered), for a line held here: nullopt when no
+  // line here has its token.
+  auto local = [state, carrier_request](
+                   const edge::LocalRequest& r) -> std::optional<edge::LocalResponse> {
+    if (state->phone_lines == nullptr) return std::nullopt;
+    if (absl::EndsWith(r.path, "/answer")) {
+      std::optional<runs::CarrierWebhook> fetch;
+      if (r.method == "POST") fetch = carrier_request(r);
+      absl::StatusOr<std::string> document =
+          state->phone_lines->Answer(r.path, std::move(fetch));
+      if (!document.ok()) {
+        if (document.status().code() == absl::StatusCode::kNotFound) return std::nullopt;
+        return ErrorResponse(document.status());
+      }
+      edge::LocalResponse ok;
+      ok.content_type = "application/xml";
+      ok.body = *std::move(document);
+      return ok;
+    }
+    if (r.method != "POST") return std::nullopt;
     absl::Status delivered = state->phone_lines->Webhook(r.path, carrier_request(r));
+    if (delivered.code() == absl::StatusCode::kNotFound) return std::nullopt;
     if (!delivered.ok()) return ErrorResponse(delivered);
     edge::LocalResponse ok;
     ok.content_type = "text/xml";
     ok.body = "<Response/>";  // what a carrier expects of a status callback: any 2xx
     return ok;
-  });
+  };
+  for (const char* method : {"GET", "POST"}) {
+    http.AddAsyncLocalRoute(
+        method, "/media/",
+        [state, local, holder_of, unknown](edge::LocalRequest r,
+                                           std::function<void(edge::LocalResponse)> respond) {
+          if (!state->ready.load()) {
+            return respond(ErrorResponse(absl::UnavailableError("starting")));
+          }
+          // A line held here is answered at once, on the I/O thread, as before.
+          if (std::optional<edge::LocalResponse> answered = local(r)) {
+            return respond(*std::move(answered));
+          }
+          std::optional<std::string> holder = holder_of(r.path);
+          if (!holder) return respond(ErrorResponse(unknown));
+          state->media_relay->Forward(std::move(r), *std::move(holder), std::move(respond));
+        });
+  }
+}
+
+// The media listener of --media-addr: a runs process's phone lines for the edges to relay to,
+// its routes alone. Bound before the lines are opened, since their tokens name its address.
+absl::Status BindMedia(ServerState* s) {
+  const ServerConfig& config = s->config;
+  const std::string listen = MediaListenAddr(config);
+  if (listen.empty() || !HasRole(config, "runs")) return absl::OkStatus();
+  RETURN_IF_ERROR(ValidateMediaFlags(config));
+  ASSIGN_OR_RETURN(auto host_port, SplitHostPort(listen));
+  ASSIGN_OR_RETURN(auto table, edge::RouteTable::Build({}));
+  s->media_routes = std::make_unique<edge::RouteTable>(std::move(table));
+  edge::HttpServerOptions options;
+  options.host = host_port.first;
+  options.port = host_port.second;
+  options.threads = 1;  // upgrades and webhooks are handed off at once
+  options.max_body_bytes = 1 << 20;  // a carrier's webhook is a few kilobytes
+  options.max_connections = MaxConnectionsWithinFileLimit(std::min(config.max_connections, 4096));
+  options.header_timeout = config.header_timeout;
+  options.idle_timeout = config.idle_timeout;
+  options.access_log = config.access_log;
+  // No route table: the invoker is never called.
+  s->media_server =
+      std::make_unique<edge::HttpServer>(s->media_routes.get(), &s->invoker_slot, options);
+  AddPhoneLineRoutes(*s->media_server, s, /*relay=*/false);
+  if (absl::Status started = s->media_server->Start(); !started.ok()) {
+    return absl::Status(started.code(),
+                        absl::StrCat("--media-addr ", listen, ": ", started.message()));
+  }
+  if (config.public_base_url.empty() && !HasRole(config, "edge")) {
+    // The lines' URLs would name this process's own --http-addr, where no edge listens.
+    LogWarn("phone runs need --public-base-url: the carriers are given URLs under it and reach "
+            "an edge there, which relays to this process's media listener",
+            {{"media_addr", listen}});
+  }
+  s->media_advertised = config.media_advertise_addr;
+  if (s->media_advertised.empty()) {
+    std::string host = host_port.first;
+    if (host.find(':') != std::string::npos) host = absl::StrCat("[", host, "]");
+    s->media_advertised = absl::StrCat(host, ":", s->media_server->port());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -234,7 +322,10 @@ absl::Status BindEdge(ServerState* s) {
     options.observe_request = ObserveHttpRequest;
     s->http_server = std::make_unique<edge::HttpServer>(s->routes.get(), &s->invoker_slot, options);
     AddLocalRoutes(s);
-    if (HasRole(config, "runs")) AddPhoneLineRoutes(s);
+    edge::MediaRelayOptions relay;
+    relay.idle_timeout = config.idle_timeout;
+    s->media_relay = std::make_unique<edge::MediaRelay>(relay);
+    AddPhoneLineRoutes(*s->http_server, s, /*relay=*/true);
     RETURN_IF_ERROR(s->http_server->Start());
   }
   s->base_url = config.public_base_url;
@@ -245,9 +336,14 @@ absl::Status BindEdge(ServerState* s) {
     const int port = s->http_server ? s->http_server->port() : http_host_port.second;
     s->base_url = absl::StrCat("http://", host, ":", port);
   }
-  // The phone channel's lines are served by the edge of the process whose runs workers wait on
-  // them; a runs role without an edge here has none, and its phone runs fail saying so.
-  if (HasRole(config, "edge") && HasRole(config, "runs")) {
+  // The phone channel's lines are served where the runs workers wait on them: by this process's
+  // media listener, whose address their tokens carry for the edges to relay to, else by its
+  // edge. A runs role with neither (--media-addr off, no edge) has none: its phone runs fail.
+  RETURN_IF_ERROR(BindMedia(s));
+  if (s->media_server != nullptr) {
+    s->phone_lines = std::make_unique<runs::PhoneLines>(s->base_url, s->media_advertised,
+                                                        s->internal_credential);
+  } else if (HasRole(config, "edge") && HasRole(config, "runs")) {
     s->phone_lines = std::make_unique<runs::PhoneLines>(s->base_url);
   }
   return absl::OkStatus();

@@ -23,6 +23,7 @@
 #include "edge/direct_invoker.h"
 #include "edge/grpc_invoker.h"
 #include "edge/http_server.h"
+#include "edge/media_relay.h"
 #include "edge/method_invoker.h"
 #include "edge/route_table.h"
 #include "services/accounts/accounts_service.h"
@@ -134,8 +135,9 @@ struct ServerState {
   std::unique_ptr<runs::RunQueue> run_queue;
   std::unique_ptr<runs::RunAgents> run_agents;
   std::unique_ptr<runs::RunCalls> run_calls;
-  // The phone lines the runs workers wait on, served by this process's edge under /media/
-  // (only when the edge and runs roles run here together; otherwise phone runs fail).
+  // The phone lines the runs workers wait on, served under /media/ by this process's edge, or
+  // without one by the media listener (--media-addr), which the edges relay to; null when the
+  // runs role does not run here (or its listener is off: phone runs then fail).
   std::unique_ptr<runs::PhoneLines> phone_lines;
   std::unique_ptr<runs::RunWorkers> run_workers;
   // The voice platforms' webhooks (services/agents/platform_events.h): the handler, where this
@@ -180,6 +182,13 @@ struct ServerState {
   std::unique_ptr<edge::DirectInvoker> direct_invoker;
   InvokerSlot invoker_slot;
   std::unique_ptr<edge::HttpServer> http_server;
+  // The edge's hop to phone lines held by other processes (edge/media_relay.h).
+  std::unique_ptr<edge::MediaRelay> media_relay;
+  // The phone lines' listener of --media-addr (its routes only) and the address the lines'
+  // tokens advertise for it (empty without one).
+  std::unique_ptr<edge::RouteTable> media_routes;
+  std::unique_ptr<edge::HttpServer> media_server;
+  std::string media_advertised;
   std::optional<accounts::Bootstrap> bootstrap;
   std::string base_url;
   bool shut_down = false;
@@ -212,8 +221,9 @@ absl::Status OpenCallsAndMetricsStores(ServerState* s);
 // Call ingest's view of agents (also the stats' view).
 
 // server_edge.cc
-// Binds the edge's HTTP port when the edge runs here (answering 503 until ConnectEdge), and
-// sets the public base URL either way.
+// Binds the edge's HTTP port when the edge runs here (answering 503 until ConnectEdge), sets
+// the public base URL either way, and opens the runs role's phone lines: on the edge here, or
+// on the media listener (--media-addr), bound here too.
 absl::Status BindEdge(ServerState* s);
 // The routes the edge answers itself: probes, the OpenAPI document, presigned recordings.
 void AddLocalRoutes(ServerState* s);

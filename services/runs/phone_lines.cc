@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/crypto.h"
+#include "services/runs/line_route.h"
 
 namespace calleval::runs {
 
@@ -75,11 +76,20 @@ void PhoneLine::set_answer_document(std::string document) {
 PhoneLines::PhoneLines(std::string public_base_url)
     : public_base_url_(std::move(public_base_url)) {}
 
+PhoneLines::PhoneLines(std::string public_base_url, std::string holder_address,
+                       std::string credential)
+    : public_base_url_(std::move(public_base_url)),
+      holder_address_(std::move(holder_address)),
+      credential_(std::move(credential)) {}
+
 std::unique_ptr<PhoneLine> PhoneLines::Open(std::string carrier, WebhookReader read,
                                             absl::Duration ttl) {
   auto state = std::make_shared<PhoneLine::State>();
   state->carrier = std::move(carrier);
   state->token = Base64Url(RandomBytes(32));
+  if (!holder_address_.empty()) {
+    state->token = RoutedLineToken(state->token, holder_address_, credential_);
+  }
   state->base_url = public_base_url_;
   state->read = std::move(read);
   state->expires = absl::Now() + ttl;

@@ -2,12 +2,14 @@
 
 // The phone lines pending in a runs process (docs/channels.md): a phone run opens a line before
 // it places its call and gets a token, 32 random bytes in base64url, that names the line in
-// every URL the carrier calls (services/runs/carrier.h):
+// every URL the carrier calls (services/runs/carrier.h), followed by the route to its holder
+// when the lines are served apart from the public edge (services/runs/line_route.h):
 //   <public-base-url>/media/<carrier>/<token>          the media websocket, single-use
 //   <public-base-url>/media/<carrier>/<token>/events   the call's signed status webhooks
 //   <public-base-url>/media/<carrier>/<token>/answer   the answer document (Plivo fetches one)
-// The edge of the same process serves those paths (cmd/calleval wires it) and hands what
-// arrives to the waiting run. The registry knows no HTTP: the edge asks it what to answer.
+// The edge of the same process, or without one the process's media listener (to which other
+// processes' edges relay), serves those paths (cmd/calleval wires it) and hands what arrives to
+// the waiting run. The registry knows no HTTP: the server asks it what to answer.
 
 #include <condition_variable>
 #include <cstdint>
@@ -78,6 +80,10 @@ class PhoneLines {
   // `public_base_url`: where the carrier reaches this process's edge (https://host[:port]),
   // without a trailing '/'.
   explicit PhoneLines(std::string public_base_url);
+  // A registry whose tokens also carry where the lines are held (services/runs/line_route.h):
+  // `holder_address`, the HOST:PORT other processes' edges reach this process's media listener
+  // at, MACed with the installation's internal `credential`.
+  PhoneLines(std::string public_base_url, std::string holder_address, std::string credential);
 
   const std::string& public_base_url() const { return public_base_url_; }
 
@@ -117,6 +123,8 @@ class PhoneLines {
   void Close(const std::string& token);
 
   const std::string public_base_url_;
+  const std::string holder_address_;  // empty: tokens carry no route
+  const std::string credential_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<PhoneLine::State>> lines_;  // by token; guarded by mu_
 };

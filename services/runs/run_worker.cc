@@ -397,11 +397,12 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
     absl::StatusOr<int64_t> call_id;
     if (job.channel == "phone") {
       if (!agent->has_phone_number()) return Failed("the agent has no phone_number to call");
+      // Every runs process serves its lines, on its edge or its media listener, unless that
+      // listener was turned off.
       if (deps.phone_lines == nullptr) {
         return Failed(
-            "the phone channel needs this process's edge to serve the carrier's media websocket "
-            "and webhooks under /media/ (run the runs and edge roles in one process, with "
-            "--public-base-url where the carrier reaches it)");
+            "the phone channel needs somewhere to serve the carrier's media websocket and "
+            "webhooks: this runs process has no edge and its --media-addr is off");
       }
       const std::string carrier = agent->telephony_carrier();
       absl::StatusOr<CarrierAccount> account = CarrierAccountOf(*deps.agents, job, carrier);

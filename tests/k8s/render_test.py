@@ -15,8 +15,9 @@ objects) and checks the objects:
     Secrets the operator creates for the production layout (EXTERNAL_SECRETS, not in try-it or
     all-in-one, which must be self-contained); *_FILE flags name a file a mounted Secret holds;
   - the container ports match the addresses the process listens on (--grpc-addr, --http-addr,
-    on all interfaces), for the roles it runs (gRPC when any role besides the edge, HTTP with
-    the edge);
+    --media-addr, on all interfaces), for the roles it runs (gRPC when any role besides the
+    edge, HTTP with the edge, media with runs and no edge, advertised at the pod's IP from the
+    downward API);
   - probes: gRPC probes on the container's gRPC port with a `service` the real binary,
     started with the same roles, answers SERVING to (and the role's own service where it
     registers one); HTTP probes on the HTTP port with paths the real edge answers 200 to;
@@ -26,8 +27,8 @@ objects) and checks the objects:
   - HorizontalPodAutoscalers and PodDisruptionBudgets target existing workloads (HPAs: no fixed
     replicas, CPU requests set; PDBs: multi-replica workloads);
   - the NetworkPolicy selects every pod with a gRPC port, opens gRPC to pods of the namespace
-    only, the metrics port to those and one named (scraper's) namespace, and the edge's HTTP
-    port to anyone; every pod is annotated for scraping on its metrics port;
+    only, the metrics port to those and one named (scraper's) namespace, the runs pods' media
+    port to the edge pods only, and the edge's HTTP port to anyone; every pod is annotated for scraping on its metrics port;
   - what must be shared is: a pod whose /data is its own (an emptyDir) keeps nothing there that
     another pod needs (recordings in an s3:// store with its keys where the role touches them,
     the credentials, signing and internal keys from Secrets), and the pods of a render agree on
@@ -81,7 +82,10 @@ PARTS = {"common", "base"}
 # the S3 keys the blob store reads from the environment, not from flags (docs/blob-store.md,
 # "Credentials").
 OTHER_ENV = {"PGPASSWORD", "PGPASSFILE", "PGSSLMODE", "PGSSLROOTCERT", "PGCONNECT_TIMEOUT",
-             "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
+             "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} | {"POD_IP"}
+# The pod's IP from the downward API (status.podIP), which CALLEVAL_MEDIA_ADVERTISE_ADDR
+# references as $(POD_IP); an address of the pod network stands in for it here.
+POD_IP = "10.244.0.7"
 # Roles that read or write recordings (docs/blob-store.md, "How the service uses it"), and those
 # that seal or unseal agents' web channel credentials (--credentials-key-file).
 RECORDING_ROLES = {"calls", "runs", "scoring", "edge"}
@@ -357,7 +361,13 @@ class RenderTest(unittest.TestCase):
             env.update(data or {})
         for e in c.get("env", []):
             if "value" in e:
-                env[e["name"]] = e["value"]
+                # Kubernetes expands $(NAME) of variables defined before this one.
+                env[e["name"]] = re.sub(r"\$\((\w+)\)",
+                                        lambda m: env.get(m.group(1)) or m.group(0), e["value"])
+            elif "fieldRef" in e["valueFrom"]:
+                path = e["valueFrom"]["fieldRef"]["fieldPath"]
+                assert path == "status.podIP", "a field the test does not stand in for: " + path
+                env[e["name"]] = POD_IP
             else:
                 ref = e["valueFrom"].get("secretKeyRef") or e["valueFrom"].get("configMapKeyRef")
                 data = (r.secret_data(ref["name"]) if "secretKeyRef" in e["valueFrom"]
@@ -584,6 +594,15 @@ class RenderTest(unittest.TestCase):
                     expected["grpc"] = config.get("grpc-addr", self.defaults["grpc-addr"])
                 if "edge" in roles:
                     expected["http"] = config.get("http-addr", self.defaults["http-addr"])
+                # A runs process without an edge serves its phone lines on its media listener,
+                # which the edge pods must reach at the address the lines' tokens advertise:
+                # this pod's IP and the declared port.
+                media = config.get("media-addr", "127.0.0.1:0")
+                if "runs" in roles and "edge" not in roles and media != "off":
+                    expected["media"] = media
+                    self.assertEqual(config.get("media-advertise-addr"),
+                                     "%s:%d" % (POD_IP, host_port(media)[1]),
+                                     "the media listener is advertised at the pod's IP")
                 # Every process serves its metrics; the scrape annotations name that port.
                 expected["metrics"] = config.get("admin-addr", self.defaults["admin-addr"])
                 annotations = w["spec"]["template"]["metadata"].get("annotations", {})
@@ -775,6 +794,15 @@ class RenderTest(unittest.TestCase):
                                 for s in sources:
                                     self.assertEqual(set(s), {"podSelector"},
                                                      "only pods of the namespace")
+                                    if "media" in names:
+                                        # Only the edge relays to the phone lines.
+                                        selected = r.pods_selected(
+                                            s["podSelector"].get("matchLabels"))
+                                        self.assertTrue(selected)
+                                        for sw in selected:
+                                            for sc in sw["spec"]["template"]["spec"]["containers"]:
+                                                self.assertIn("edge", self.container_config(
+                                                    r, sw, sc)[1], "media opened to a non-edge")
                                 open_to_namespace |= names
                     if mine:
                         self.assertNotIn("grpc", open_to_all, "gRPC open to all")
@@ -782,6 +810,10 @@ class RenderTest(unittest.TestCase):
                             self.assertIn("grpc", open_to_namespace)
                         if "http" in ports:
                             self.assertIn("http", open_to_all)
+                        if "media" in ports:
+                            # The edge relays the carriers' traffic there; nobody else.
+                            self.assertNotIn("media", open_to_all, "phone media open to all")
+                            self.assertIn("media", open_to_namespace)
                         self.assertNotIn("metrics", open_to_all, "metrics open to all")
                         if "metrics" in ports:
                             self.assertIn("metrics", open_to_scraper)
@@ -877,6 +909,10 @@ class RenderTest(unittest.TestCase):
                 for variable, path in secret_files.items():
                     if variable in env:
                         env[variable] = path
+                # The media listener on loopback and a free port, advertised as bound.
+                if "CALLEVAL_MEDIA_ADDR" in env:
+                    env["CALLEVAL_MEDIA_ADDR"] = "127.0.0.1:0"
+                    env.pop("CALLEVAL_MEDIA_ADVERTISE_ADDR", None)
                 env.update(CALLEVAL_DATA_DIR=data_dir,
                            CALLEVAL_INTERNAL_CREDENTIAL_FILE=secret_files[
                                "CALLEVAL_INTERNAL_CREDENTIAL_FILE"],

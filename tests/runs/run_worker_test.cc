@@ -285,8 +285,8 @@ TEST(RunWorkersTest, AWebChannelThatCannotBeReadGivesTheLeaseBack) {
   EXPECT_EQ(outcomes[0].error, "agent 3 is gone");
 }
 
-// A phone run needs this process's edge to serve its line's URLs to the carrier.
-TEST(RunWorkersTest, PhoneRunsWithoutAnEdgeServingTheirLinesFailSayingSo) {
+// A phone run needs its line's URLs served to the carrier (by the edge or the media listener).
+TEST(RunWorkersTest, PhoneRunsWithoutAnyoneServingTheirLinesFailSayingSo) {
   RunJob job = TextJob();
   job.channel = "phone";
   FakeRunQueue queue(job);
@@ -298,7 +298,8 @@ TEST(RunWorkersTest, PhoneRunsWithoutAnEdgeServingTheirLinesFailSayingSo) {
   workers.Stop();
   ASSERT_EQ(outcomes.size(), 1u);
   EXPECT_EQ(outcomes[0].status, "failed");
-  EXPECT_NE(outcomes[0].error.find("edge"), std::string::npos) << outcomes[0].error;
+  EXPECT_NE(outcomes[0].error.find("--media-addr is off"), std::string::npos)
+      << outcomes[0].error;
 }
 
 // The carrier account comes from the agents role: while it cannot answer the lease goes back;
