@@ -240,6 +240,7 @@ class WebRtcPeer::Impl {
   absl::Status SendData(absl::string_view label, absl::string_view data, bool text);
   bool DataChannelOpen(absl::string_view label) const;
   PeerState state() const;
+  std::string reason() const;
   PeerState WaitForState(PeerState state, absl::Duration timeout) const;
   void Close();
 
@@ -277,6 +278,7 @@ class WebRtcPeer::Impl {
   GstElement* appsrc_ ABSL_GUARDED_BY(send_mu_) = nullptr;
   std::atomic<bool> closing_{false};
   std::atomic<int64_t> last_inbound_ns_{0};  // monotonic, of the last packet off the wire
+  std::atomic<int> refused_candidates_{0};   // by the guard, trickled or in a description
 
   // Serializes the offer/answer operations against each other and Close().
   absl::Mutex op_mu_;
@@ -288,6 +290,7 @@ class WebRtcPeer::Impl {
 
   mutable absl::Mutex mu_;
   PeerState state_ ABSL_GUARDED_BY(mu_) = PeerState::kNew;
+  std::string reason_ ABSL_GUARDED_BY(mu_);
   absl::Time connecting_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   bool stop_watchdog_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, GstWebRTCDataChannel*, std::less<>> channels_ ABSL_GUARDED_BY(mu_);
@@ -469,6 +472,7 @@ absl::StatusOr<std::string> WebRtcPeer::Impl::SetDescription(const char* signal,
   int dropped = 0;
   ASSIGN_OR_RETURN(std::string filtered,
                    FilterRemoteCandidates(sdp_text, options_.guard, &dropped));
+  refused_candidates_ += dropped;
   ASSIGN_OR_RETURN(GstSDPMessage * sdp, ParseSdp(filtered));
   GstWebRTCSessionDescription* desc = gst_webrtc_session_description_new(type, sdp);
   absl::StatusOr<GstStructure*> reply =
@@ -532,7 +536,11 @@ void WebRtcPeer::Impl::AddCandidateNow(const IceCandidate& candidate) {
 
 absl::Status WebRtcPeer::Impl::AddRemoteCandidate(const IceCandidate& candidate) {
   if (!candidate.candidate.empty()) {
-    RETURN_IF_ERROR(CheckRemoteCandidate(candidate.candidate, options_.guard));
+    absl::Status allowed = CheckRemoteCandidate(candidate.candidate, options_.guard);
+    if (!allowed.ok()) {
+      ++refused_candidates_;
+      return allowed;
+    }
   }
   if (candidate.sdp_mline_index < 0) return FieldError("sdp_mline_index", "must not be negative");
   absl::MutexLock lock(&cand_mu_);
@@ -620,6 +628,11 @@ PeerState WebRtcPeer::Impl::state() const {
   return state_;
 }
 
+std::string WebRtcPeer::Impl::reason() const {
+  absl::MutexLock lock(&mu_);
+  return reason_;
+}
+
 PeerState WebRtcPeer::Impl::WaitForState(PeerState state, absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
   auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -635,6 +648,7 @@ void WebRtcPeer::Impl::SetState(PeerState state, absl::string_view reason) {
     // A final state stays: webrtcbin may report "connecting" again after the watchdog gave up.
     if (state_ == state || IsFinal(state_)) return;
     state_ = state;
+    if (IsFinal(state)) reason_ = std::string(reason);
     if (state == PeerState::kConnected) {
       last_inbound_ns_ = absl::GetCurrentTimeNanos();
     }
@@ -660,6 +674,10 @@ void WebRtcPeer::Impl::Watchdog() {
     } else if (!IsFinal(state_) && absl::Now() - connecting_since_ > options_.connect_timeout) {
       next = PeerState::kFailed;
       reason = absl::StrCat("not connected within ", absl::FormatDuration(options_.connect_timeout));
+      if (int refused = refused_candidates_.load(); refused > 0) {
+        absl::StrAppend(&reason, " (", refused, " remote candidate", refused == 1 ? "" : "s",
+                        " refused by the address guard)");
+      }
     }
     if (next != state_) {
       mu_.Unlock();
@@ -921,6 +939,7 @@ bool WebRtcPeer::DataChannelOpen(absl::string_view label) const {
   return impl_->DataChannelOpen(label);
 }
 PeerState WebRtcPeer::state() const { return impl_->state(); }
+std::string WebRtcPeer::reason() const { return impl_->reason(); }
 PeerState WebRtcPeer::WaitForState(PeerState state, absl::Duration timeout) const {
   return impl_->WaitForState(state, timeout);
 }

@@ -127,6 +127,9 @@ class WebRtcPeer {
   bool DataChannelOpen(absl::string_view label) const;
 
   PeerState state() const;
+  // Why the state is final (empty otherwise): "not connected within 10s (2 remote candidates
+  // refused by the address guard)", "nothing received for 10.1s", a media error.
+  std::string reason() const;
   // Waits until the state is `state` or final (failed, disconnected, closed) or `timeout`
   // passes; returns the state then.
   PeerState WaitForState(PeerState state, absl::Duration timeout) const;

@@ -74,9 +74,10 @@ WebRtcPeerOptions LoopbackOptions(bool allow_loopback) {
 }
 
 // Two peers whose candidates are handed straight to each other. The offerer sends audio and
-// opens the data channels; the answerer receives into `received`.
+// opens the data channels; the answerer receives into `received` (its audio into its own queue
+// when `pull`).
 Pair MakePair(WebRtcPeerOptions offer_options, WebRtcPeerOptions answer_options,
-              std::shared_ptr<Received> received) {
+              std::shared_ptr<Received> received, bool pull = false) {
   Pair pair;
   // Each side's callbacks reach the other through a slot filled once both exist; candidates
   // gathered before then wait in the peer (they are only gathered after the offer anyway).
@@ -93,13 +94,15 @@ Pair MakePair(WebRtcPeerOptions offer_options, WebRtcPeerOptions answer_options,
     WebRtcPeer* peer = to_offerer->load();
     if (peer != nullptr && !peer->AddRemoteCandidate(c).ok()) ++*dropped;
   };
-  answer_callbacks.on_audio = [received](absl::Span<const int16_t> pcm) {
-    absl::MutexLock lock(&received->mu);
-    received->pcm.insert(received->pcm.end(), pcm.begin(), pcm.end());
-    if (received->first_loud == absl::InfiniteFuture() && Rms(pcm.data(), pcm.size()) > 1000) {
-      received->first_loud = absl::Now();
-    }
-  };
+  if (!pull) {
+    answer_callbacks.on_audio = [received](absl::Span<const int16_t> pcm) {
+      absl::MutexLock lock(&received->mu);
+      received->pcm.insert(received->pcm.end(), pcm.begin(), pcm.end());
+      if (received->first_loud == absl::InfiniteFuture() && Rms(pcm.data(), pcm.size()) > 1000) {
+        received->first_loud = absl::Now();
+      }
+    };
+  }
   answer_callbacks.on_data = [received](absl::string_view label, absl::string_view data, bool) {
     absl::MutexLock lock(&received->mu);
     received->messages.emplace_back(std::string(label), std::string(data));
@@ -255,6 +258,29 @@ TEST(WebRtcPeerTest, ToneCrossesAndIsDecodedAtTheAskedRate) {
   EXPECT_GT(at_440, 100 * at_300);
 }
 
+TEST(WebRtcPeerTest, PulledAudioIsKeptUpToItsCap) {
+  auto received = std::make_shared<Received>();
+  WebRtcPeerOptions sender = LoopbackOptions(true);
+  sender.send_audio = true;
+  sender.send_sample_rate = 16000;
+  WebRtcPeerOptions receiver = LoopbackOptions(true);
+  receiver.receive_sample_rate = 8000;
+  receiver.max_received_audio = absl::Milliseconds(500);
+  Pair pair = MakePair(sender, receiver, received, /*pull=*/true);
+  ASSERT_NE(pair.offerer, nullptr);
+  Negotiate(pair);
+  ASSERT_EQ(pair.answerer->WaitForState(PeerState::kConnected, absl::Seconds(10)),
+            PeerState::kConnected);
+  SendSilenceThenTone(*pair.offerer, 16000, 1000, 0, 1200);
+  absl::SleepFor(absl::Milliseconds(200));
+  std::vector<int16_t> pcm = pair.answerer->TakeAudio();
+  // The newest half second, at 8 kHz; the rest was dropped oldest first.
+  EXPECT_EQ(pcm.size(), 4000u);
+  EXPECT_GT(TonePower(pcm, 8000, 1000), 100 * TonePower(pcm, 8000, 500));
+  EXPECT_LE(pair.answerer->TakeAudio().size(), 320u);
+  EXPECT_EQ(pair.answerer->SendAudio(pcm).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(WebRtcPeerTest, DataChannelsOpenAndCarryMessages) {
   auto received = std::make_shared<Received>();
   WebRtcPeerOptions sender = LoopbackOptions(true);
@@ -333,6 +359,8 @@ TEST(WebRtcPeerTest, LoopbackCandidatesRefusedByTheGuardMeanNoConnection) {
   PeerState answerer = pair.answerer->WaitForState(PeerState::kFailed, absl::Seconds(10));
   EXPECT_EQ(offerer, PeerState::kFailed) << PeerStateName(offerer);
   EXPECT_EQ(answerer, PeerState::kFailed) << PeerStateName(answerer);
+  EXPECT_THAT(pair.answerer->reason(), HasSubstr("refused by the address guard"));
+  EXPECT_THAT(pair.offerer->reason(), HasSubstr("not connected within 3s"));
   // Every candidate each side gathered (host candidates on 127.0.0.1) was dropped.
   EXPECT_GE(*pair.dropped, 2);
   absl::MutexLock lock(&received->mu);
