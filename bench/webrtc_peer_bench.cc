@@ -184,19 +184,18 @@ bool RunRound(int pairs, int seconds, long threads_before, long rss_before) {
               2 * pairs, seconds, connected);
   std::printf("worst connect (offer -> both connected): %.0f ms\n",
               absl::ToDoubleMilliseconds(worst_connect));
-  std::printf("worst decoded/sent audio: %.3f; frames refused by a full queue: %d\n",
-              worst_ratio, refused);
-  std::printf("threads: %ld before, %ld with the peers (%.1f per peer), %ld just after closing "
-              "(%.0f ms for all), back to %ld after %.1f s\n",
-              threads_before, threads_with,
-              static_cast<double>(threads_with - threads_before) / (2 * pairs), threads_after,
-              absl::ToDoubleMilliseconds(close_time), ProcStatus("Threads"),
-              absl::ToDoubleSeconds(settle));
+  std::printf("worst decoded/sent audio: %.3f; frames refused by a full queue: %d\n", worst_ratio,
+              refused);
+  std::printf(
+      "threads: %ld before, %ld with the peers (%.1f per peer), %ld just after closing "
+      "(%.0f ms for all), back to %ld after %.1f s\n",
+      threads_before, threads_with,
+      static_cast<double>(threads_with - threads_before) / (2 * pairs), threads_after,
+      absl::ToDoubleMilliseconds(close_time), ProcStatus("Threads"), absl::ToDoubleSeconds(settle));
   std::printf("resident: %ld kB before, %ld kB streaming (%.0f kB per pair), %ld kB after\n",
-              rss_before, rss_with, static_cast<double>(rss_with - rss_before) / pairs,
-              rss_after);
-  std::printf("CPU while streaming: %.2f s over %.1f s = %.1f%% of a core (%.2f%% per pair)\n",
-              cpu, wall, 100 * cpu / wall, 100 * cpu / wall / pairs);
+              rss_before, rss_with, static_cast<double>(rss_with - rss_before) / pairs, rss_after);
+  std::printf("CPU while streaming: %.2f s over %.1f s = %.1f%% of a core (%.2f%% per pair)\n", cpu,
+              wall, 100 * cpu / wall, 100 * cpu / wall / pairs);
   return worst_ratio > 0.9 && connected == pairs;
 }
 

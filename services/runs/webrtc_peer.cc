@@ -75,8 +75,8 @@ absl::StatusOr<GstStructure*> EmitAndWait(GstElement* element, const char* signa
   if (!done) {
     gst_promise_interrupt(promise);
     gst_promise_unref(promise);
-    return absl::DeadlineExceededError(absl::StrCat("webrtc ", signal, " did not answer in ",
-                                                    absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("webrtc ", signal, " did not answer in ", absl::FormatDuration(timeout)));
   }
   GstStructure* reply = nullptr;
   absl::Status status;
@@ -86,8 +86,8 @@ absl::StatusOr<GstStructure*> EmitAndWait(GstElement* element, const char* signa
       GError* error = nullptr;
       if (gst_structure_has_field(r, "error") &&
           gst_structure_get(r, "error", G_TYPE_ERROR, &error, nullptr)) {
-        status = absl::InvalidArgumentError(absl::StrCat("webrtc ", signal, ": ",
-                                                         TakeError(error)));
+        status =
+            absl::InvalidArgumentError(absl::StrCat("webrtc ", signal, ": ", TakeError(error)));
       } else {
         reply = gst_structure_copy(r);
       }
@@ -305,9 +305,10 @@ absl::Status WebRtcPeer::Impl::Start() {
                               "rtpopusdepay", "appsrc", "appsink", "audioresample"}) {
     GstElementFactory* f = gst_element_factory_find(factory);
     if (f == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the GStreamer element ", factory, " is not installed (gstreamer1.0-plugins-base, "
-          "-good, -bad and gstreamer1.0-nice are needed for WebRTC)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("the GStreamer element ", factory,
+                       " is not installed (gstreamer1.0-plugins-base, "
+                       "-good, -bad and gstreamer1.0-nice are needed for WebRTC)"));
     }
     gst_object_unref(f);
   }
@@ -332,24 +333,35 @@ absl::Status WebRtcPeer::Impl::Start() {
       g_signal_emit_by_name(webrtc_, "add-turn-server", turn.c_str(), &added);
     }
     if (!added) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("not a TURN server URI (turn(s)://user:password@host:port): ",
-                       RedactUrl(turn)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "not a TURN server URI (turn(s)://user:password@host:port): ", RedactUrl(turn)));
     }
   }
-  if (!options_.local_addresses.empty()) {
-    GstWebRTCICE* ice = nullptr;
-    g_object_get(webrtc_, "ice-agent", &ice, nullptr);
-    for (const std::string& address : options_.local_addresses) {
-      gboolean added = FALSE;
-      g_signal_emit_by_name(ice, "add-local-ip-address", address.c_str(), &added);
-      if (!added) {
-        gst_object_unref(ice);
-        return absl::InvalidArgumentError(absl::StrCat("not a local address: ", address));
-      }
-    }
+  GstWebRTCICE* ice = nullptr;
+  g_object_get(webrtc_, "ice-agent", &ice, nullptr);
+  if (ice == nullptr) return absl::InternalError("webrtcbin has no ICE agent");
+  // libnice asks the LAN's router for a port mapping over UPnP (SSDP multicast, then HTTP to
+  // whatever answers) unless told not to: outbound traffic the address guard never sees, and a
+  // thread per agent. Relays are the installation's TURN servers instead.
+  GObject* agent = nullptr;
+  if (g_object_class_find_property(G_OBJECT_GET_CLASS(ice), "agent") != nullptr) {
+    g_object_get(ice, "agent", &agent, nullptr);
+  }
+  if (agent == nullptr) {
     gst_object_unref(ice);
+    return absl::FailedPreconditionError("webrtcbin's ICE agent is not libnice");
   }
+  g_object_set(agent, "upnp", FALSE, nullptr);
+  g_object_unref(agent);
+  for (const std::string& address : options_.local_addresses) {
+    gboolean added = FALSE;
+    g_signal_emit_by_name(ice, "add-local-ip-address", address.c_str(), &added);
+    if (!added) {
+      gst_object_unref(ice);
+      return absl::InvalidArgumentError(absl::StrCat("not a local address: ", address));
+    }
+  }
+  gst_object_unref(ice);
 
   g_signal_connect(webrtc_, "on-ice-candidate", G_CALLBACK(OnIceCandidate), this);
   g_signal_connect(webrtc_, "notify::connection-state", G_CALLBACK(OnConnectionState), this);
@@ -394,10 +406,9 @@ absl::Status WebRtcPeer::Impl::BuildSendChain() {
   GstElement* rtp_caps = gst_element_factory_make("capsfilter", nullptr);
   gst_bin_add_many(GST_BIN(pipeline_), appsrc_, convert, resample, encoder, payloader, rtp_caps,
                    nullptr);
-  GstCaps* caps = gst_caps_new_simple("audio/x-raw", "format", G_TYPE_STRING, "S16LE", "layout",
-                                      G_TYPE_STRING, "interleaved", "rate", G_TYPE_INT,
-                                      options_.send_sample_rate, "channels", G_TYPE_INT, 1,
-                                      nullptr);
+  GstCaps* caps = gst_caps_new_simple(
+      "audio/x-raw", "format", G_TYPE_STRING, "S16LE", "layout", G_TYPE_STRING, "interleaved",
+      "rate", G_TYPE_INT, options_.send_sample_rate, "channels", G_TYPE_INT, 1, nullptr);
   guint64 max_bytes = static_cast<guint64>(absl::ToDoubleSeconds(options_.max_send_queue) *
                                            options_.send_sample_rate * 2);
   // Live, stamped with the running time as frames are pushed; a full queue drops the new
@@ -429,8 +440,7 @@ absl::Status WebRtcPeer::Impl::BuildSendChain() {
   g_object_get(sink, "transceiver", &transceiver, nullptr);
   gst_object_unref(sink);
   if (transceiver != nullptr) {
-    g_object_set(transceiver, "direction", GST_WEBRTC_RTP_TRANSCEIVER_DIRECTION_SENDONLY,
-                 nullptr);
+    g_object_set(transceiver, "direction", GST_WEBRTC_RTP_TRANSCEIVER_DIRECTION_SENDONLY, nullptr);
     gst_object_unref(transceiver);
   }
   return absl::OkStatus();
@@ -486,8 +496,8 @@ absl::StatusOr<std::string> WebRtcPeer::Impl::SetDescription(const char* signal,
 absl::StatusOr<std::string> WebRtcPeer::Impl::AcceptOffer(absl::string_view offer_sdp) {
   absl::MutexLock lock(&op_mu_);
   if (closing_) return absl::UnavailableError("the peer is closed");
-  RETURN_IF_ERROR(SetDescription("set-remote-description", GST_WEBRTC_SDP_TYPE_OFFER, offer_sdp)
-                      .status());
+  RETURN_IF_ERROR(
+      SetDescription("set-remote-description", GST_WEBRTC_SDP_TYPE_OFFER, offer_sdp).status());
   RemoteDescriptionSet();
   ASSIGN_OR_RETURN(GstStructure * reply,
                    EmitAndWait(webrtc_, "create-answer", nullptr, options_.operation_timeout));
@@ -507,8 +517,8 @@ absl::StatusOr<std::string> WebRtcPeer::Impl::AcceptOffer(absl::string_view offe
 absl::Status WebRtcPeer::Impl::SetAnswer(absl::string_view answer_sdp) {
   absl::MutexLock lock(&op_mu_);
   if (closing_) return absl::UnavailableError("the peer is closed");
-  RETURN_IF_ERROR(SetDescription("set-remote-description", GST_WEBRTC_SDP_TYPE_ANSWER, answer_sdp)
-                      .status());
+  RETURN_IF_ERROR(
+      SetDescription("set-remote-description", GST_WEBRTC_SDP_TYPE_ANSWER, answer_sdp).status());
   RemoteDescriptionSet();
   return absl::OkStatus();
 }
@@ -530,8 +540,8 @@ void WebRtcPeer::Impl::AddCandidateNow(const IceCandidate& candidate) {
   absl::string_view line = candidate.candidate;
   absl::ConsumePrefix(&line, "a=");
   std::string text(line);
-  g_signal_emit_by_name(webrtc_, "add-ice-candidate",
-                        static_cast<guint>(candidate.sdp_mline_index), text.c_str());
+  g_signal_emit_by_name(webrtc_, "add-ice-candidate", static_cast<guint>(candidate.sdp_mline_index),
+                        text.c_str());
 }
 
 absl::Status WebRtcPeer::Impl::AddRemoteCandidate(const IceCandidate& candidate) {
@@ -673,7 +683,8 @@ void WebRtcPeer::Impl::Watchdog() {
       }
     } else if (!IsFinal(state_) && absl::Now() - connecting_since_ > options_.connect_timeout) {
       next = PeerState::kFailed;
-      reason = absl::StrCat("not connected within ", absl::FormatDuration(options_.connect_timeout));
+      reason =
+          absl::StrCat("not connected within ", absl::FormatDuration(options_.connect_timeout));
       if (int refused = refused_candidates_.load(); refused > 0) {
         absl::StrAppend(&reason, " (", refused, " remote candidate", refused == 1 ? "" : "s",
                         " refused by the address guard)");
@@ -696,7 +707,9 @@ void WebRtcPeer::Impl::Close() {
   }
   if (watchdog_.joinable()) watchdog_.join();
   absl::MutexLock op_lock(&op_mu_);
-  { absl::MutexLock cand_lock(&cand_mu_); }  // a trickle emitting now is done; later ones see closing_
+  {
+    absl::MutexLock cand_lock(&cand_mu_);
+  }  // a trickle emitting now is done; later ones see closing_
   // NULL stops every streaming thread before the handlers that point at us go.
   gst_element_set_state(pipeline_, GST_STATE_NULL);
   std::map<std::string, GstWebRTCDataChannel*, std::less<>> channels;
@@ -795,10 +808,9 @@ void WebRtcPeer::Impl::OnPadAdded(GstElement*, GstPad* pad, gpointer self) {
   GstElement* convert = gst_element_factory_make("audioconvert", nullptr);
   GstElement* resample = gst_element_factory_make("audioresample", nullptr);
   GstElement* sink = gst_element_factory_make("appsink", nullptr);
-  GstCaps* pcm = gst_caps_new_simple("audio/x-raw", "format", G_TYPE_STRING, "S16LE", "layout",
-                                     G_TYPE_STRING, "interleaved", "rate", G_TYPE_INT,
-                                     impl->options_.receive_sample_rate, "channels", G_TYPE_INT,
-                                     1, nullptr);
+  GstCaps* pcm = gst_caps_new_simple(
+      "audio/x-raw", "format", G_TYPE_STRING, "S16LE", "layout", G_TYPE_STRING, "interleaved",
+      "rate", G_TYPE_INT, impl->options_.receive_sample_rate, "channels", G_TYPE_INT, 1, nullptr);
   // Delivered as decoded, not held to the clock: the caller paces itself and measures latency.
   g_object_set(sink, "caps", pcm, "sync", FALSE, "async", FALSE, "max-buffers", 50, "drop", TRUE,
                nullptr);
@@ -885,10 +897,9 @@ void WebRtcPeer::Impl::OnDeepElementAdded(GstBin*, GstBin*, GstElement* element,
   }
   GstPad* src = gst_element_get_static_pad(element, "src");
   if (src == nullptr) return;
-  gst_pad_add_probe(src,
-                    static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER |
-                                                 GST_PAD_PROBE_TYPE_BUFFER_LIST),
-                    OnInboundPacket, self, nullptr);
+  gst_pad_add_probe(
+      src, static_cast<GstPadProbeType>(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST),
+      OnInboundPacket, self, nullptr);
   gst_object_unref(src);
 }
 
@@ -928,9 +939,7 @@ absl::Status WebRtcPeer::SetAnswer(absl::string_view answer_sdp) {
 absl::Status WebRtcPeer::AddRemoteCandidate(const IceCandidate& candidate) {
   return impl_->AddRemoteCandidate(candidate);
 }
-absl::Status WebRtcPeer::SendAudio(absl::Span<const int16_t> pcm) {
-  return impl_->SendAudio(pcm);
-}
+absl::Status WebRtcPeer::SendAudio(absl::Span<const int16_t> pcm) { return impl_->SendAudio(pcm); }
 std::vector<int16_t> WebRtcPeer::TakeAudio() { return impl_->TakeAudio(); }
 absl::Status WebRtcPeer::SendData(absl::string_view label, absl::string_view data, bool text) {
   return impl_->SendData(label, data, text);

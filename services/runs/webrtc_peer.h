@@ -25,8 +25,8 @@
 // consent timeout, if ever). Every operation waits at most operation_timeout; the received-audio
 // queue and the send queue are capped. No global state beyond gst_init(), run once.
 //
-// Callbacks run on GStreamer's threads, never under a lock of this class; they must not destroy
-// the peer.
+// Callbacks run on GStreamer's threads and the watchdog's, never under a lock of this class, and
+// two may run at once; they must not destroy the peer.
 
 #include <atomic>
 #include <cstdint>
@@ -99,7 +99,7 @@ struct WebRtcPeerCallbacks {
 class WebRtcPeer {
  public:
   static absl::StatusOr<std::unique_ptr<WebRtcPeer>> Create(const WebRtcPeerOptions& options,
-                                                             WebRtcPeerCallbacks callbacks);
+                                                            WebRtcPeerCallbacks callbacks);
   ~WebRtcPeer();
   WebRtcPeer(const WebRtcPeer&) = delete;
   WebRtcPeer& operator=(const WebRtcPeer&) = delete;

@@ -315,9 +315,9 @@ TEST(WebRtcPeerTest, DataChannelsOpenAndCarryMessages) {
   }
   absl::MutexLock lock(&received->mu);
   EXPECT_THAT(received->messages,
-              ::testing::UnorderedElementsAre(std::make_pair(std::string("_reliable"), binary),
-                                              std::make_pair(std::string("_lossy"),
-                                                             std::string("text message"))));
+              ::testing::UnorderedElementsAre(
+                  std::make_pair(std::string("_reliable"), binary),
+                  std::make_pair(std::string("_lossy"), std::string("text message"))));
 }
 
 TEST(WebRtcPeerTest, ClosingOneSideEndsTheOther) {
