@@ -63,6 +63,12 @@ struct Pair {
   std::unique_ptr<WebRtcPeer> answerer;
   // Candidates the guard dropped on either side.
   std::shared_ptr<std::atomic<int>> dropped = std::make_shared<std::atomic<int>>(0);
+  // The offerer's candidates as its callback gave them (signalling needs the mid too).
+  struct Gathered {
+    absl::Mutex mu;
+    std::vector<IceCandidate> candidates ABSL_GUARDED_BY(mu);
+  };
+  std::shared_ptr<Gathered> gathered = std::make_shared<Gathered>();
 };
 
 WebRtcPeerOptions LoopbackOptions(bool allow_loopback) {
@@ -85,7 +91,12 @@ Pair MakePair(WebRtcPeerOptions offer_options, WebRtcPeerOptions answer_options,
   auto to_offerer = std::make_shared<std::atomic<WebRtcPeer*>>(nullptr);
   auto dropped = pair.dropped;
   WebRtcPeerCallbacks offer_callbacks;
-  offer_callbacks.on_ice_candidate = [to_answerer, dropped](const IceCandidate& c) {
+  auto gathered = pair.gathered;
+  offer_callbacks.on_ice_candidate = [to_answerer, dropped, gathered](const IceCandidate& c) {
+    {
+      absl::MutexLock lock(&gathered->mu);
+      gathered->candidates.push_back(c);
+    }
     WebRtcPeer* peer = to_answerer->load();
     if (peer != nullptr && !peer->AddRemoteCandidate(c).ok()) ++*dropped;
   };
@@ -224,6 +235,17 @@ TEST(WebRtcPeerTest, ToneCrossesAndIsDecodedAtTheAskedRate) {
   ASSERT_EQ(pair.answerer->WaitForState(PeerState::kConnected, absl::Seconds(10)),
             PeerState::kConnected);
   EXPECT_EQ(*pair.dropped, 0);
+  {
+    // Host candidates on loopback, each with the m-line's mid and index (one bundled m-line).
+    absl::MutexLock lock(&pair.gathered->mu);
+    ASSERT_FALSE(pair.gathered->candidates.empty());
+    for (const IceCandidate& c : pair.gathered->candidates) {
+      if (c.candidate.empty()) continue;
+      EXPECT_THAT(c.candidate, HasSubstr(" 127.0.0.1 "));
+      EXPECT_EQ(c.sdp_mid, "audio0");
+      EXPECT_EQ(c.sdp_mline_index, 0);
+    }
+  }
 
   absl::Time tone_start = SendSilenceThenTone(*pair.offerer, 48000, 440, 600, 1000);
   // Silence after the tone, so the decoder flushes its tail.
@@ -256,6 +278,34 @@ TEST(WebRtcPeerTest, ToneCrossesAndIsDecodedAtTheAskedRate) {
   EXPECT_GT(rms, 3000);
   EXPECT_GT(at_440, 100 * at_880);
   EXPECT_GT(at_440, 100 * at_300);
+}
+
+TEST(WebRtcPeerTest, AConnectedPairRenegotiatesAndKeepsItsAudio) {
+  // A LiveKit server sends the subscriber a new offer whenever the room's tracks change.
+  auto received = std::make_shared<Received>();
+  WebRtcPeerOptions sender = LoopbackOptions(true);
+  sender.send_audio = true;
+  Pair pair = MakePair(sender, LoopbackOptions(true), received);
+  ASSERT_NE(pair.offerer, nullptr);
+  Negotiate(pair);
+  ASSERT_EQ(pair.answerer->WaitForState(PeerState::kConnected, absl::Seconds(10)),
+            PeerState::kConnected);
+  SendSilenceThenTone(*pair.offerer, 48000, 440, 0, 300);
+  Negotiate(pair);
+  size_t before;
+  {
+    absl::MutexLock lock(&received->mu);
+    before = received->pcm.size();
+  }
+  SendSilenceThenTone(*pair.offerer, 48000, 440, 0, 500);
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(pair.answerer->state(), PeerState::kConnected);
+  absl::MutexLock lock(&received->mu);
+  // Half a second more, at 16 kHz.
+  EXPECT_GT(received->pcm.size() - before, 7000u);
+  // An offer that is not SDP is refused, and the connection goes on.
+  EXPECT_EQ(pair.answerer->AcceptOffer("v=0 nonsense").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(WebRtcPeerTest, PulledAudioIsKeptUpToItsCap) {
