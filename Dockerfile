@@ -35,11 +35,14 @@ RUN apt-get update -qq \
       libavformat59 libavcodec59 libavutil57 libswresample4 \
       libpocketsphinx3 libsphinxbase3 pocketsphinx-en-us \
       libespeak-ng1 espeak-ng-data \
+      libgstreamer1.0-0 libgstreamer-plugins-base1.0-0 libgstreamer-plugins-bad1.0-0 \
+      gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-nice \
       bubblewrap python3 \
  && rm -rf /var/lib/apt/lists/*
 # Read at run time: /usr/share/pocketsphinx/model/en-us (embedded speech-to-text),
 # /usr/lib/x86_64-linux-gnu/espeak-ng-data (embedded text-to-speech), /usr/bin/bwrap and
-# /usr/bin/python3 (--sandbox-bwrap, --sandbox-python), /etc/ssl/certs (outbound HTTPS, wss://).
+# /usr/bin/python3 (--sandbox-bwrap, --sandbox-python), /etc/ssl/certs (outbound HTTPS, wss://),
+# the GStreamer plugins under /usr/lib/x86_64-linux-gnu/gstreamer-1.0 (WebRTC for room runs).
 # The OpenAPI document is compiled into the binary; the edge serves no files but recordings.
 RUN groupadd --gid 10001 calleval \
  && useradd --uid 10001 --gid 10001 --home-dir /data --no-create-home --shell /usr/sbin/nologin calleval \
