@@ -131,6 +131,9 @@ struct ServerConfig {
   std::string plivo_api_url = "https://api.plivo.com";
   std::string vapi_api_url = "https://api.vapi.ai";
   std::string retell_api_url = "https://api.retellai.com";
+  // How long a phone run whose agent calls in awaits its call (docs/channels.md, "The agent
+  // calls in"); tests shorten it.
+  absl::Duration phone_call_in_timeout = absl::Minutes(2);
   // How long a transcription worker's lease on a recording lasts, renewed like the analysis
   // lease while it transcribes (an hour of audio takes about 6 minutes with the embedded
   // recognizer, which the heartbeat covers).

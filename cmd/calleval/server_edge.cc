@@ -141,7 +141,8 @@ absl::Status RegisterDirectHandlers(ServerState& s) {
 // The phone channel's carrier-facing routes (docs/channels.md): under /media/<carrier>/<token>
 // the media websocket, handed over to the run waiting on the line; its status webhooks, checked
 // with the line's carrier account (a bad signature is 403 and delivers nothing); the answer
-// document. An unknown or expired token is 404 everywhere.
+// document. An unknown or expired token is 404 everywhere. Beside them, each carrier's fixed
+// incoming-call webhook, /media/<carrier>/incoming, for runs whose agent calls in.
 void AddPhoneLineRoutes(ServerState* state) {
   edge::HttpServer& http = *state->http_server;
   http.AddUpgradeRoute("/media/", [state](const edge::LocalRequest& r) {
@@ -187,10 +188,23 @@ void AddPhoneLineRoutes(ServerState* state) {
     if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
     return answer(r);
   });
-  http.AddLocalRoute("POST", "/media/", [state, answer,
+  // The carrier's incoming-call webhook, /media/<carrier>/incoming (an agent calling in): the
+  // waiting line's answer document streams the call to its media websocket; a call no line
+  // waits for is refused with the carrier's rejection (Telnyx: a bare 200, the call rings out).
+  auto incoming = [state, carrier_request](const edge::LocalRequest& r) {
+    absl::StatusOr<runs::PhoneLines::IncomingAnswer> taken =
+        state->phone_lines->Incoming(r.path, carrier_request(r));
+    if (!taken.ok()) return ErrorResponse(taken.status());
+    edge::LocalResponse ok;
+    ok.content_type = taken->document.empty() ? "text/plain" : "text/xml";
+    ok.body = std::move(taken->document);
+    return ok;
+  };
+  http.AddLocalRoute("POST", "/media/", [state, answer, incoming,
                                          carrier_request](const edge::LocalRequest& r) {
     if (!state->ready.load()) return ErrorResponse(absl::UnavailableError("starting"));
     if (absl::EndsWith(r.path, "/answer")) return answer(r);
+    if (absl::EndsWith(r.path, "/incoming")) return incoming(r);
     absl::Status delivered = state->phone_lines->Webhook(r.path, carrier_request(r));
     if (!delivered.ok()) return ErrorResponse(delivered);
     edge::LocalResponse ok;

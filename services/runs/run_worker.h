@@ -67,6 +67,9 @@ struct RunDependencies {
   PhoneLines* phone_lines = nullptr;
   // How long an agent's phone may ring before the run ends `no_answer`.
   absl::Duration ring_timeout = absl::Seconds(30);
+  // How long a run whose agent calls in (call_directions without `inbound`) awaits the agent's
+  // call before it ends `no_answer`.
+  absl::Duration call_in_timeout = absl::Minutes(2);
   UrlGuardOptions url_guard;  // the operator's allow-list for the agents' URLs
   std::string agent_ca_file;  // further trusted CAs for wss:// agents (--agent-ca-file)
   // The carriers' and platforms' REST APIs (--twilio-api-url ...), and the base URL at which
@@ -124,6 +127,8 @@ class RunWorkers {
                                        const v1::Agent& agent, const agents::WebChannel& web,
                                        std::string* end_reason);
   // Has the agent's carrier dial the agent (docs/channels.md) and plays the caller on the call,
+  // or, for an agent that calls in (its call_directions lack `inbound`), awaits its call on one
+  // of the workspace's numbers (having Retell place it, for an external_retell agent),
   // records both sides and ingests the recording; the call's id. A call that never became a
   // conversation (busy, no_answer, voicemail, carrier_error) is an error with `end_reason` set.
   absl::StatusOr<int64_t> PhoneRun(const RunJob& job, const v1::Scenario& scenario,
