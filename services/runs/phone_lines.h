@@ -124,7 +124,7 @@ class PhoneLines {
   // ReadIncomingCall. No waiting line for its numbers: not matched, with the carrier's
   // rejection (IncomingCallRejection). A waiting line: its reader checks the signature
   // (PermissionDenied when it refuses it; nothing is delivered, and the line still waits),
-  // then the line takes the call (an kAnswered event whose call_id is the carrier's) and the
+  // then the line takes the call (a kAnswered event whose call_id is the carrier's) and the
   // webhook is answered with the line's answer document (set_answer_document). InvalidArgument
   // for a body that is not an incoming call; NotFound for another path.
   struct IncomingAnswer {
