@@ -95,8 +95,9 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
     return absl::StrCat("+3361234560", n);
   }
 
-  // The workspace's integration settings for the carrier (docs/api.md §5.8).
-  void PutSettings() {
+  // The workspace's integration settings for the carrier (docs/api.md §5.8), with a second
+  // number when `second_number` is set.
+  void PutSettings(const std::string& second_number = "") {
     json settings = json::parse(TwilioSettings());
     if (carrier() == "telnyx") {
       settings = {{"api_key", telnyx_.api_key()},
@@ -108,6 +109,7 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
                   {"auth_token", plivo_.auth_token()},
                   {"caller_numbers", {"+14155552671"}}};
     }
+    if (!second_number.empty()) settings["caller_numbers"].push_back(second_number);
     HttpResponse put = client_->Put("/api/v1/integrations/" + carrier(), settings.dump());
     ASSERT_EQ(put.status, 200) << put.body;
   }
@@ -202,9 +204,9 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
   }
 
   // Calls in as the agent at `from` until a run takes the call (it may not await it yet).
-  bool CallIn(const std::string& from) {
+  bool CallIn(const std::string& from, const std::string& to = kWorkspaceNumber) {
     for (int i = 0; i < 100; ++i) {
-      if (DialIn(from, kWorkspaceNumber).taken) return true;
+      if (DialIn(from, to).taken) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return false;
@@ -479,6 +481,28 @@ TEST_P(PhoneRunTest, AnAgentThatOnlyCallsOutCallsInAndIsScored) {
   // The line is gone with the run: its media URL is unknown now, and a new call is refused.
   EXPECT_EQ(MediaUpgradeStatus(call.media_url), 404);
   ExpectAgentLatency(*client_, run, carrier() + " incoming call");
+}
+
+// Two runs of one agent held at once await its call on different numbers of the workspace, so
+// each call reaches its own run.
+TEST_P(PhoneRunTest, ConcurrentRunsOfOneAgentAwaitDifferentNumbers) {
+  const std::string second = "+14155552672";
+  PutSettings(second);
+  const std::string agent_number = Number(3);
+  const int64_t scenario = PhoneScenario(agent_number, {"Hi, I would like to book a cleaning."},
+                                         std::nullopt, "", /*calls_out=*/true);
+  const int64_t first_run = Run(scenario);
+  const int64_t second_run = Run(scenario);
+  ASSERT_TRUE(CallIn(agent_number, second));
+  ASSERT_TRUE(CallIn(agent_number, kWorkspaceNumber));
+  for (const int64_t id : {first_run, second_run}) {
+    json run = WaitRun(id);
+    EXPECT_EQ(run["status"], "completed") << run.dump();
+    EXPECT_EQ(run["end_reason"], "completed") << run.dump();
+  }
+  int streamed = 0;
+  for (const PlayedCall& c : Calls()) streamed += c.media_connected ? 1 : 0;
+  EXPECT_EQ(streamed, 2);
 }
 
 // Nobody calls: the run ends no_answer. A forged incoming-call webhook for the awaited numbers
