@@ -53,7 +53,8 @@ absl::StatusOr<IncomingCall> ReadIncomingCall(absl::string_view carrier,
   }
   if (carrier == "telnyx") {
     nlohmann::json j = nlohmann::json::parse(hook.body, nullptr, false);
-    const nlohmann::json data = j.is_object() ? j.value("data", nlohmann::json()) : nlohmann::json();
+    const nlohmann::json data =
+        j.is_object() ? j.value("data", nlohmann::json()) : nlohmann::json();
     if (JsonText(data, "event_type").empty()) {
       return absl::InvalidArgumentError("not a Telnyx webhook: no data.event_type");
     }
@@ -74,7 +75,8 @@ absl::StatusOr<IncomingCall> ReadIncomingCall(absl::string_view carrier,
 std::string IncomingCallRejection(absl::string_view carrier) {
   if (carrier == "twilio") return "<Response><Reject reason=\"busy\"/></Response>";
   if (carrier == "plivo") {
-    return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Hangup reason=\"busy\"/></Response>";
+    return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+           "<Response><Hangup reason=\"busy\"/></Response>";
   }
   return "";
 }

@@ -137,7 +137,7 @@ std::unique_ptr<PhoneLine> PhoneLines::OpenInbound(std::string carrier, WebhookR
 }
 
 absl::StatusOr<PhoneLines::IncomingAnswer> PhoneLines::Incoming(absl::string_view path,
-                                                               CarrierWebhook hook) {
+                                                                CarrierWebhook hook) {
   absl::string_view rest = path;
   if (!absl::ConsumePrefix(&rest, "/media/") || !absl::ConsumeSuffix(&rest, "/incoming") ||
       rest.empty() || absl::StrContains(rest, '/')) {

@@ -157,8 +157,8 @@ absl::StatusOr<PhoneCallResult> TakeIncomingCall(const PhoneCallOptions& options
         continue;
       }
       // Before the stream the call may still end (the agent gave up ringing).
-      if (taken && (event.progress == CarrierEvent::kCompleted ||
-                    event.progress == CarrierEvent::kFailed)) {
+      if (taken &&
+          (event.progress == CarrierEvent::kCompleted || event.progress == CarrierEvent::kFailed)) {
         if (arrived.media) ::close(arrived.media->fd);
         result.end_reason =
             event.progress == CarrierEvent::kCompleted ? "agent_hangup" : "carrier_error";
@@ -193,14 +193,13 @@ absl::StatusOr<PhoneCallResult> HoldPhoneCall(const PhoneCallOptions& options) {
   };
   if (options.agent_calls_in) {
     std::unique_ptr<PhoneLine> line = options.lines->OpenInbound(
-        options.account.carrier, std::move(read),
-        limit + options.call_in_timeout + kMediaGrace, options.to,
-        options.account.caller_numbers);
+        options.account.carrier, std::move(read), limit + options.call_in_timeout + kMediaGrace,
+        options.to, options.account.caller_numbers);
     line->set_answer_document(client->IncomingCallAnswer(line->media_url()));
     return TakeIncomingCall(options, *client, **dialect, *line);
   }
-  std::unique_ptr<PhoneLine> line = options.lines->Open(
-      options.account.carrier, std::move(read), limit + options.ring_timeout + kMediaGrace);
+  std::unique_ptr<PhoneLine> line = options.lines->Open(options.account.carrier, std::move(read),
+                                                        limit + options.ring_timeout + kMediaGrace);
   OutboundCall call;
   call.from = options.account.caller_numbers.front();
   call.to = options.to;
@@ -248,8 +247,7 @@ absl::StatusOr<PhoneCallResult> HoldPhoneCall(const PhoneCallOptions& options) {
     }
     media = std::move(arrived.media);
   }
-  return HoldConversation(options, *client, **dialect, *line, *std::move(media),
-                          std::move(result));
+  return HoldConversation(options, *client, **dialect, *line, *std::move(media), std::move(result));
 }
 
 }  // namespace calleval::runs

@@ -57,15 +57,15 @@ struct PhoneCallResult {
   std::string end_reason;
   // Why a call that never became a conversation ended, in the carrier's words.
   std::string detail;
-  std::string call_id;  // the carrier's
+  std::string call_id;         // the carrier's
   std::string awaited_number;  // the agent called in: the workspace's number it was awaited on
   // Both sides, when the answered call was streamed (not for busy, no_answer, carrier_error).
   std::optional<VoiceRecording> recording;
 };
 
-// Places (or, when the agent calls in, awaits and answers) and holds the call. Errors only for what is not the call's doing (kCancelled when
-// `cancel` became true: the call is hung up first); a call that could not be placed or did not
-// connect is a result with its end_reason.
+// Places (or, when the agent calls in, awaits and answers) and holds the call. Errors only for what
+// is not the call's doing (kCancelled when `cancel` became true: the call is hung up first); a call
+// that could not be placed or did not connect is a result with its end_reason.
 absl::StatusOr<PhoneCallResult> HoldPhoneCall(const PhoneCallOptions& options);
 
 }  // namespace calleval::runs

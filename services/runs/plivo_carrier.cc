@@ -203,8 +203,7 @@ class PlivoCarrierClient : public CarrierClient {
   std::string IncomingCallAnswer(const std::string& media_url) override {
     return StreamDocument(media_url);
   }
-  absl::Status AnswerIncoming(const std::string&, const std::string&,
-                              const std::string&) override {
+  absl::Status AnswerIncoming(const std::string&, const std::string&, const std::string&) override {
     return absl::OkStatus();
   }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/crypto.h"
@@ -338,8 +337,8 @@ absl::StatusOr<int64_t> RunWorkers::PhoneRun(const RunJob& job, const v1::Scenar
   // docs/channels.md, "The agent calls in": an agent that takes no calls (outbound only) is not
   // dialled; the run awaits its call instead.
   const auto& directions = agent.call_directions();
-  call.agent_calls_in = std::find(directions.begin(), directions.end(),
-                                  agents::rules::kInbound) == directions.end();
+  call.agent_calls_in =
+      std::find(directions.begin(), directions.end(), agents::rules::kInbound) == directions.end();
   call.call_in_timeout = deps.call_in_timeout;
   absl::Status platform_refused;  // Retell's answer when asked to place the agent's call
   if (call.agent_calls_in && agent.agent_source() == agents::rules::kExternalRetell) {

@@ -145,8 +145,7 @@ class TwilioCarrierClient : public CarrierClient {
   std::string IncomingCallAnswer(const std::string& media_url) override {
     return TwilioStreamTwiml(media_url);
   }
-  absl::Status AnswerIncoming(const std::string&, const std::string&,
-                              const std::string&) override {
+  absl::Status AnswerIncoming(const std::string&, const std::string&, const std::string&) override {
     return absl::OkStatus();
   }
 

@@ -549,16 +549,16 @@ TEST_P(PhoneRunTest, AnAwaitedCallThatNeverComesEndsNoAnswer) {
 // (create-phone-call), and Retell's call comes in through the carrier like any other.
 TEST_P(PhoneRunTest, RetellIsAskedToPlaceTheAgentsCall) {
   PutSettings();
-  ASSERT_EQ(client_->Put("/api/v1/integrations/retell", json{{"api_key", kRetellKey}}.dump()).status,
-            200);
+  ASSERT_EQ(
+      client_->Put("/api/v1/integrations/retell", json{{"api_key", kRetellKey}}.dump()).status,
+      200);
   const std::string agent_number = Number(9);
   retell_.AddAgent("assistant-" + agent_number.substr(1), json{{"language", "en-US"}}, "llm_9",
                    json{{"general_prompt", "Book cleanings."},
                         {"begin_message", "Hello, Sparkle here."},
                         {"start_speaker", "agent"}});
-  retell_.PlaceCallsWith([this](const std::string& from, const std::string& to) {
-    DialIn(from, to);
-  });
+  retell_.PlaceCallsWith(
+      [this](const std::string& from, const std::string& to) { DialIn(from, to); });
   const int64_t run_id = Run(PhoneScenario(agent_number, {"Hi, I would like to book a cleaning."},
                                            std::nullopt, "external_retell", /*calls_out=*/true));
   json run = WaitRun(run_id);
@@ -579,18 +579,17 @@ TEST_P(PhoneRunTest, RetellsRefusalEndsTheRunWithItsMessage) {
   PutSettings();
   // The agent's own key, which Retell does not know, wins over the workspace's (none here).
   const std::string agent_number = Number(8);
-  HttpResponse agent = client_->Post(
-      "/api/v1/agents", json{{"name", "Retell bot"},
-                             {"language_id", 1},
-                             {"phone_number", agent_number},
-                             {"instructions", "Book cleanings."},
-                             {"agent_source", "external_retell"},
-                             {"assistant_id", "agent_unknown"},
-                             {"call_directions", {"outbound"}}});
+  HttpResponse agent = client_->Post("/api/v1/agents", json{{"name", "Retell bot"},
+                                                            {"language_id", 1},
+                                                            {"phone_number", agent_number},
+                                                            {"instructions", "Book cleanings."},
+                                                            {"agent_source", "external_retell"},
+                                                            {"assistant_id", "agent_unknown"},
+                                                            {"call_directions", {"outbound"}}});
   ASSERT_EQ(agent.status, 201) << agent.body;
-  ASSERT_EQ(client_->Put("/api/v1/integrations/retell", json{{"api_key", "key_revoked"}}.dump())
-                .status,
-            200);
+  ASSERT_EQ(
+      client_->Put("/api/v1/integrations/retell", json{{"api_key", "key_revoked"}}.dump()).status,
+      200);
   HttpResponse scenario = client_->Post(
       "/api/v1/scenarios",
       json{{"agent_id", agent.json()["id"]}, {"name", "s"}, {"caller_script", {"Hello."}}});

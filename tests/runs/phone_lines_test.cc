@@ -142,7 +142,8 @@ TEST(PhoneLinesTest, AConnectionForALineThatClosedMeanwhileIsClosed) {
   ::close(fds[1]);
 }
 
-// A Twilio incoming-call webhook from `from` to `to` (the form Twilio posts), signed as `signature`.
+// A Twilio incoming-call webhook from `from` to `to` (the form Twilio posts), signed as
+// `signature`.
 CarrierWebhook IncomingHook(const std::string& from, const std::string& to,
                             const std::string& signature, const std::string& sid = "CA1") {
   CarrierWebhook hook = Hook(signature);
@@ -171,16 +172,20 @@ TEST(PhoneLinesTest, InboundLinesAwaitNumbersNoOtherLineFromTheAgentAwaits) {
   EXPECT_EQ(lines.Open("twilio", Reader(), absl::Minutes(1))->awaited_number(), "");
 
   // Each call goes to the line awaiting its number: b's number to b, a's to a then c.
-  ASSERT_TRUE(lines.Incoming("/media/twilio/incoming", IncomingHook("+14155559999", numbers[1], "good", "CAb"))
+  ASSERT_TRUE(lines
+                  .Incoming("/media/twilio/incoming",
+                            IncomingHook("+14155559999", numbers[1], "good", "CAb"))
                   ->matched);
   PhoneLine::Arrived arrived = b->Wait(absl::Seconds(1));
   ASSERT_EQ(arrived.events.size(), 1u);
   EXPECT_EQ(arrived.events[0].call_id, "CAb");
-  ASSERT_TRUE(lines.Incoming("/media/twilio/incoming",
-                             IncomingHook("+14155559999", numbers[0], "good", "CAa"))
+  ASSERT_TRUE(lines
+                  .Incoming("/media/twilio/incoming",
+                            IncomingHook("+14155559999", numbers[0], "good", "CAa"))
                   ->matched);
-  ASSERT_TRUE(lines.Incoming("/media/twilio/incoming",
-                             IncomingHook("+14155559999", numbers[0], "good", "CAc"))
+  ASSERT_TRUE(lines
+                  .Incoming("/media/twilio/incoming",
+                            IncomingHook("+14155559999", numbers[0], "good", "CAc"))
                   ->matched);
   EXPECT_EQ(a->Wait(absl::Seconds(1)).events.at(0).call_id, "CAa");
   EXPECT_EQ(c->Wait(absl::Seconds(1)).events.at(0).call_id, "CAc");
@@ -194,14 +199,15 @@ TEST(PhoneLinesTest, InboundLinesAwaitNumbersNoOtherLineFromTheAgentAwaits) {
 
 TEST(PhoneLinesTest, AnIncomingCallIsTakenOnlyOnceItsSignatureVerifies) {
   PhoneLines lines("https://calls.example.com");
-  auto line = lines.OpenInbound("twilio", Reader(), absl::Minutes(1), "+14155559999",
-                                {"+14155550001"});
+  auto line =
+      lines.OpenInbound("twilio", Reader(), absl::Minutes(1), "+14155559999", {"+14155550001"});
   line->set_answer_document("<Response><Connect><Stream url=\"wss://x\"/></Connect></Response>");
   const std::string path = "/media/twilio/incoming";
 
   // Forged: 403, and the line still waits.
-  EXPECT_EQ(lines.Incoming(path, IncomingHook("+14155559999", "+14155550001", "forged")).status().code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(
+      lines.Incoming(path, IncomingHook("+14155559999", "+14155550001", "forged")).status().code(),
+      absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(line->Wait(absl::Milliseconds(20)).events.empty());
   // No line for these numbers: Twilio's rejection, unverified (nothing is read from it).
   absl::StatusOr<PhoneLines::IncomingAnswer> other =
@@ -212,8 +218,9 @@ TEST(PhoneLinesTest, AnIncomingCallIsTakenOnlyOnceItsSignatureVerifies) {
   CarrierWebhook empty = Hook("good");
   empty.content_type = "application/x-www-form-urlencoded";
   EXPECT_EQ(lines.Incoming(path, empty).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(lines.Incoming("/media/twilio/x/incoming",
-                           IncomingHook("+14155559999", "+14155550001", "good"))
+  EXPECT_EQ(lines
+                .Incoming("/media/twilio/x/incoming",
+                          IncomingHook("+14155559999", "+14155550001", "good"))
                 .status()
                 .code(),
             absl::StatusCode::kNotFound);
@@ -230,11 +237,10 @@ TEST(PhoneLinesTest, AnIncomingCallIsTakenOnlyOnceItsSignatureVerifies) {
   EXPECT_EQ(arrived.events[0].progress, CarrierEvent::kAnswered);
   EXPECT_EQ(arrived.events[0].call_id, "CA42");
   // Taken once: a redelivery is refused, and a closed line takes nothing.
-  EXPECT_FALSE(lines.Incoming(path, IncomingHook("+14155559999", "+14155550001", "good", "CA42"))
-                   ->matched);
+  EXPECT_FALSE(
+      lines.Incoming(path, IncomingHook("+14155559999", "+14155550001", "good", "CA42"))->matched);
   line.reset();
-  EXPECT_FALSE(lines.Incoming(path, IncomingHook("+14155559999", "+14155550001", "good"))
-                   ->matched);
+  EXPECT_FALSE(lines.Incoming(path, IncomingHook("+14155559999", "+14155550001", "good"))->matched);
 }
 
 TEST(PhoneLinesTest, NumbersMatchWhateverTheCarrierPrefixesThem) {
@@ -258,7 +264,8 @@ TEST(PhoneLinesTest, TelnyxEventsThatAreNotAnIncomingCallAreLeftAlone) {
   CarrierWebhook hook = Hook("good");
   hook.body =
       R"({"data":{"event_type":"call.hangup","payload":{"call_control_id":"v3:1","from":"+33612345601","to":"+14155552671","direction":"incoming"}}})";
-  absl::StatusOr<PhoneLines::IncomingAnswer> answer = lines.Incoming("/media/telnyx/incoming", hook);
+  absl::StatusOr<PhoneLines::IncomingAnswer> answer =
+      lines.Incoming("/media/telnyx/incoming", hook);
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_FALSE(answer->matched);
   EXPECT_EQ(answer->document, "");

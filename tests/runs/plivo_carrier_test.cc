@@ -154,8 +154,8 @@ TEST(PlivoIncomingTest, AnIncomingCallIsReadVerifiedAndAnsweredWithTheStream) {
       "Event=StartApp&From=919876543201&To=15550001111";
   const std::string nonce = "7717";
   const Params params = *ParseFormParams(form);
-  const std::string good =
-      HandSignature(kAuthToken, absl::StrCat(PlivoSignatureV3Base("POST", url, params), ".", nonce));
+  const std::string good = HandSignature(
+      kAuthToken, absl::StrCat(PlivoSignatureV3Base("POST", url, params), ".", nonce));
   CarrierWebhook hook = Hook(url, form, nonce, good);
   absl::StatusOr<IncomingCall> call = ReadIncomingCall("plivo", hook);
   ASSERT_TRUE(call.ok()) << call.status();
@@ -163,14 +163,16 @@ TEST(PlivoIncomingTest, AnIncomingCallIsReadVerifiedAndAnsweredWithTheStream) {
   EXPECT_EQ(call->to, "15550001111");
   EXPECT_EQ(call->call_id, "0e2c7ab4-cc8a-11ef-9f0b-3b9f0f3f3a11");
   EXPECT_TRUE((*client)->ReadWebhook(hook, absl::Now()).ok());
-  EXPECT_FALSE((*client)->ReadWebhook(Hook(url, form, nonce, HandSignature("x", "y")), absl::Now())
-                   .ok());
+  EXPECT_FALSE(
+      (*client)->ReadWebhook(Hook(url, form, nonce, HandSignature("x", "y")), absl::Now()).ok());
 
-  const std::string document = (*client)->IncomingCallAnswer("wss://calleval.example/media/plivo/t&k");
+  const std::string document =
+      (*client)->IncomingCallAnswer("wss://calleval.example/media/plivo/t&k");
   EXPECT_THAT(document, HasSubstr("<Stream bidirectional=\"true\""));
   EXPECT_THAT(document, HasSubstr(">wss://calleval.example/media/plivo/t&amp;k</Stream>"));
   EXPECT_TRUE((*client)->AnswerIncoming("0e2c", "wss://x", "https://x").ok());
-  EXPECT_THAT(IncomingCallRejection("plivo"), HasSubstr("<Response><Hangup reason=\"busy\"/></Response>"));
+  EXPECT_THAT(IncomingCallRejection("plivo"),
+              HasSubstr("<Response><Hangup reason=\"busy\"/></Response>"));
   EXPECT_EQ(ReadIncomingCall("plivo", Hook(url, "CallUUID=1&From=1", nonce, good)).status().code(),
             absl::StatusCode::kInvalidArgument);
 }

@@ -326,11 +326,11 @@ TEST(TelnyxCallControlTest, DialsWithABidirectionalStreamAndHangsUp) {
 TEST(TelnyxCallControlTest, AnIncomingCallIsReadThenAnsweredByCommand) {
   TelnyxKey key;
   const std::string body = Webhook("call.initiated", {{"call_control_id", "v3:in-1"},
-                                                     {"connection_id", "1494404757140276705"},
-                                                     {"direction", "incoming"},
-                                                     {"from", "+33612345601"},
-                                                     {"to", "+15550001111"},
-                                                     {"state", "parked"}});
+                                                      {"connection_id", "1494404757140276705"},
+                                                      {"direction", "incoming"},
+                                                      {"from", "+33612345601"},
+                                                      {"to", "+15550001111"},
+                                                      {"state", "parked"}});
   CarrierWebhook hook = Signed(key, body, absl::Now());
   absl::StatusOr<IncomingCall> call = ReadIncomingCall("telnyx", hook);
   ASSERT_TRUE(call.ok()) << call.status();
@@ -338,11 +338,11 @@ TEST(TelnyxCallControlTest, AnIncomingCallIsReadThenAnsweredByCommand) {
   EXPECT_EQ(call->to, "+15550001111");
   EXPECT_EQ(call->call_id, "v3:in-1");
   // An outgoing call's start, or another event, is not an incoming call.
-  EXPECT_EQ(ReadIncomingCall("telnyx", Signed(key,
-                                              Webhook("call.initiated", {{"direction", "outgoing"},
-                                                                         {"from", "+1"},
-                                                                         {"to", "+2"}}),
-                                              absl::Now()))
+  EXPECT_EQ(ReadIncomingCall(
+                "telnyx", Signed(key,
+                                 Webhook("call.initiated",
+                                         {{"direction", "outgoing"}, {"from", "+1"}, {"to", "+2"}}),
+                                 absl::Now()))
                 .status()
                 .code(),
             absl::StatusCode::kNotFound);

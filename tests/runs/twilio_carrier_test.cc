@@ -207,9 +207,9 @@ TEST_F(TwilioClientTest, WebhooksAreReadOnlyWithAValidSignature) {
 // needed to answer it.
 TEST_F(TwilioClientTest, AnIncomingCallIsReadAnsweredWithTheStreamAndVerifiedLikeAWebhook) {
   const std::string url = "https://calleval.example/media/twilio/incoming";
-  const FormFields form = {{"AccountSid", kSid}, {"CallSid", "CA0f"},
-                           {"CallStatus", "ringing"},  {"Direction", "inbound"},
-                           {"From", "+14155550100"},   {"To", "+14155552671"}};
+  const FormFields form = {{"AccountSid", kSid},      {"CallSid", "CA0f"},
+                           {"CallStatus", "ringing"}, {"Direction", "inbound"},
+                           {"From", "+14155550100"},  {"To", "+14155552671"}};
   CarrierWebhook hook = Signed(url, form);
   absl::StatusOr<IncomingCall> call = ReadIncomingCall("twilio", hook);
   ASSERT_TRUE(call.ok()) << call.status();

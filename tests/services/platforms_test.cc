@@ -138,16 +138,16 @@ TEST_F(PlatformsTest, RetellPlacesTheAgentsPhoneCall) {
   EXPECT_EQ(retell_.phone_calls()[0], (json{{"from_number", "+14155550123"},
                                             {"to_number", "+14155552671"},
                                             {"override_agent_id", "agent_1"}}));
-  EXPECT_EQ(placed, (std::vector<std::pair<std::string, std::string>>{
-                        {"+14155550123", "+14155552671"}}));
+  EXPECT_EQ(placed,
+            (std::vector<std::pair<std::string, std::string>>{{"+14155550123", "+14155552671"}}));
 
-  absl::Status bad_key = CreateRetellPhoneCall(retell_.base_url(), "x", "+14155550123",
-                                               "+14155552671", "agent_1")
-                             .status();
+  absl::Status bad_key =
+      CreateRetellPhoneCall(retell_.base_url(), "x", "+14155550123", "+14155552671", "agent_1")
+          .status();
   EXPECT_EQ(bad_key.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_NE(bad_key.message().find("Invalid API Key"), absl::string_view::npos) << bad_key;
-  EXPECT_EQ(CreateRetellPhoneCall(retell_.base_url(), "retell-key", "+14155550123",
-                                  "+14155552671", "agent_2")
+  EXPECT_EQ(CreateRetellPhoneCall(retell_.base_url(), "retell-key", "+14155550123", "+14155552671",
+                                  "agent_2")
                 .status()
                 .code(),
             absl::StatusCode::kNotFound);

@@ -274,8 +274,7 @@ void FakeCallBook::SetLine(const std::string& to, FakeLine line) {
 }
 
 void FakeCallBook::Play(const std::string& id, const std::string& to,
-                        std::function<void(std::shared_ptr<Entry>)> play,
-                        const std::string& from) {
+                        std::function<void(std::shared_ptr<Entry>)> play, const std::string& from) {
   auto entry = std::make_shared<Entry>();
   entry->log.id = id;
   entry->log.to = to;
@@ -475,8 +474,7 @@ std::map<std::string, nlohmann::json> FakeTelnyx::answers() const {
 }
 
 absl::StatusOr<WebhookAnswer> FakeTelnyx::DialIn(const std::string& from, const std::string& to,
-                                                 std::string* id,
-                                                 const Ed25519TestKey* signer) {
+                                                 std::string* id, const Ed25519TestKey* signer) {
   std::string url, call_control_id;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -521,7 +519,8 @@ TestHttpServer::Response FakeTelnyx::Answer(const std::string& id,
   }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = incoming_.find(id);
-  if (it == incoming_.end()) return TelnyxError(404, "10005", "Resource not found", "Call not found.");
+  if (it == incoming_.end())
+    return TelnyxError(404, "10005", "Resource not found", "Call not found.");
   if (it->second.answered) {
     return TelnyxError(422, "90018", "Call has already ended",
                        "This call is no longer active and can't receive commands.");
@@ -788,9 +787,9 @@ absl::StatusOr<WebhookAnswer> FakePlivo::DialIn(const std::string& from, const s
                  {"direction", "inbound"}};
     calls_.push_back(call);
   }
-  absl::StatusOr<WebhookAnswer> document = Callback(
-      call.call_uuid, "answer_url",
-      {{"CallStatus", "ringing"}, {"Event", "StartApp"}, {"CallerName", from}}, token);
+  absl::StatusOr<WebhookAnswer> document =
+      Callback(call.call_uuid, "answer_url",
+               {{"CallStatus", "ringing"}, {"Event", "StartApp"}, {"CallerName", from}}, token);
   if (!document.ok() || document->status != 200) return document;
   const std::string url = PlivoStreamUrl(document->body);
   if (!url.empty() && book_.enabled()) {
@@ -811,8 +810,7 @@ void FakePlivo::StreamCall(std::shared_ptr<FakeCallBook::Entry> call, const std:
     // The application's hangup URL of a number's incoming calls is not the service's: only a
     // dialled call's hangup is reported to it.
     if (incoming) return;
-    const std::string what =
-        params.count("CallStatus") ? params.find("CallStatus")->second : field;
+    const std::string what = params.count("CallStatus") ? params.find("CallStatus")->second : field;
     absl::StatusOr<WebhookAnswer> answer = Callback(id, field, std::move(params));
     book_.Note(*call, [&](PlayedCall& log) {
       log.webhooks_sent.push_back(absl::StrCat(what, "=", answer.ok() ? answer->status : 0));

@@ -71,7 +71,7 @@ struct FakeLine {
 struct PlayedCall {
   std::string id;  // Telnyx's call_control_id, Plivo's request_uuid (CallUUID when incoming)
   std::string to;
-  std::string from;  // set for a call the agent made (DialIn)
+  std::string from;       // set for a call the agent made (DialIn)
   std::string media_url;  // the service's media websocket the carrier opened
   std::vector<std::string> webhooks_sent;  // "<event or status>=<HTTP status>"
   bool media_connected = false;
@@ -256,8 +256,7 @@ class FakePlivo {
   TestHttpServer::Response Handle(const TestHttpServer::Request& request);
   void PlayCall(std::shared_ptr<FakeCallBook::Entry> call);
   // Streams the answered call to the agent at `url` (from the answer document).
-  void StreamCall(std::shared_ptr<FakeCallBook::Entry> call, const std::string& url,
-                  bool incoming);
+  void StreamCall(std::shared_ptr<FakeCallBook::Entry> call, const std::string& url, bool incoming);
 
   const std::string auth_id_, auth_token_;
   mutable std::mutex mu_;

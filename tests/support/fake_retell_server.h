@@ -48,8 +48,8 @@ class FakeRetellServer {
   std::map<std::string, nlohmann::json> agents_;  // guarded by mu_
   std::map<std::string, nlohmann::json> llms_;    // guarded by mu_
   std::function<void(const std::string&, const std::string&)> dial_;  // guarded by mu_
-  std::vector<nlohmann::json> phone_calls_;                             // guarded by mu_
-  std::vector<std::thread> dialing_;                                    // guarded by mu_
+  std::vector<nlohmann::json> phone_calls_;                           // guarded by mu_
+  std::vector<std::thread> dialing_;                                  // guarded by mu_
   TestHttpServer http_;
 };
 

@@ -303,8 +303,7 @@ TestHttpServer::Response FakeTwilioServer::UpdateCall(const TestHttpServer::Requ
   return response;
 }
 
-FakeTwilioServer::Answer FakeTwilioServer::PostSigned(const std::string& url,
-                                                      const Fields& fields,
+FakeTwilioServer::Answer FakeTwilioServer::PostSigned(const std::string& url, const Fields& fields,
                                                       const std::string& token) {
   std::string body;
   for (const auto& [key, value] : fields) {

@@ -81,8 +81,7 @@ class FakeTwilioServer {
     int status = 0;  // 0: the service could not be reached
     std::string body;
   };
-  Answer DialIn(const std::string& from, const std::string& to,
-                const std::string& auth_token = "");
+  Answer DialIn(const std::string& from, const std::string& to, const std::string& auth_token = "");
 
   // Waits until the call to (or, for a call the agent made, from) `to` has ended (its thread is
   // done); false after `timeout`.
