@@ -142,6 +142,9 @@ struct ServerConfig {
   // How long an agent's phone may ring before a phone run ends `no_answer` (docs/channels.md);
   // the carriers are asked for it when the call is placed.
   absl::Duration ring_timeout = absl::Seconds(30);
+  // How long a phone run whose agent calls in awaits its call (docs/channels.md, "The agent
+  // calls in"); tests shorten it.
+  absl::Duration phone_call_in_timeout = absl::Minutes(2);
   // How long a transcription worker's lease on a recording lasts, renewed like the analysis
   // lease while it transcribes (an hour of audio takes about 6 minutes with the embedded
   // recognizer, which the heartbeat covers).

@@ -147,7 +147,9 @@ absl::Status RegisterDirectHandlers(ServerState& s) {
 // (services/runs/line_route.h), once the route's MAC verifies: the upgrade spliced, a request
 // forwarded. An unknown or expired token is 404 everywhere, and so is a route that does not
 // verify: no connection is made for it. The media listener registers the same routes without
-// a relay, so a relayed request never travels further.
+// a relay, so a relayed request never travels further. Beside them, each carrier's fixed
+// incoming-call webhook, /media/<carrier>/incoming, for runs whose agent calls in: answered by
+// the lines of this process (a call no line here waits for gets the carrier's rejection).
 void AddPhoneLineRoutes(edge::HttpServer& http, ServerState* state, bool relay) {
   const absl::Status unknown = absl::NotFoundError("no phone line is waiting at this address");
   // The process holding the line `path` names, when it is not this one and the route verifies.
@@ -203,7 +205,18 @@ void AddPhoneLineRoutes(edge::HttpServer& http, ServerState* state, bool relay) 
   // line here has its token.
   auto local = [state, carrier_request](
                    const edge::LocalRequest& r) -> std::optional<edge::LocalResponse> {
-    if (state->phone_lines == nullptr) return std::nullopt;
+    if (state->phone_lines == nullptr) {
+      // No line waits here for an agent's call: the carrier's rejection, as when none matches.
+      for (const char* carrier : {"twilio", "telnyx", "plivo"}) {
+        if (r.method == "POST" && r.path == absl::StrCat("/media/", carrier, "/incoming")) {
+          edge::LocalResponse refused;
+          refused.body = runs::IncomingCallRejection(carrier);
+          refused.content_type = refused.body.empty() ? "text/plain" : "text/xml";
+          return refused;
+        }
+      }
+      return std::nullopt;
+    }
     if (absl::EndsWith(r.path, "/answer")) {
       std::optional<runs::CarrierWebhook> fetch;
       if (r.method == "POST") fetch = carrier_request(r);
@@ -219,6 +232,15 @@ void AddPhoneLineRoutes(edge::HttpServer& http, ServerState* state, bool relay) 
       return ok;
     }
     if (r.method != "POST") return std::nullopt;
+    if (absl::EndsWith(r.path, "/incoming")) {
+      absl::StatusOr<runs::PhoneLines::IncomingAnswer> taken =
+          state->phone_lines->Incoming(r.path, carrier_request(r));
+      if (!taken.ok()) return ErrorResponse(taken.status());
+      edge::LocalResponse ok;
+      ok.content_type = taken->document.empty() ? "text/plain" : "text/xml";
+      ok.body = std::move(taken->document);
+      return ok;
+    }
     absl::Status delivered = state->phone_lines->Webhook(r.path, carrier_request(r));
     if (delivered.code() == absl::StatusCode::kNotFound) return std::nullopt;
     if (!delivered.ok()) return ErrorResponse(delivered);

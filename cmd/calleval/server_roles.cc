@@ -132,6 +132,8 @@ absl::Status WireRuns(ServerState* s) {
     run_options.deps.llm = s->llm.get();
     run_options.deps.recordings = s->recordings.get();
     run_options.deps.phone_lines = s->phone_lines.get();
+    run_options.deps.call_in_timeout = config.phone_call_in_timeout;
+    run_options.deps.takes_incoming_calls = HasRole(config, "edge");
     if (!config.tts_base_url.empty()) {
       runs::OpenAiSpeechConfig tts;
       tts.base_url = config.tts_base_url;

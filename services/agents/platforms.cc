@@ -213,4 +213,22 @@ absl::StatusOr<VapiWebsocketCall> CreateVapiWebsocketCall(const std::string& api
   return out;
 }
 
+absl::StatusOr<std::string> CreateRetellPhoneCall(const std::string& api_url,
+                                                  const std::string& api_key,
+                                                  const std::string& from_number,
+                                                  const std::string& to_number,
+                                                  const std::string& agent_id,
+                                                  const PlatformRequestOptions& options) {
+  const json body = {
+      {"from_number", from_number}, {"to_number", to_number}, {"override_agent_id", agent_id}};
+  absl::StatusOr<json> call = Request("Retell", "POST", Base(api_url) + "/v2/create-phone-call",
+                                      api_key, body.dump(), "POST /v2/create-phone-call", options);
+  if (!call.ok()) return call.status();
+  const std::string id = StringAt(*call, "call_id");
+  if (id.empty()) {
+    return absl::UnavailableError("Retell answered POST /v2/create-phone-call without a call_id");
+  }
+  return id;
+}
+
 }  // namespace calleval::agents

@@ -68,6 +68,16 @@ absl::StatusOr<VapiWebsocketCall> CreateVapiWebsocketCall(
     const std::string& api_url, const std::string& api_key, const std::string& assistant_id,
     const PlatformRequestOptions& options = {});
 
+// POST {api_url}/v2/create-phone-call with {"from_number", "to_number", "override_agent_id"}:
+// Retell's agent `agent_id` calls `to_number` from `from_number` (a number the Retell account
+// owns). The call's id (call_id). Not retried: a retry could place a second call.
+absl::StatusOr<std::string> CreateRetellPhoneCall(const std::string& api_url,
+                                                  const std::string& api_key,
+                                                  const std::string& from_number,
+                                                  const std::string& to_number,
+                                                  const std::string& agent_id,
+                                                  const PlatformRequestOptions& options = {});
+
 // The platform's message from an error body: Vapi's {"message": "..." | [...], "error"},
 // Retell's {"message"} or {"error_message"}; shortened. For tests and the callers' messages.
 std::string PlatformErrorMessage(absl::string_view body);

@@ -11,6 +11,9 @@
 //   /media/<carrier>/<token>            the media websocket (the token is single-use, expiring)
 //   /media/<carrier>/<token>/events     the call's status webhooks (signed by the carrier)
 //   /media/<carrier>/<token>/answer     the answer document, for carriers that fetch one (Plivo)
+//   /media/<carrier>/incoming           the carrier's incoming-call webhook, one fixed URL per
+//                                       carrier for the workspace's numbers (an agent calling in;
+//                                       tokens are 43 base64url characters, so never "incoming")
 
 #include <cstdint>
 #include <map>
@@ -58,6 +61,15 @@ struct OutboundCall {
   bool detect_machine = true;  // answering-machine detection, where the carrier offers it
 };
 
+// An incoming call as the carrier's incoming-call webhook announces it: read before the
+// signature is checked (the numbers say which line, hence which account, verifies it).
+struct IncomingCall {
+  std::string from;     // E.164, the caller (the agent's number)
+  std::string to;       // E.164, the workspace's number it dialled
+  std::string call_id;  // the carrier's id of the call (Twilio CallSid, Plivo CallUUID, Telnyx
+                        // call_control_id), for hanging it up and (Telnyx) answering it
+};
+
 // What a webhook says about the call.
 struct CarrierEvent {
   enum Progress {
@@ -102,7 +114,29 @@ class CarrierClient {
   // The answer document for carriers that fetch one when the call is answered (Plivo XML with
   // a bidirectional <Stream> to `call.media_url`); empty for the others.
   virtual std::string AnswerDocument(const OutboundCall& call) = 0;
+
+  // An incoming call the service takes (the agent calling in): what the incoming-call webhook
+  // is answered with to stream the call to `media_url` (Twilio TwiML <Connect><Stream>, Plivo
+  // XML with a bidirectional <Stream>); empty for carriers answered by a command instead.
+  virtual std::string IncomingCallAnswer(const std::string& media_url) = 0;
+  // Answers the incoming call `call_id` by command, streaming it to `media_url` and sending its
+  // webhooks to `events_url` (Telnyx Call Control `actions/answer`); nothing to do for carriers
+  // whose webhook answer does it. Errors as PlaceCall's.
+  virtual absl::Status AnswerIncoming(const std::string& call_id, const std::string& media_url,
+                                      const std::string& events_url) = 0;
 };
+
+// Reads the incoming-call webhook of `carrier` without checking its signature (the caller
+// checks it next, with the account of the line the numbers name): Twilio's and Plivo's form
+// fields From, To and CallSid / CallUUID; Telnyx's `call.initiated` event whose direction is
+// `incoming`. kInvalidArgument for a body that is not one; kNotFound for a Telnyx event that is
+// not an incoming call's start (Telnyx posts every event of the number's calls to this URL).
+absl::StatusOr<IncomingCall> ReadIncomingCall(absl::string_view carrier,
+                                              const CarrierWebhook& hook);
+// The answer to an incoming call that no run waits for: Twilio `<Reject reason="busy"/>`, Plivo
+// `<Hangup reason="busy"/>`; empty for Telnyx (a 200 that does nothing: the unanswered call
+// rings out).
+std::string IncomingCallRejection(absl::string_view carrier);
 
 // One message on the media websocket, read from the carrier. The service is the application
 // side of the carrier's stream: the agent's voice arrives as kMedia, the caller's is sent back.

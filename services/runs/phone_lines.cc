@@ -16,6 +16,11 @@ struct PhoneLine::State {
   std::string base_url;
   WebhookReader read;
   absl::Time expires;
+  // Inbound lines (set at opening; `taken` guarded by the registry's mu_).
+  bool inbound = false;
+  std::string from, to;  // the agent's number, the workspace's number awaited
+  uint64_t sequence = 0;
+  bool taken = false;  // the incoming call came
   // Guarded by mu.
   std::mutex mu;
   std::string answer_document;
@@ -56,6 +61,8 @@ std::string PhoneLine::events_url() const {
 std::string PhoneLine::answer_url() const {
   return absl::StrCat(state_->base_url, "/media/", state_->carrier, "/", state_->token, "/answer");
 }
+
+const std::string& PhoneLine::awaited_number() const { return state_->to; }
 
 PhoneLine::Arrived PhoneLine::Wait(absl::Duration wait) {
   std::unique_lock<std::mutex> lock(state_->mu);
@@ -98,6 +105,109 @@ std::unique_ptr<PhoneLine> PhoneLines::Open(std::string carrier, WebhookReader r
     lines_[state->token] = state;
   }
   return std::unique_ptr<PhoneLine>(new PhoneLine(this, std::move(state)));
+}
+
+namespace {
+
+// A number as its digits: carriers write the same number as +14155552671 (Twilio, Telnyx) or
+// 14155552671 (Plivo).
+std::string Digits(absl::string_view number) {
+  std::string out;
+  for (char c : number) {
+    if (c >= '0' && c <= '9') out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<PhoneLine> PhoneLines::OpenInbound(std::string carrier, WebhookReader read,
+                                                   absl::Duration ttl, const std::string& from,
+                                                   const std::vector<std::string>& numbers) {
+  std::unique_ptr<PhoneLine> line = Open(std::move(carrier), std::move(read), ttl);
+  PhoneLine::State& state = *line->state_;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string chosen = numbers.empty() ? std::string() : numbers.front();
+  for (const std::string& number : numbers) {
+    bool used = false;
+    for (const auto& [token, other] : lines_) {
+      used = used || (other->inbound && !other->taken && other->carrier == state.carrier &&
+                      Digits(other->from) == Digits(from) && Digits(other->to) == Digits(number));
+    }
+    if (!used) {
+      chosen = number;
+      break;
+    }
+  }
+  state.from = from;
+  state.to = chosen;
+  state.sequence = ++sequence_;
+  state.inbound = true;
+  return line;
+}
+
+absl::StatusOr<PhoneLines::IncomingAnswer> PhoneLines::Incoming(absl::string_view path,
+                                                                CarrierWebhook hook) {
+  absl::string_view rest = path;
+  if (!absl::ConsumePrefix(&rest, "/media/") || !absl::ConsumeSuffix(&rest, "/incoming") ||
+      rest.empty() || absl::StrContains(rest, '/')) {
+    return absl::NotFoundError("no phone line is waiting at this address");
+  }
+  const std::string carrier(rest);
+  hook.url = absl::StrCat(public_base_url_, path);
+  IncomingAnswer answer;
+  absl::StatusOr<IncomingCall> call = ReadIncomingCall(carrier, hook);
+  if (!call.ok() && call.status().code() == absl::StatusCode::kNotFound) {
+    return answer;  // another event of the number's calls: nothing to do
+  }
+  if (!call.ok()) return call.status();
+  // The oldest waiting line for these numbers (unverified: they only pick the line whose
+  // account checks the signature).
+  auto find = [&]() -> std::shared_ptr<PhoneLine::State> {
+    std::shared_ptr<PhoneLine::State> oldest;
+    const absl::Time now = absl::Now();
+    for (const auto& [token, line] : lines_) {
+      if (!line->inbound || line->taken || line->carrier != carrier || now >= line->expires ||
+          Digits(line->from) != Digits(call->from) || Digits(line->to) != Digits(call->to)) {
+        continue;
+      }
+      if (!oldest || line->sequence < oldest->sequence) oldest = line;
+    }
+    return oldest;
+  };
+  std::shared_ptr<PhoneLine::State> line;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    line = find();
+  }
+  if (!line) {
+    answer.document = IncomingCallRejection(carrier);
+    return answer;
+  }
+  absl::StatusOr<std::vector<CarrierEvent>> verified = line->read(hook);
+  if (!verified.ok()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("the webhook's signature was refused: ", verified.status().message()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // A second delivery of the same call may have been verified meanwhile: one line per call.
+    if (line->taken || lines_.find(line->token) == lines_.end()) {
+      answer.document = IncomingCallRejection(carrier);
+      return answer;
+    }
+    line->taken = true;
+  }
+  CarrierEvent taken;
+  taken.progress = CarrierEvent::kAnswered;
+  taken.call_id = call->call_id;
+  taken.detail = absl::StrCat("the agent called ", call->to, " from ", call->from);
+  std::lock_guard<std::mutex> lock(line->mu);
+  line->events.push_back(std::move(taken));
+  line->arrived.notify_all();
+  answer.matched = true;
+  answer.document = line->answer_document;
+  return answer;
 }
 
 void PhoneLines::Close(const std::string& token) {

@@ -10,6 +10,12 @@
 // The edge of the same process, or without one the process's media listener (to which other
 // processes' edges relay), serves those paths (cmd/calleval wires it) and hands what arrives to
 // the waiting run. The registry knows no HTTP: the server asks it what to answer.
+//
+// A run whose agent calls in (docs/channels.md, "The agent calls in") opens an inbound line
+// instead: it awaits a call from the agent's number to one of the workspace's numbers, which
+// comes to the carrier's fixed incoming-call webhook, <public-base-url>/media/<carrier>/incoming
+// (a token is 43 base64url characters, so it is never "incoming"). The numbers the webhook
+// names, unverified, pick the line; the line's account then checks the signature.
 
 #include <condition_variable>
 #include <cstdint>
@@ -54,6 +60,8 @@ class PhoneLine {
   std::string media_url() const;
   std::string events_url() const;
   std::string answer_url() const;
+  // An inbound line: the workspace's number it awaits the agent's call on; empty otherwise.
+  const std::string& awaited_number() const;
 
   // What arrived, waiting up to `wait` for something: the webhooks' events in order, and the
   // media connection once the carrier opened it.
@@ -109,6 +117,28 @@ class PhoneLines {
   absl::StatusOr<std::string> Answer(absl::string_view path,
                                      std::optional<CarrierWebhook> fetch = std::nullopt);
 
+  // Opens an inbound line of `carrier` awaiting a call from `from` (the agent's number) to one
+  // of `numbers` (the workspace's, not empty): the first that no other waiting line from the
+  // same number awaits, so that concurrent runs are told apart by the number called; when all
+  // are taken, the first, and such calls go to the lines in the order they opened. Until the
+  // call comes, the line is as Open's (its events and media URLs work as for a dialled call).
+  std::unique_ptr<PhoneLine> OpenInbound(std::string carrier, WebhookReader read,
+                                         absl::Duration ttl, const std::string& from,
+                                         const std::vector<std::string>& numbers);
+
+  // The carrier's incoming-call webhook at `path` (/media/<carrier>/incoming), read with
+  // ReadIncomingCall. No waiting line for its numbers: not matched, with the carrier's
+  // rejection (IncomingCallRejection). A waiting line: its reader checks the signature
+  // (PermissionDenied when it refuses it; nothing is delivered, and the line still waits),
+  // then the line takes the call (a kAnswered event whose call_id is the carrier's) and the
+  // webhook is answered with the line's answer document (set_answer_document). InvalidArgument
+  // for a body that is not an incoming call; NotFound for another path.
+  struct IncomingAnswer {
+    bool matched = false;
+    std::string document;  // what the webhook is answered with (may be empty: a bare 200)
+  };
+  absl::StatusOr<IncomingAnswer> Incoming(absl::string_view path, CarrierWebhook hook);
+
   // Lines open now.
   size_t open_lines();
 
@@ -127,6 +157,7 @@ class PhoneLines {
   const std::string credential_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<PhoneLine::State>> lines_;  // by token; guarded by mu_
+  uint64_t sequence_ = 0;  // the inbound lines' opening order; guarded by mu_
 };
 
 }  // namespace calleval::runs

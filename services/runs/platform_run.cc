@@ -140,4 +140,24 @@ absl::StatusOr<PlatformWebCall> StartPlatformWebCall(RunAgents& agents, int64_t 
   return out;
 }
 
+absl::Status RequestRetellCall(RunAgents& agents, int64_t workspace_id, const v1::Agent& agent,
+                               const ProviderApiUrls& urls, const std::string& number,
+                               const std::atomic<bool>* cancel) {
+  absl::StatusOr<std::string> key = ApiKey(agents, workspace_id, agent, "retell");
+  if (!key.ok()) return key.status();
+  if (key->empty()) {
+    return absl::FailedPreconditionError(
+        "no Retell API key to have the agent call: set the agent's web_channel.platform_api_key "
+        "or the workspace's retell integration settings (api_key)");
+  }
+  agents::PlatformRequestOptions options;
+  options.cancel = cancel;
+  absl::StatusOr<std::string> call = agents::CreateRetellPhoneCall(
+      urls.retell, *key, agent.phone_number(), number, agent.assistant_id(), options);
+  if (!call.ok()) return PlatformFailure(call.status());
+  LogInfo("run: Retell asked to call",
+          {{"agent_id", agent.id()}, {"retell_call_id", *call}, {"to", number}});
+  return absl::OkStatus();
+}
+
 }  // namespace calleval::runs

@@ -55,6 +55,14 @@ absl::StatusOr<PlatformWebCall> StartPlatformWebCall(RunAgents& agents, int64_t 
                                                      const ProviderApiUrls& urls,
                                                      const std::atomic<bool>* cancel);
 
+// Asks Retell to have the external_retell `agent` call `number` (one of the workspace's, which
+// a phone run awaits the call on) from the agent's phone_number: POST /v2/create-phone-call with
+// the agent's assistant_id as override_agent_id and the API key as for a web run. Errors as
+// StartPlatformWebCall's (the platform's refusal with its message).
+absl::Status RequestRetellCall(RunAgents& agents, int64_t workspace_id, const v1::Agent& agent,
+                               const ProviderApiUrls& urls, const std::string& number,
+                               const std::atomic<bool>* cancel);
+
 // Whether `websocket_url` (from the platform's answer) may be dialled for a platform whose API
 // is at `api_url`: ws(s) on the same host, and never ws:// when the API is https://.
 absl::Status CheckPlatformWebsocketUrl(const std::string& websocket_url,

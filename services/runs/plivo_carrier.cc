@@ -207,8 +207,21 @@ class PlivoCarrierClient : public CarrierClient {
   }
 
   std::string AnswerDocument(const OutboundCall& call) override {
+    return StreamDocument(call.media_url);
+  }
+
+  // An incoming call is answered like an outbound one: Plivo fetches the number's answer URL
+  // (the incoming-call webhook) and streams the call as the document says.
+  std::string IncomingCallAnswer(const std::string& media_url) override {
+    return StreamDocument(media_url);
+  }
+  absl::Status AnswerIncoming(const std::string&, const std::string&, const std::string&) override {
+    return absl::OkStatus();
+  }
+
+  static std::string StreamDocument(const std::string& media_url) {
     const std::string url = absl::StrReplaceAll(
-        call.media_url, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
+        media_url, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
     // keepCallAlive: the call lives as long as the stream (the stream is the whole call).
     return absl::StrCat(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Stream bidirectional=\"true\" "

@@ -1,5 +1,6 @@
 #include "services/runs/run_worker.h"
 
+#include <algorithm>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -36,7 +37,7 @@ std::string PhoneCallEndedMessage(const PhoneCallResult& call) {
   if (call.end_reason == "busy") {
     why = "the agent's line was busy";
   } else if (call.end_reason == "no_answer") {
-    why = "the agent did not answer";
+    why = call.awaited_number.empty() ? "the agent did not answer" : "no call came";
   } else if (call.end_reason == "agent_hangup") {
     why = "the agent hung up before the carrier streamed the call";
   } else if (call.end_reason == "voicemail") {
@@ -346,6 +347,26 @@ absl::StatusOr<int64_t> RunWorkers::PhoneRun(const RunJob& job, const v1::Scenar
   call.to = agent.phone_number();
   call.lines = deps.phone_lines;
   call.ring_timeout = deps.ring_timeout;
+  // docs/channels.md, "The agent calls in": an agent that takes no calls (outbound only) is not
+  // dialled; the run awaits its call instead.
+  const auto& directions = agent.call_directions();
+  call.agent_calls_in =
+      std::find(directions.begin(), directions.end(), agents::rules::kInbound) == directions.end();
+  call.call_in_timeout = deps.call_in_timeout;
+  if (call.agent_calls_in && !deps.takes_incoming_calls) {
+    return absl::FailedPreconditionError(
+        "the agent calls in (its call_directions lack inbound), and the carriers' incoming-call "
+        "webhooks reach only an edge in the runs process: run the runs and edge roles together "
+        "for agents that call in (docs/channels.md)");
+  }
+  absl::Status platform_refused;  // Retell's answer when asked to place the agent's call
+  if (call.agent_calls_in && agent.agent_source() == agents::rules::kExternalRetell) {
+    call.request_call = [&](const std::string& number) {
+      platform_refused = RequestRetellCall(*deps.agents, job.workspace_id, agent,
+                                           deps.provider_urls, number, workers_.cancel_flag());
+      return platform_refused;
+    };
+  }
   std::unique_ptr<scoring::SpeechRecognizer> ears;
   if (absl::Status s = CallerSession(scenario, agent, &call.session, &ears); !s.ok()) return s;
   std::unique_ptr<SpeechSynthesizer> voice = CallerVoice();
@@ -354,6 +375,9 @@ absl::StatusOr<int64_t> RunWorkers::PhoneRun(const RunJob& job, const v1::Scenar
   absl::StatusOr<PhoneCallResult> held = HoldPhoneCall(call);
   if (!held.ok()) {
     if (held.status().code() == absl::StatusCode::kCancelled) return held.status();
+    // The platform asked to place the agent's call refused (its message), or its key could not
+    // be read (given back).
+    if (!platform_refused.ok()) return platform_refused;
     *end_reason = "carrier_error";
     return absl::UnavailableError(
         absl::StrCat("the phone call broke off: ", held.status().message()));
@@ -415,6 +439,11 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
         return Failed(std::string(account.status().message()));
       }
       call_id = PhoneRun(job, *scenario, *agent, *account, &end_reason);
+      if (!call_id.ok() && call_id.status().code() == kPlatformRunRetry) {
+        LogWarn("run: the agent's platform key could not be read; the run is given back",
+                {{"run_id", job.run_id}, {"error", call_id.status()}});
+        return std::nullopt;
+      }
       if (!call_id.ok() && !Cancelled(call_id.status())) {
         RunOutcome failed = Failed(std::string(call_id.status().message()));
         failed.end_reason = end_reason;

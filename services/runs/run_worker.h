@@ -68,6 +68,12 @@ struct RunDependencies {
   PhoneLines* phone_lines = nullptr;
   // How long an agent's phone may ring before the run ends `no_answer`.
   absl::Duration ring_timeout = absl::Seconds(30);
+  // How long a run whose agent calls in (call_directions without `inbound`) awaits the agent's
+  // call before it ends `no_answer`.
+  absl::Duration call_in_timeout = absl::Minutes(2);
+  // Whether the carriers' incoming-call webhooks reach this process's lines: they carry no token
+  // to route by, so only an edge in this process answers them (docs/channels.md).
+  bool takes_incoming_calls = true;
   UrlGuardOptions url_guard;  // the operator's allow-list for the agents' URLs
   std::string agent_ca_file;  // further trusted CAs for wss:// agents (--agent-ca-file)
   // The carriers' and platforms' REST APIs (--twilio-api-url ...), and the base URL at which
@@ -127,6 +133,8 @@ class RunWorkers {
                                        const v1::Agent& agent, const agents::WebChannel& web,
                                        const PlatformWebCall* platform, std::string* end_reason);
   // Has the agent's carrier dial the agent (docs/channels.md) and plays the caller on the call,
+  // or, for an agent that calls in (its call_directions lack `inbound`), awaits its call on one
+  // of the workspace's numbers (having Retell place it, for an external_retell agent),
   // records both sides and ingests the recording; the call's id. A call that never became a
   // conversation (busy, no_answer, voicemail, carrier_error) is an error with `end_reason` set.
   absl::StatusOr<int64_t> PhoneRun(const RunJob& job, const v1::Scenario& scenario,

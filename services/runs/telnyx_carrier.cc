@@ -139,6 +139,31 @@ class TelnyxCarrierClient : public CarrierClient {
 
   std::string AnswerDocument(const OutboundCall&) override { return ""; }
 
+  // Telnyx answers an incoming call by command, not by the webhook's answer.
+  std::string IncomingCallAnswer(const std::string&) override { return ""; }
+
+  absl::Status AnswerIncoming(const std::string& call_id, const std::string& media_url,
+                              const std::string& events_url) override {
+    if (call_id.empty()) return absl::InvalidArgumentError("no call to answer");
+    const nlohmann::json body = {
+        {"stream_url", media_url},
+        // The inbound track of an incoming call is the caller: the agent's voice.
+        {"stream_track", "inbound_track"},
+        {"stream_bidirectional_mode", "rtp"},
+        {"stream_bidirectional_codec", "PCMU"},
+        // The call's later events (its hangup) come to the line, like a dialled call's.
+        {"webhook_url", events_url},
+        {"webhook_url_method", "POST"},
+    };
+    ProviderPost post =
+        Post(absl::StrCat(api_url_, "/v2/calls/", PathSegment(call_id), "/actions/answer"),
+             "Telnyx answer failed: ");
+    post.body = body.dump();
+    // Once: the call rings meanwhile, and a lost answer is better reported than repeated.
+    post.max_attempts = 1;
+    return PostToProvider(post).status();
+  }
+
  private:
   ProviderPost Post(std::string url, std::string label) const {
     ProviderPost post;

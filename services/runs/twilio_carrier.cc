@@ -140,6 +140,15 @@ class TwilioCarrierClient : public CarrierClient {
 
   std::string AnswerDocument(const OutboundCall&) override { return ""; }
 
+  // The incoming-call webhook's TwiML answer connects the call to the stream, as the outbound
+  // call's Twiml parameter does.
+  std::string IncomingCallAnswer(const std::string& media_url) override {
+    return TwilioStreamTwiml(media_url);
+  }
+  absl::Status AnswerIncoming(const std::string&, const std::string&, const std::string&) override {
+    return absl::OkStatus();
+  }
+
  private:
   absl::StatusOr<std::string> Post(absl::string_view resource, const FormFields& form,
                                    int attempts) {

@@ -4,7 +4,9 @@
 // it to a test agent answering a known delay after the caller stops speaking. The run is scored
 // and its latency metric measures that delay; busy, no answer, voicemail, the agent hanging up
 // and the duration cap end the runs as they should; a forged webhook is refused and changes
-// nothing; the media token is single-use.
+// nothing; the media token is single-use. An agent that only calls out calls in instead: the
+// carrier's incoming-call webhook is answered with the run's stream (or refused when no run
+// waits, or forged), and a Retell agent is asked to place that call.
 
 #include <gtest/gtest.h>
 
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cmd/calleval/server.h"
 #include "nlohmann/json.hpp"
@@ -19,6 +22,7 @@
 #include "tests/integration/test_server.h"
 #include "tests/support/fake_carriers.h"
 #include "tests/support/fake_phone_agent.h"
+#include "tests/support/fake_retell_server.h"
 #include "tests/support/fake_twilio_server.h"
 
 namespace calleval {
@@ -31,6 +35,10 @@ using testing::HttpResponse;
 constexpr char kAccountSid[] = "AC0123456789abcdef0123456789abcdef";
 constexpr char kAuthToken[] = "twilio-auth-token";
 constexpr int kAgentDelayMs = 1000;
+constexpr char kWorkspaceNumber[] = "+14155552671";
+constexpr char kRetellKey[] = "key_retell_phone";
+// How long a run whose agent calls in waits for the call here.
+constexpr absl::Duration kCallInTimeout = absl::Seconds(6);
 
 // The workspace's Twilio integration settings (docs/api.md §5.8).
 std::string TwilioSettings() {
@@ -43,6 +51,8 @@ std::string TwilioSettings() {
 // Runs over the carrier GetParam() names, against its local stand-in.
 class PhoneRunTest : public ::testing::TestWithParam<std::string> {
  protected:
+  PhoneRunTest() : retell_(kRetellKey) {}
+
   void SetUp() override {
     twilio_ = std::make_unique<FakeTwilioServer>(kAccountSid, kAuthToken,
                                                  absl::Milliseconds(kAgentDelayMs));
@@ -56,14 +66,22 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
     config.telnyx_api_url = telnyx_.url();
     config.plivo_api_url = plivo_.url();
     config.ring_timeout = absl::Seconds(25);  // --ring-timeout, which Twilio is asked for
+    config.retell_api_url = retell_.base_url();
+    config.phone_call_in_timeout = kCallInTimeout;
     auto server = Server::Start(config);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
+    // The URL the team pastes into the workspace's numbers' settings (docs/channels.md).
+    const std::string incoming = server_->http_base_url() + "/media/" + carrier() + "/incoming";
+    twilio_->SetIncomingUrl(incoming);
+    telnyx_.SetIncomingUrl(incoming);
+    plivo_.SetIncomingUrl(incoming);
     client_ = std::make_unique<HttpClient>(server_->http_base_url());
     client_->set_api_key(server_->bootstrap()->key.api_key);
   }
 
   void TearDown() override {
+    retell_.JoinCalls();
     server_.reset();
     twilio_.reset();
     std::filesystem::remove_all(dir_);
@@ -78,8 +96,9 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
     return absl::StrCat("+3361234560", n);
   }
 
-  // The workspace's integration settings for the carrier (docs/api.md §5.8).
-  void PutSettings() {
+  // The workspace's integration settings for the carrier (docs/api.md §5.8), with a second
+  // number when `second_number` is set.
+  void PutSettings(const std::string& second_number = "") {
     json settings = json::parse(TwilioSettings());
     if (carrier() == "telnyx") {
       settings = {{"api_key", telnyx_.api_key()},
@@ -91,6 +110,7 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
                   {"auth_token", plivo_.auth_token()},
                   {"caller_numbers", {"+14155552671"}}};
     }
+    if (!second_number.empty()) settings["caller_numbers"].push_back(second_number);
     HttpResponse put = client_->Put("/api/v1/integrations/" + carrier(), settings.dump());
     ASSERT_EQ(put.status, 200) << put.body;
   }
@@ -114,6 +134,7 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
       PlayedCall call;
       call.id = c.sid;
       call.to = c.to;
+      call.from = c.from;
       call.media_url = c.media_url;
       call.webhooks_sent = c.callbacks_sent;
       call.media_connected = c.media_connected;
@@ -134,6 +155,64 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
       if (call.to == to) return call;
     }
     return {};
+  }
+
+  // The agent's last call (the earlier ones may have come before a run awaited them).
+  PlayedCall CallFrom(const std::string& from) {
+    PlayedCall last;
+    for (const PlayedCall& call : Calls()) {
+      if (call.from == from) last = call;
+    }
+    return last;
+  }
+
+  // The agent at `from` calls the workspace's `to` (`forged`: the webhook is signed with a key
+  // not the account's). `taken`: the service took the call (Twilio, Plivo: its answer streams
+  // it; Telnyx: its answer command came).
+  struct DialAnswer {
+    int status = 0;
+    std::string body;
+    bool taken = false;
+  };
+  DialAnswer DialIn(const std::string& from, const std::string& to, bool forged = false) {
+    DialAnswer out;
+    if (carrier() == "twilio") {
+      FakeTwilioServer::Answer answer = twilio_->DialIn(from, to, forged ? "forged-token" : "");
+      out.status = answer.status;
+      out.body = answer.body;
+      out.taken = absl::StrContains(answer.body, "<Stream");
+      return out;
+    }
+    absl::StatusOr<WebhookAnswer> answer;
+    std::string id;
+    if (carrier() == "telnyx") {
+      Ed25519TestKey forger;
+      answer = telnyx_.DialIn(from, to, &id, forged ? &forger : nullptr);
+    } else {
+      answer = plivo_.DialIn(from, to, forged ? "forged-token" : "");
+    }
+    if (!answer.ok()) return out;
+    out.status = answer->status;
+    out.body = answer->body;
+    if (carrier() == "plivo") {
+      out.taken = absl::StrContains(answer->body, "<Stream");
+    } else if (out.status == 200) {
+      // Telnyx is answered by command, from the run's thread.
+      for (int i = 0; i < 60 && !out.taken; ++i) {
+        out.taken = telnyx_.answers().count(id) > 0;
+        if (!out.taken) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    return out;
+  }
+
+  // Calls in as the agent at `from` until a run takes the call (it may not await it yet).
+  bool CallIn(const std::string& from, const std::string& to = kWorkspaceNumber) {
+    for (int i = 0; i < 100; ++i) {
+      if (DialIn(from, to).taken) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
   }
 
   bool WaitForEnd(const std::string& to) {
@@ -165,9 +244,10 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
   // A phone agent at `number` and a scenario for it; the scenario's id.
   // `platform`: the agent lives on a voice platform (agent_source external_vapi or
   // external_retell, with an assistant_id); the run dials its number all the same.
+  // `calls_out`: the agent's call_directions are ["outbound"] (it calls in to the workspace).
   int64_t PhoneScenario(const std::string& number, std::vector<std::string> lines,
                         std::optional<int> max_duration_seconds = std::nullopt,
-                        const std::string& platform = "") {
+                        const std::string& platform = "", bool calls_out = false) {
     json fields = {{"name", "Phone bot " + number},
                    {"language_id", 1},
                    {"phone_number", number},
@@ -176,6 +256,7 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
       fields["agent_source"] = platform;
       fields["assistant_id"] = "assistant-" + number.substr(1);
     }
+    if (calls_out) fields["call_directions"] = {"outbound"};
     HttpResponse agent = client_->Post("/api/v1/agents", fields);
     EXPECT_EQ(agent.status, 201) << agent.body;
     EXPECT_EQ(agent.json()["telephony_carrier"], carrier());
@@ -207,6 +288,8 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
     return run;
   }
 
+  // Last to go but the carriers: its calls are placed through them.
+  FakeRetellServer retell_;
   std::unique_ptr<FakeTwilioServer> twilio_;
   FakeTelnyx telnyx_;
   FakePlivo plivo_;
@@ -377,6 +460,178 @@ TEST_P(PhoneRunTest, AnAgentOnAVoicePlatformIsDialledAtItsNumber) {
   ASSERT_TRUE(WaitForEnd(Number(9)));
   EXPECT_EQ(CallTo(Number(8)).answers, 1);
   EXPECT_EQ(CallTo(Number(9)).answers, 1);
+}
+
+// The latency metric of a scored run's call: each turn within 30 ms of the test agent's delay.
+void ExpectAgentLatency(HttpClient& client, const json& run, const std::string& what) {
+  const json stored =
+      client.Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
+  const json* latency = nullptr;
+  for (const json& m : stored["standard_metrics"]) {
+    if (m["standard_metric_key"] == "latency") latency = &m;
+  }
+  ASSERT_NE(latency, nullptr) << stored.dump();
+  ASSERT_EQ(latency->at("status"), "completed") << latency->dump();
+  ASSERT_GE(latency->at("result")["count"].get<int>(), 1) << latency->dump();
+  for (const json& turn : latency->at("result")["turns"]) {
+    const double measured = turn["latency_ms"].get<double>();
+    EXPECT_NEAR(measured, kAgentDelayMs, 30) << turn.dump();
+    std::printf("%s latency: measured %.1f ms for a delay of %d ms (error %+.1f ms)\n",
+                what.c_str(), measured, kAgentDelayMs, measured - kAgentDelayMs);
+  }
+}
+
+// An agent that only calls out is not dialled: the run awaits its call on the workspace's
+// number, answers the carrier's incoming-call webhook with its stream, and scores the call.
+TEST_P(PhoneRunTest, AnAgentThatOnlyCallsOutCallsInAndIsScored) {
+  PutSettings();
+  const std::string agent_number = Number(1);
+  const int64_t run_id = Run(PhoneScenario(
+      agent_number, {"Hi, I would like to book a cleaning.", "Friday morning, please."},
+      std::nullopt, "", /*calls_out=*/true));
+  ASSERT_TRUE(CallIn(agent_number));
+
+  json run = WaitRun(run_id);
+  ASSERT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "completed");  // the script was done: the service hung up
+  EXPECT_EQ(run["passed"], true);
+  ASSERT_TRUE(WaitForEnd(agent_number));
+  const PlayedCall call = CallFrom(agent_number);
+  EXPECT_EQ(call.to, kWorkspaceNumber);
+  EXPECT_EQ(call.answers, 2);
+  EXPECT_TRUE(call.hung_up_by_service);
+  EXPECT_EQ(call.error, "");
+  // Nothing was dialled: every call the carrier saw is the agent's.
+  for (const PlayedCall& c : Calls()) EXPECT_EQ(c.from, agent_number) << c.to;
+  if (carrier() == "telnyx") {
+    const json answer = telnyx_.answers().begin()->second;
+    EXPECT_EQ(answer["stream_track"], "inbound_track");
+    EXPECT_EQ(answer["stream_bidirectional_mode"], "rtp");
+    EXPECT_EQ(answer["stream_bidirectional_codec"], "PCMU");
+    EXPECT_NE(answer["webhook_url"].get<std::string>().find("/events"), std::string::npos);
+  }
+  // The line is gone with the run: its media URL is unknown now, and a new call is refused.
+  EXPECT_EQ(MediaUpgradeStatus(call.media_url), 404);
+  ExpectAgentLatency(*client_, run, carrier() + " incoming call");
+}
+
+// Two runs of one agent held at once await its call on different numbers of the workspace, so
+// each call reaches its own run.
+TEST_P(PhoneRunTest, ConcurrentRunsOfOneAgentAwaitDifferentNumbers) {
+  const std::string second = "+14155552672";
+  PutSettings(second);
+  const std::string agent_number = Number(3);
+  const int64_t scenario = PhoneScenario(agent_number, {"Hi, I would like to book a cleaning."},
+                                         std::nullopt, "", /*calls_out=*/true);
+  const int64_t first_run = Run(scenario);
+  const int64_t second_run = Run(scenario);
+  ASSERT_TRUE(CallIn(agent_number, second));
+  ASSERT_TRUE(CallIn(agent_number, kWorkspaceNumber));
+  for (const int64_t id : {first_run, second_run}) {
+    json run = WaitRun(id);
+    EXPECT_EQ(run["status"], "completed") << run.dump();
+    EXPECT_EQ(run["end_reason"], "completed") << run.dump();
+  }
+  int streamed = 0;
+  for (const PlayedCall& c : Calls()) streamed += c.media_connected ? 1 : 0;
+  EXPECT_EQ(streamed, 2);
+}
+
+// Nobody calls: the run ends no_answer. A forged incoming-call webhook for the awaited numbers
+// is refused (403) and changes nothing; once no run waits, a call is rejected.
+TEST_P(PhoneRunTest, AnAwaitedCallThatNeverComesEndsNoAnswer) {
+  PutSettings();
+  const std::string agent_number = Number(2);
+  const int64_t run_id =
+      Run(PhoneScenario(agent_number, {"Hello."}, std::nullopt, "", /*calls_out=*/true));
+  // Until the run awaits the call, the webhook is rejected; then the forgery is refused.
+  DialAnswer forged;
+  for (int i = 0; i < 100 && forged.status != 403; ++i) {
+    forged = DialIn(agent_number, kWorkspaceNumber, /*forged=*/true);
+    if (forged.status != 403) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(forged.status, 403) << forged.body;
+  EXPECT_FALSE(forged.taken);
+
+  json run = WaitRun(run_id);
+  EXPECT_EQ(run["status"], "failed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "no_answer");
+  EXPECT_NE(run["error"].get<std::string>().find(absl::StrCat("did not call ", kWorkspaceNumber)),
+            std::string::npos)
+      << run.dump();
+  for (const PlayedCall& c : Calls()) EXPECT_FALSE(c.media_connected) << c.from;
+
+  // No run waits now: Twilio and Plivo are told to refuse the call; Telnyx gets a bare 200
+  // and no answer, so the call rings out.
+  const DialAnswer late = DialIn(agent_number, kWorkspaceNumber);
+  EXPECT_EQ(late.status, 200);
+  EXPECT_FALSE(late.taken);
+  if (carrier() == "twilio") EXPECT_EQ(late.body, "<Response><Reject reason=\"busy\"/></Response>");
+  if (carrier() == "plivo") {
+    EXPECT_NE(late.body.find("<Response><Hangup reason=\"busy\"/></Response>"), std::string::npos)
+        << late.body;
+  }
+  if (carrier() == "telnyx") {
+    EXPECT_EQ(late.body, "");
+    EXPECT_TRUE(telnyx_.answers().empty());
+  }
+}
+
+// A Retell agent that calls out: the run asks Retell to have it call the awaited number
+// (create-phone-call), and Retell's call comes in through the carrier like any other.
+TEST_P(PhoneRunTest, RetellIsAskedToPlaceTheAgentsCall) {
+  PutSettings();
+  ASSERT_EQ(
+      client_->Put("/api/v1/integrations/retell", json{{"api_key", kRetellKey}}.dump()).status,
+      200);
+  const std::string agent_number = Number(9);
+  retell_.AddAgent("assistant-" + agent_number.substr(1), json{{"language", "en-US"}}, "llm_9",
+                   json{{"general_prompt", "Book cleanings."},
+                        {"begin_message", "Hello, Sparkle here."},
+                        {"start_speaker", "agent"}});
+  retell_.PlaceCallsWith(
+      [this](const std::string& from, const std::string& to) { DialIn(from, to); });
+  const int64_t run_id = Run(PhoneScenario(agent_number, {"Hi, I would like to book a cleaning."},
+                                           std::nullopt, "external_retell", /*calls_out=*/true));
+  json run = WaitRun(run_id);
+  ASSERT_EQ(run["status"], "completed") << run.dump();
+  EXPECT_EQ(run["end_reason"], "completed");
+  const std::vector<json> asked = retell_.phone_calls();
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0]["from_number"], agent_number);
+  EXPECT_EQ(asked[0]["to_number"], kWorkspaceNumber);
+  EXPECT_EQ(asked[0]["override_agent_id"], "assistant-" + agent_number.substr(1));
+  ASSERT_TRUE(WaitForEnd(agent_number));
+  EXPECT_EQ(CallFrom(agent_number).answers, 1);
+  ExpectAgentLatency(*client_, run, carrier() + " Retell call");
+}
+
+// Retell refusing to place the call ends the run failed with Retell's message.
+TEST_P(PhoneRunTest, RetellsRefusalEndsTheRunWithItsMessage) {
+  PutSettings();
+  // The agent's own key, which Retell does not know, wins over the workspace's (none here).
+  const std::string agent_number = Number(8);
+  HttpResponse agent = client_->Post("/api/v1/agents", json{{"name", "Retell bot"},
+                                                            {"language_id", 1},
+                                                            {"phone_number", agent_number},
+                                                            {"instructions", "Book cleanings."},
+                                                            {"agent_source", "external_retell"},
+                                                            {"assistant_id", "agent_unknown"},
+                                                            {"call_directions", {"outbound"}}});
+  ASSERT_EQ(agent.status, 201) << agent.body;
+  ASSERT_EQ(
+      client_->Put("/api/v1/integrations/retell", json{{"api_key", "key_revoked"}}.dump()).status,
+      200);
+  HttpResponse scenario = client_->Post(
+      "/api/v1/scenarios",
+      json{{"agent_id", agent.json()["id"]}, {"name", "s"}, {"caller_script", {"Hello."}}});
+  ASSERT_EQ(scenario.status, 201) << scenario.body;
+  json run = WaitRun(Run(scenario.json()["id"].get<int64_t>()));
+  EXPECT_EQ(run["status"], "failed") << run.dump();
+  EXPECT_NE(run["error"].get<std::string>().find("Invalid API Key"), std::string::npos)
+      << run.dump();
+  EXPECT_TRUE(retell_.phone_calls().empty());
+  EXPECT_TRUE(Calls().empty());
 }
 
 TEST_P(PhoneRunTest, WithoutTheWorkspacesSettingsTheRunFailsSayingSo) {

@@ -306,10 +306,12 @@ class PhoneSplitTest : public ::testing::TestWithParam<std::string> {
   }
 
   int64_t RunPhoneScenario(const std::string& number, std::vector<std::string> lines,
-                           std::optional<int> max_duration_seconds = std::nullopt) {
+                           std::optional<int> max_duration_seconds = std::nullopt,
+                           std::vector<std::string> call_directions = {"inbound"}) {
     HttpResponse agent = client_->Post("/api/v1/agents", json{{"name", "Phone bot " + number},
                                                               {"language_id", 1},
                                                               {"phone_number", number},
+                                                              {"call_directions", call_directions},
                                                               {"instructions", "Book cleanings."}});
     EXPECT_EQ(agent.status, 201) << agent.body;
     json fields = {{"agent_id", agent.json()["id"]},
@@ -414,8 +416,9 @@ INSTANTIATE_TEST_SUITE_P(Carriers, PhoneSplitTest, ::testing::Values("twilio", "
                            return info.param;
                          });
 
-// Routes that do not verify (and, below, the ends of relayed calls): the edge answers 404 as for an unknown token, for the websocket,
-// the webhooks and the answer document alike, and connects nowhere. The same requests with a
+// Routes that do not verify (and, below, the ends of relayed calls): the edge answers 404 as for
+// an unknown token, for the websocket, the webhooks and the answer document alike, and connects
+// nowhere. The same requests with a
 // route the installation's credential signed do reach the address (so the listener would have
 // seen the forged ones, had the edge made them).
 class PhoneSplitRoutesTest : public PhoneSplitTest {};
@@ -481,6 +484,26 @@ TEST_P(PhoneSplitRoutesTest, EitherSideEndingARelayedCallEndsItOnTheOther) {
   EXPECT_EQ(run["end_reason"], "max_duration");
   ASSERT_TRUE(WaitForEnd(Number(6)));
   EXPECT_TRUE(CallTo(Number(6)).hung_up_by_service);
+}
+
+// An agent that calls in reaches the carrier's fixed incoming-call webhook, which names no line
+// to route by: with the runs role apart from the edge the run fails at once, saying what to do,
+// instead of waiting out a call that could never be matched.
+TEST_P(PhoneSplitRoutesTest, AnAgentThatCallsInNeedsTheEdgeInTheRunsProcess) {
+  PutSettings();
+  const int64_t id = RunPhoneScenario(Number(7), {"Hello?"}, std::nullopt, {"outbound"});
+  json run = WaitRun(id);
+  EXPECT_EQ(run["status"], "failed") << run.dump();
+  EXPECT_NE(run.value("error", std::string()).find("run the runs and edge roles together"),
+            std::string::npos)
+      << run.dump();
+  EXPECT_TRUE(CallTo(Number(7)).id.empty()) << "the agent was dialled";
+  // The edge holds no line: an agent's call reaching it is refused as one nobody waits for.
+  HttpClient raw(edge_->http());
+  HttpResponse incoming = raw.Post("/media/twilio/incoming",
+                                   std::string("CallSid=CA1&From=%2B14155550107&To=%2B14155552671"));
+  EXPECT_EQ(incoming.status, 200) << incoming.body;
+  EXPECT_NE(incoming.body.find("<Reject reason=\"busy\"/>"), std::string::npos) << incoming.body;
 }
 
 INSTANTIATE_TEST_SUITE_P(Once, PhoneSplitRoutesTest, ::testing::Values("twilio"),

@@ -1,5 +1,6 @@
 // The registry of pending phone lines: tokens, the webhooks' delivery and refusal, the media
-// token's single use, expiry.
+// token's single use, expiry; inbound lines, the numbers they await and the incoming calls
+// matched to them.
 
 #include "services/runs/phone_lines.h"
 
@@ -139,6 +140,143 @@ TEST(PhoneLinesTest, AConnectionForALineThatClosedMeanwhileIsClosed) {
   char byte;
   EXPECT_EQ(::read(fds[1], &byte, 1), 0);  // the other end was closed
   ::close(fds[1]);
+}
+
+// A Twilio incoming-call webhook from `from` to `to` (the form Twilio posts), signed as
+// `signature`.
+CarrierWebhook IncomingHook(const std::string& from, const std::string& to,
+                            const std::string& signature, const std::string& sid = "CA1") {
+  CarrierWebhook hook = Hook(signature);
+  hook.content_type = "application/x-www-form-urlencoded";
+  hook.body = "CallSid=" + sid + "&From=%2B" + from.substr(1) + "&To=%2B" + to.substr(1) +
+              "&CallStatus=ringing&Direction=inbound";
+  return hook;
+}
+
+TEST(PhoneLinesTest, InboundLinesAwaitNumbersNoOtherLineFromTheAgentAwaits) {
+  PhoneLines lines("https://calls.example.com");
+  const std::vector<std::string> numbers = {"+14155550001", "+14155550002"};
+  auto a = lines.OpenInbound("twilio", Reader(), absl::Minutes(1), "+14155559999", numbers);
+  auto b = lines.OpenInbound("twilio", Reader(), absl::Minutes(1), "+14155559999", numbers);
+  // Another agent's line, and another carrier's, do not take a number from these.
+  auto other = lines.OpenInbound("twilio", Reader(), absl::Minutes(1), "+14155558888", numbers);
+  auto telnyx = lines.OpenInbound("telnyx", Reader(), absl::Minutes(1), "+14155559999", numbers);
+  EXPECT_EQ(a->awaited_number(), "+14155550001");
+  EXPECT_EQ(b->awaited_number(), "+14155550002");
+  EXPECT_EQ(other->awaited_number(), "+14155550001");
+  EXPECT_EQ(telnyx->awaited_number(), "+14155550001");
+  // Every number is awaited: the first, shared; its calls go to the lines in opening order.
+  auto c = lines.OpenInbound("twilio", Reader(), absl::Minutes(1), "+14155559999", numbers);
+  EXPECT_EQ(c->awaited_number(), "+14155550001");
+  // A dialled call's line awaits nothing.
+  EXPECT_EQ(lines.Open("twilio", Reader(), absl::Minutes(1))->awaited_number(), "");
+
+  // Each call goes to the line awaiting its number: b's number to b, a's to a then c.
+  ASSERT_TRUE(lines
+                  .Incoming("/media/twilio/incoming",
+                            IncomingHook("+14155559999", numbers[1], "good", "CAb"))
+                  ->matched);
+  PhoneLine::Arrived arrived = b->Wait(absl::Seconds(1));
+  ASSERT_EQ(arrived.events.size(), 1u);
+  EXPECT_EQ(arrived.events[0].call_id, "CAb");
+  ASSERT_TRUE(lines
+                  .Incoming("/media/twilio/incoming",
+                            IncomingHook("+14155559999", numbers[0], "good", "CAa"))
+                  ->matched);
+  ASSERT_TRUE(lines
+                  .Incoming("/media/twilio/incoming",
+                            IncomingHook("+14155559999", numbers[0], "good", "CAc"))
+                  ->matched);
+  EXPECT_EQ(a->Wait(absl::Seconds(1)).events.at(0).call_id, "CAa");
+  EXPECT_EQ(c->Wait(absl::Seconds(1)).events.at(0).call_id, "CAc");
+  // All taken now: the next call is refused.
+  absl::StatusOr<PhoneLines::IncomingAnswer> refused = lines.Incoming(
+      "/media/twilio/incoming", IncomingHook("+14155559999", numbers[0], "good", "CAd"));
+  ASSERT_TRUE(refused.ok());
+  EXPECT_FALSE(refused->matched);
+  EXPECT_EQ(refused->document, "<Response><Reject reason=\"busy\"/></Response>");
+}
+
+TEST(PhoneLinesTest, AnIncomingCallIsTakenOnlyOnceItsSignatureVerifies) {
+  PhoneLines lines("https://calls.example.com");
+  auto line =
+      lines.OpenInbound("twilio", Reader(), absl::Minutes(1), "+14155559999", {"+14155550001"});
+  line->set_answer_document("<Response><Connect><Stream url=\"wss://x\"/></Connect></Response>");
+  const std::string path = "/media/twilio/incoming";
+
+  // Forged: 403, and the line still waits.
+  EXPECT_EQ(
+      lines.Incoming(path, IncomingHook("+14155559999", "+14155550001", "forged")).status().code(),
+      absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(line->Wait(absl::Milliseconds(20)).events.empty());
+  // No line for these numbers: Twilio's rejection, unverified (nothing is read from it).
+  absl::StatusOr<PhoneLines::IncomingAnswer> other =
+      lines.Incoming(path, IncomingHook("+14155558888", "+14155550001", "forged"));
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(other->matched);
+  // Not an incoming call at all; another path.
+  CarrierWebhook empty = Hook("good");
+  empty.content_type = "application/x-www-form-urlencoded";
+  EXPECT_EQ(lines.Incoming(path, empty).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(lines
+                .Incoming("/media/twilio/x/incoming",
+                          IncomingHook("+14155559999", "+14155550001", "good"))
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+
+  // Signed: the line's document, and the run learns the call's id. The URL the line verified
+  // is the incoming webhook's public one.
+  absl::StatusOr<PhoneLines::IncomingAnswer> taken =
+      lines.Incoming(path, IncomingHook("+14155559999", "+14155550001", "good", "CA42"));
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_TRUE(taken->matched);
+  EXPECT_EQ(taken->document, "<Response><Connect><Stream url=\"wss://x\"/></Connect></Response>");
+  PhoneLine::Arrived arrived = line->Wait(absl::Seconds(1));
+  ASSERT_EQ(arrived.events.size(), 1u);
+  EXPECT_EQ(arrived.events[0].progress, CarrierEvent::kAnswered);
+  EXPECT_EQ(arrived.events[0].call_id, "CA42");
+  // Taken once: a redelivery is refused, and a closed line takes nothing.
+  EXPECT_FALSE(
+      lines.Incoming(path, IncomingHook("+14155559999", "+14155550001", "good", "CA42"))->matched);
+  line.reset();
+  EXPECT_FALSE(lines.Incoming(path, IncomingHook("+14155559999", "+14155550001", "good"))->matched);
+}
+
+TEST(PhoneLinesTest, NumbersMatchWhateverTheCarrierPrefixesThem) {
+  // Plivo writes numbers without their '+'.
+  PhoneLines lines("https://calls.example.com");
+  auto line =
+      lines.OpenInbound("plivo", Reader(), absl::Minutes(1), "+919876543201", {"+14155552671"});
+  CarrierWebhook hook = Hook("good");
+  hook.content_type = "application/x-www-form-urlencoded";
+  hook.body = "CallUUID=abc&From=919876543201&To=14155552671&Direction=inbound";
+  absl::StatusOr<PhoneLines::IncomingAnswer> taken = lines.Incoming("/media/plivo/incoming", hook);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_TRUE(taken->matched);
+  EXPECT_EQ(line->Wait(absl::Seconds(1)).events.at(0).call_id, "abc");
+}
+
+TEST(PhoneLinesTest, TelnyxEventsThatAreNotAnIncomingCallAreLeftAlone) {
+  PhoneLines lines("https://calls.example.com");
+  auto line =
+      lines.OpenInbound("telnyx", Reader(), absl::Minutes(1), "+33612345601", {"+14155552671"});
+  CarrierWebhook hook = Hook("good");
+  hook.body =
+      R"({"data":{"event_type":"call.hangup","payload":{"call_control_id":"v3:1","from":"+33612345601","to":"+14155552671","direction":"incoming"}}})";
+  absl::StatusOr<PhoneLines::IncomingAnswer> answer =
+      lines.Incoming("/media/telnyx/incoming", hook);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_FALSE(answer->matched);
+  EXPECT_EQ(answer->document, "");
+  EXPECT_TRUE(line->Wait(absl::Milliseconds(20)).events.empty());
+  // The call's start is matched; no document (Telnyx is answered by command).
+  hook.body =
+      R"({"data":{"event_type":"call.initiated","payload":{"call_control_id":"v3:1","from":"+33612345601","to":"+14155552671","direction":"incoming"}}})";
+  answer = lines.Incoming("/media/telnyx/incoming", hook);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_TRUE(answer->matched);
+  EXPECT_EQ(line->Wait(absl::Seconds(1)).events.at(0).call_id, "v3:1");
 }
 
 }  // namespace

@@ -174,6 +174,41 @@ TEST(PlivoSignatureTest, RefusesAReplayedWebhook) {
   EXPECT_TRUE((*other)->ReadWebhook(hook("222", kAuthToken), now).ok());
 }
 
+// An agent calling in: Plivo posts the call's parameters to the number's answer URL (the numbers
+// without '+', as Plivo writes them); they are read before anything is verified, the signature
+// is checked like a callback's, and the answer is the bidirectional <Stream> document.
+TEST(PlivoIncomingTest, AnIncomingCallIsReadVerifiedAndAnsweredWithTheStream) {
+  auto client = NewPlivoCarrierClient(Account(), "http://127.0.0.1:9");
+  ASSERT_TRUE(client.ok()) << client.status();
+  const std::string url = "https://calleval.example/media/plivo/incoming";
+  const std::string form =
+      "CallStatus=ringing&CallUUID=0e2c7ab4-cc8a-11ef-9f0b-3b9f0f3f3a11&Direction=inbound&"
+      "Event=StartApp&From=919876543201&To=15550001111";
+  const std::string nonce = "7717";
+  const Params params = *ParseFormParams(form);
+  const std::string good = HandSignature(
+      kAuthToken, absl::StrCat(PlivoSignatureV3Base("POST", url, params), ".", nonce));
+  CarrierWebhook hook = Hook(url, form, nonce, good);
+  absl::StatusOr<IncomingCall> call = ReadIncomingCall("plivo", hook);
+  ASSERT_TRUE(call.ok()) << call.status();
+  EXPECT_EQ(call->from, "919876543201");
+  EXPECT_EQ(call->to, "15550001111");
+  EXPECT_EQ(call->call_id, "0e2c7ab4-cc8a-11ef-9f0b-3b9f0f3f3a11");
+  EXPECT_TRUE((*client)->ReadWebhook(hook, absl::Now()).ok());
+  EXPECT_FALSE(
+      (*client)->ReadWebhook(Hook(url, form, nonce, HandSignature("x", "y")), absl::Now()).ok());
+
+  const std::string document =
+      (*client)->IncomingCallAnswer("wss://calleval.example/media/plivo/t&k");
+  EXPECT_THAT(document, HasSubstr("<Stream bidirectional=\"true\""));
+  EXPECT_THAT(document, HasSubstr(">wss://calleval.example/media/plivo/t&amp;k</Stream>"));
+  EXPECT_TRUE((*client)->AnswerIncoming("0e2c", "wss://x", "https://x").ok());
+  EXPECT_THAT(IncomingCallRejection("plivo"),
+              HasSubstr("<Response><Hangup reason=\"busy\"/></Response>"));
+  EXPECT_EQ(ReadIncomingCall("plivo", Hook(url, "CallUUID=1&From=1", nonce, good)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(PlivoSignatureTest, ClientNeedsItsCredentials) {
   CarrierAccount account = Account();
   account.secret = "";

@@ -321,6 +321,64 @@ TEST(TelnyxCallControlTest, DialsWithABidirectionalStreamAndHangsUp) {
   EXPECT_EQ(telnyx.requests()[3].target, "/v2/calls/v3:a%2F..%2Fb/actions/hangup");
 }
 
+// An agent calling in: Telnyx announces the call with call.initiated (direction incoming) and
+// the run answers it by command, streaming it both ways to the line.
+TEST(TelnyxCallControlTest, AnIncomingCallIsReadThenAnsweredByCommand) {
+  TelnyxKey key;
+  const std::string body = Webhook("call.initiated", {{"call_control_id", "v3:in-1"},
+                                                      {"connection_id", "1494404757140276705"},
+                                                      {"direction", "incoming"},
+                                                      {"from", "+33612345601"},
+                                                      {"to", "+15550001111"},
+                                                      {"state", "parked"}});
+  CarrierWebhook hook = Signed(key, body, absl::Now());
+  absl::StatusOr<IncomingCall> call = ReadIncomingCall("telnyx", hook);
+  ASSERT_TRUE(call.ok()) << call.status();
+  EXPECT_EQ(call->from, "+33612345601");
+  EXPECT_EQ(call->to, "+15550001111");
+  EXPECT_EQ(call->call_id, "v3:in-1");
+  // An outgoing call's start, or another event, is not an incoming call.
+  EXPECT_EQ(ReadIncomingCall(
+                "telnyx", Signed(key,
+                                 Webhook("call.initiated",
+                                         {{"direction", "outgoing"}, {"from", "+1"}, {"to", "+2"}}),
+                                 absl::Now()))
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  hook.body = "{}";
+  EXPECT_EQ(ReadIncomingCall("telnyx", hook).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(IncomingCallRejection("telnyx"), "");
+
+  TestHttpServer telnyx;
+  telnyx.HandlePrefix("/v2/calls/", [](const TestHttpServer::Request&) {
+    TestHttpServer::Response r;
+    r.content_type = "application/json";
+    r.body = R"({"data": {"result": "ok"}})";
+    return r;
+  });
+  auto client = NewTelnyxCarrierClient(Account(key), telnyx.url("/"));
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->IncomingCallAnswer("wss://calleval.example/media/telnyx/tok"), "");
+  ASSERT_TRUE((*client)
+                  ->AnswerIncoming("v3:in-1", "wss://calleval.example/media/telnyx/tok",
+                                   "https://calleval.example/media/telnyx/tok/events")
+                  .ok());
+  ASSERT_EQ(telnyx.requests().size(), 1u);
+  const TestHttpServer::Request answer = telnyx.requests()[0];
+  EXPECT_EQ(answer.method, "POST");
+  EXPECT_EQ(answer.target, "/v2/calls/v3:in-1/actions/answer");
+  EXPECT_EQ(answer.Header("authorization"), "Bearer KEY0123456789ABCDEF_secret");
+  EXPECT_EQ(json::parse(answer.body),
+            (json{{"stream_url", "wss://calleval.example/media/telnyx/tok"},
+                  {"stream_track", "inbound_track"},
+                  {"stream_bidirectional_mode", "rtp"},
+                  {"stream_bidirectional_codec", "PCMU"},
+                  {"webhook_url", "https://calleval.example/media/telnyx/tok/events"},
+                  {"webhook_url_method", "POST"}}))
+      << answer.body;
+}
+
 TEST(TelnyxCallControlTest, QuotesTelnyxsRefusal) {
   TelnyxKey key;
   TestHttpServer telnyx;

@@ -202,6 +202,38 @@ TEST_F(TwilioClientTest, WebhooksAreReadOnlyWithAValidSignature) {
             absl::StatusCode::kUnauthenticated);
 }
 
+// An agent calling in: the voice webhook's numbers are read before anything is verified (they
+// pick the line whose account verifies it), the TwiML answer streams the call, and no command is
+// needed to answer it.
+TEST_F(TwilioClientTest, AnIncomingCallIsReadAnsweredWithTheStreamAndVerifiedLikeAWebhook) {
+  const std::string url = "https://calleval.example/media/twilio/incoming";
+  const FormFields form = {{"AccountSid", kSid},      {"CallSid", "CA0f"},
+                           {"CallStatus", "ringing"}, {"Direction", "inbound"},
+                           {"From", "+14155550100"},  {"To", "+14155552671"}};
+  CarrierWebhook hook = Signed(url, form);
+  absl::StatusOr<IncomingCall> call = ReadIncomingCall("twilio", hook);
+  ASSERT_TRUE(call.ok()) << call.status();
+  EXPECT_EQ(call->from, "+14155550100");
+  EXPECT_EQ(call->to, "+14155552671");
+  EXPECT_EQ(call->call_id, "CA0f");
+  EXPECT_TRUE(client_->ReadWebhook(hook, absl::Now()).ok());
+  EXPECT_FALSE(client_->ReadWebhook(Signed(url, form, "other-token"), absl::Now()).ok());
+
+  EXPECT_EQ(client_->IncomingCallAnswer("wss://calleval.example/media/twilio/tok"),
+            "<Response><Connect><Stream url=\"wss://calleval.example/media/twilio/tok\"/>"
+            "</Connect></Response>");
+  EXPECT_TRUE(client_->AnswerIncoming("CA0f", "wss://x", "https://x").ok());
+  EXPECT_TRUE(server_.requests().empty());
+  EXPECT_EQ(IncomingCallRejection("twilio"), "<Response><Reject reason=\"busy\"/></Response>");
+
+  // Not a voice webhook: no From, or not a form.
+  EXPECT_EQ(ReadIncomingCall("twilio", Signed(url, {{"CallSid", "CA0f"}})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  hook.content_type = "application/json";
+  EXPECT_EQ(ReadIncomingCall("twilio", hook).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadIncomingCall("sinch", hook).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(TwilioEventsTest, MapsCallStatusAndAnsweringMachineDetection) {
   auto progress = [](FormFields form) {
     std::vector<CarrierEvent> events = TwilioEvents(form);

@@ -122,6 +122,43 @@ TEST_F(PlatformsTest, RetellAgentAndItsLlm) {
             absl::StatusCode::kNotFound);
 }
 
+// A Retell agent that calls out: create-phone-call asks Retell to place its call; Retell's
+// refusals keep their meaning and message.
+TEST_F(PlatformsTest, RetellPlacesTheAgentsPhoneCall) {
+  retell_.AddAgent("agent_1", json::object(), "llm_1", json::object());
+  std::vector<std::pair<std::string, std::string>> placed;
+  retell_.PlaceCallsWith(
+      [&placed](const std::string& from, const std::string& to) { placed.emplace_back(from, to); });
+  absl::StatusOr<std::string> call = CreateRetellPhoneCall(
+      retell_.base_url(), "retell-key", "+14155550123", "+14155552671", "agent_1");
+  ASSERT_TRUE(call.ok()) << call.status();
+  EXPECT_EQ(call->rfind("call_", 0), 0u) << *call;
+  retell_.JoinCalls();
+  ASSERT_EQ(retell_.phone_calls().size(), 1u);
+  EXPECT_EQ(retell_.phone_calls()[0], (json{{"from_number", "+14155550123"},
+                                            {"to_number", "+14155552671"},
+                                            {"override_agent_id", "agent_1"}}));
+  EXPECT_EQ(placed,
+            (std::vector<std::pair<std::string, std::string>>{{"+14155550123", "+14155552671"}}));
+
+  absl::Status bad_key =
+      CreateRetellPhoneCall(retell_.base_url(), "x", "+14155550123", "+14155552671", "agent_1")
+          .status();
+  EXPECT_EQ(bad_key.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(bad_key.message().find("Invalid API Key"), absl::string_view::npos) << bad_key;
+  EXPECT_EQ(CreateRetellPhoneCall(retell_.base_url(), "retell-key", "+14155550123", "+14155552671",
+                                  "agent_2")
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(CreateRetellPhoneCall(retell_.base_url(), "retell-key", "4155550123", "+14155552671",
+                                  "agent_1")
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(retell_.phone_calls().size(), 1u);
+}
+
 TEST(PlatformErrorMessageTest, PlatformShapes) {
   EXPECT_EQ(PlatformErrorMessage(R"({"message":"Not here.","error":"Not Found","statusCode":404})"),
             "Not here.");

@@ -276,12 +276,13 @@ void FakeCallBook::SetLine(const std::string& to, FakeLine line) {
 }
 
 void FakeCallBook::Play(const std::string& id, const std::string& to,
-                        std::function<void(std::shared_ptr<Entry>)> play) {
+                        std::function<void(std::shared_ptr<Entry>)> play, const std::string& from) {
   auto entry = std::make_shared<Entry>();
   entry->log.id = id;
   entry->log.to = to;
+  entry->log.from = from;
   std::lock_guard<std::mutex> lock(mu_);
-  auto line = lines_.find(to);
+  auto line = lines_.find(from.empty() ? to : from);
   if (line != lines_.end()) entry->line = line->second;
   entries_.push_back(entry);
   threads_.emplace_back([this, entry, play = std::move(play)] {
@@ -317,7 +318,7 @@ bool FakeCallBook::WaitForEnd(const std::string& to, absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   return ended_.wait_for(lock, absl::ToChronoMilliseconds(timeout), [&] {
     for (const auto& entry : entries_) {
-      if (entry->log.to == to && entry->log.done) return true;
+      if ((entry->log.to == to || entry->log.from == to) && entry->log.done) return true;
     }
     return false;
   });
@@ -438,6 +439,9 @@ TestHttpServer::Response FakeTelnyx::HandleDial(const TestHttpServer::Request& r
 
 TestHttpServer::Response FakeTelnyx::HandleAction(const TestHttpServer::Request& request) {
   absl::string_view rest = absl::StripPrefix(request.path, "/v2/calls/");
+  if (request.method == "POST" && absl::ConsumeSuffix(&rest, "/actions/answer")) {
+    return Answer(std::string(rest), request);
+  }
   if (request.method != "POST" || !absl::ConsumeSuffix(&rest, "/actions/hangup")) {
     return TelnyxError(404, "10005", "Resource not found", "");
   }
@@ -461,24 +465,108 @@ TestHttpServer::Response FakeTelnyx::HandleAction(const TestHttpServer::Request&
   return JsonResponse(200, {{"data", {{"result", "ok"}}}});
 }
 
-void FakeTelnyx::PlayCall(std::shared_ptr<FakeCallBook::Entry> call, nlohmann::json dial) {
+void FakeTelnyx::SetIncomingUrl(std::string url) {
+  std::lock_guard<std::mutex> lock(mu_);
+  incoming_url_ = std::move(url);
+}
+
+std::map<std::string, nlohmann::json> FakeTelnyx::answers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return answers_;
+}
+
+absl::StatusOr<WebhookAnswer> FakeTelnyx::DialIn(const std::string& from, const std::string& to,
+                                                 std::string* id, const Ed25519TestKey* signer) {
+  std::string url, call_control_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    url = incoming_url_;
+    call_control_id = absl::StrCat("v3:in-", incoming_.size() + 1, "-", Uuid());
+    incoming_[call_control_id] = Incoming{from, to, false};
+  }
+  if (id != nullptr) *id = call_control_id;
+  // https://developers.telnyx.com/api/call-control (call.initiated): an incoming call is parked
+  // until a command answers it.
+  return Post(url, "call.initiated",
+              {{"call_control_id", call_control_id},
+               {"call_leg_id", Uuid()},
+               {"call_session_id", Uuid()},
+               {"connection_id", connection_id_},
+               {"direction", "incoming"},
+               {"from", from},
+               {"to", to},
+               {"state", "parked"}},
+              absl::Now(), signer);
+}
+
+TestHttpServer::Response FakeTelnyx::Answer(const std::string& id,
+                                            const TestHttpServer::Request& request) {
+  if (request.Header("authorization") != absl::StrCat("Bearer ", api_key_)) {
+    return TelnyxError(401, "10009", "Authentication failed",
+                       "Could not understand the provided credentials.");
+  }
+  nlohmann::json body = nlohmann::json::parse(request.body, nullptr, false);
+  if (!body.is_object()) return TelnyxError(400, "10015", "Bad Request", "invalid JSON");
+  for (const char* field : {"stream_url", "webhook_url"}) {
+    if (!body.contains(field) || !body[field].is_string()) {
+      return TelnyxError(422, "10004", "Missing required parameter",
+                         absl::StrCat("The '", field, "' parameter is required."));
+    }
+  }
+  if (body.value("stream_bidirectional_mode", "") != "rtp" ||
+      body.value("stream_bidirectional_codec", "") != "PCMU") {
+    return TelnyxError(422, "10032", "Invalid parameter",
+                       "a bidirectional stream needs stream_bidirectional_mode and "
+                       "stream_bidirectional_codec");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = incoming_.find(id);
+  if (it == incoming_.end())
+    return TelnyxError(404, "10005", "Resource not found", "Call not found.");
+  if (it->second.answered) {
+    return TelnyxError(422, "90018", "Call has already ended",
+                       "This call is no longer active and can't receive commands.");
+  }
+  it->second.answered = true;
+  answers_[id] = body;
+  Dial dial;
+  dial.call_control_id = id;
+  dial.body = body;
+  dial.body["from"] = it->second.from;
+  dial.body["to"] = it->second.to;
+  dials_.push_back(dial);
+  if (book_.enabled()) {
+    book_.Play(
+        id, it->second.to,
+        [this, dial = dial.body](std::shared_ptr<FakeCallBook::Entry> call) {
+          PlayCall(call, dial, /*incoming=*/true);
+        },
+        it->second.from);
+  }
+  return JsonResponse(200, {{"data", {{"result", "ok"}}}});
+}
+
+void FakeTelnyx::PlayCall(std::shared_ptr<FakeCallBook::Entry> call, nlohmann::json dial,
+                          bool incoming) {
   const std::string id = call->log.id;
   auto webhook = [&](const std::string& type, nlohmann::json payload) {
     payload["from"] = dial.value("from", "");
     payload["to"] = dial.value("to", "");
-    payload["direction"] = "outgoing";
+    payload["direction"] = incoming ? "incoming" : "outgoing";
     absl::StatusOr<WebhookAnswer> answer = SendWebhook(id, type, std::move(payload));
     book_.Note(*call, [&](PlayedCall& log) {
       log.webhooks_sent.push_back(absl::StrCat(type, "=", answer.ok() ? answer->status : 0));
     });
   };
-  webhook("call.initiated", {{"state", "bridging"}});
-  Pause(250);
-  if (call->line.pickup == FakeLine::kBusy) {
-    return webhook("call.hangup", {{"hangup_cause", "user_busy"}, {"hangup_source", "callee"}});
-  }
-  if (call->line.pickup == FakeLine::kNoAnswer) {
-    return webhook("call.hangup", {{"hangup_cause", "timeout"}, {"hangup_source", "unknown"}});
+  if (!incoming) {
+    webhook("call.initiated", {{"state", "bridging"}});
+    Pause(250);
+    if (call->line.pickup == FakeLine::kBusy) {
+      return webhook("call.hangup", {{"hangup_cause", "user_busy"}, {"hangup_source", "callee"}});
+    }
+    if (call->line.pickup == FakeLine::kNoAnswer) {
+      return webhook("call.hangup", {{"hangup_cause", "timeout"}, {"hangup_source", "unknown"}});
+    }
   }
   webhook("call.answered", {{"state", "answered"}});
   const std::string url = dial.value("stream_url", "");
@@ -492,8 +580,10 @@ void FakeTelnyx::PlayCall(std::shared_ptr<FakeCallBook::Entry> call, nlohmann::j
   const FakeCallEnd end = StreamToAgent(book_, *call, **ws, dialect, [&] {
     webhook("call.machine.detection.ended", {{"result", "machine"}});
   });
+  // The agent is the callee of a dialled call and the caller of one it made.
+  const bool by_agent = end == FakeCallEnd::kAgentHungUp;
   webhook("call.hangup", {{"hangup_cause", "normal_clearing"},
-                          {"hangup_source", end == FakeCallEnd::kAgentHungUp ? "callee" : "caller"}});
+                          {"hangup_source", by_agent != incoming ? "callee" : "caller"}});
 }
 
 absl::StatusOr<WebhookAnswer> FakeTelnyx::SendWebhook(const std::string& call_control_id,
@@ -511,6 +601,12 @@ absl::StatusOr<WebhookAnswer> FakeTelnyx::SendWebhook(const std::string& call_co
   if (!payload.is_object()) payload = nlohmann::json::object();
   payload["call_control_id"] = call_control_id;
   payload["connection_id"] = connection_id_;
+  return Post(url, type, std::move(payload), when, signer);
+}
+
+absl::StatusOr<WebhookAnswer> FakeTelnyx::Post(const std::string& url, const std::string& type,
+                                               nlohmann::json payload, absl::Time when,
+                                               const Ed25519TestKey* signer) {
   const std::string body =
       nlohmann::json{
           {"data",
@@ -614,11 +710,13 @@ absl::StatusOr<WebhookAnswer> FakePlivo::Callback(const std::string& request_uui
     for (const Call& c : calls_) {
       if (c.request_uuid != request_uuid) continue;
       url = c.body.value(url_field, "");
+      const std::string direction = c.body.value("direction", "outbound");
       params.emplace("CallUUID", c.call_uuid);
-      params.emplace("RequestUUID", c.request_uuid);
+      // Only a call placed through the API has a request.
+      if (direction == "outbound") params.emplace("RequestUUID", c.request_uuid);
       params.emplace("From", c.body.value("from", ""));
       params.emplace("To", c.body.value("to", ""));
-      params.emplace("Direction", "outbound");
+      params.emplace("Direction", direction);
     }
   }
   if (url.empty()) {
@@ -669,6 +767,57 @@ void FakePlivo::PlayCall(std::shared_ptr<FakeCallBook::Entry> call) {
       callback("answer_url", {{"CallStatus", "in-progress"}, {"Event", "StartApp"}});
   std::string url;
   if (document.ok() && document->status == 200) url = PlivoStreamUrl(document->body);
+  StreamCall(call, url, /*incoming=*/false);
+}
+
+void FakePlivo::SetIncomingUrl(std::string url) {
+  std::lock_guard<std::mutex> lock(mu_);
+  incoming_url_ = std::move(url);
+}
+
+absl::StatusOr<WebhookAnswer> FakePlivo::DialIn(const std::string& from, const std::string& to,
+                                                const std::string& token) {
+  Call call;
+  call.call_uuid = Uuid();
+  // No request for an incoming call: the book and the DELETEs know it by its CallUUID.
+  call.request_uuid = call.call_uuid;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    call.body = {{"from", std::string(absl::StripPrefix(from, "+"))},
+                 {"to", std::string(absl::StripPrefix(to, "+"))},
+                 {"answer_url", incoming_url_},
+                 {"direction", "inbound"}};
+    calls_.push_back(call);
+  }
+  absl::StatusOr<WebhookAnswer> document =
+      Callback(call.call_uuid, "answer_url",
+               {{"CallStatus", "ringing"}, {"Event", "StartApp"}, {"CallerName", from}}, token);
+  if (!document.ok() || document->status != 200) return document;
+  const std::string url = PlivoStreamUrl(document->body);
+  if (!url.empty() && book_.enabled()) {
+    book_.Play(
+        call.call_uuid, to,
+        [this, url](std::shared_ptr<FakeCallBook::Entry> played) {
+          StreamCall(played, url, /*incoming=*/true);
+        },
+        from);
+  }
+  return document;
+}
+
+void FakePlivo::StreamCall(std::shared_ptr<FakeCallBook::Entry> call, const std::string& url,
+                           bool incoming) {
+  const std::string id = call->log.id;
+  auto callback = [&](const std::string& field, std::multimap<std::string, std::string> params) {
+    // The application's hangup URL of a number's incoming calls is not the service's: only a
+    // dialled call's hangup is reported to it.
+    if (incoming) return;
+    const std::string what = params.count("CallStatus") ? params.find("CallStatus")->second : field;
+    absl::StatusOr<WebhookAnswer> answer = Callback(id, field, std::move(params));
+    book_.Note(*call, [&](PlayedCall& log) {
+      log.webhooks_sent.push_back(absl::StrCat(what, "=", answer.ok() ? answer->status : 0));
+    });
+  };
   book_.Note(*call, [&](PlayedCall& log) { log.media_url = url; });
   std::string call_uuid;
   {

@@ -11,6 +11,11 @@
 // document's <Stream>), in the carrier's media dialect, bridged to the test agent of
 // fake_phone_agent.h. Without PlayCalls() a test sends the webhooks itself.
 //
+// The agent can call in too (DialIn): the carrier sends its signed incoming-call webhook to the
+// URL set on the workspace's numbers (SetIncomingUrl) and, once the service takes the call
+// (Telnyx: the answer command on its REST API; Plivo: an answer document with a bidirectional
+// <Stream>), plays it to the test agent like an answered outbound call.
+//
 //   FakeTelnyx telnyx;
 //   account.secret = telnyx.api_key(); account.public_key = telnyx.public_key(); ...
 //   client = NewTelnyxCarrierClient(account, telnyx.url());
@@ -66,8 +71,9 @@ struct FakeLine {
 
 // What happened on a call a fake carrier played.
 struct PlayedCall {
-  std::string id;  // Telnyx's call_control_id, Plivo's request_uuid
+  std::string id;  // Telnyx's call_control_id, Plivo's request_uuid (CallUUID when incoming)
   std::string to;
+  std::string from;       // set for a call the agent made (DialIn)
   std::string media_url;  // the service's media websocket the carrier opened
   std::vector<std::string> webhooks_sent;  // "<event or status>=<HTTP status>"
   bool media_connected = false;
@@ -98,14 +104,16 @@ class FakeCallBook {
   bool enabled();
   absl::Duration agent_delay();
   void SetLine(const std::string& to, FakeLine line);
-  // Records a new call and plays it with `play` on a thread.
+  // Records a new call and plays it with `play` on a thread. `from`: a call the agent at
+  // `from` made (its line is SetLine(from)).
   void Play(const std::string& id, const std::string& to,
-            std::function<void(std::shared_ptr<Entry>)> play);
+            std::function<void(std::shared_ptr<Entry>)> play, const std::string& from = "");
   // The service hung the call `id` up through the API.
   void HangUp(const std::string& id);
   // Changes a call's log under the lock.
   void Note(Entry& entry, const std::function<void(PlayedCall&)>& change);
   std::vector<PlayedCall> calls();
+  // The call to (or, for a call the agent made, from) `to`.
   bool WaitForEnd(const std::string& to, absl::Duration timeout);
   // Hangs every call up and waits for their threads.
   void Stop();
@@ -164,10 +172,31 @@ class FakeTelnyx {
     return book_.WaitForEnd(to, timeout);
   }
 
+  // The connection's webhook URL, where the workspace's numbers' calls are announced.
+  void SetIncomingUrl(std::string url);
+  // The agent at `from` calls `to`: a `call.initiated` event (direction incoming) POSTed to the
+  // incoming URL, signed (by `signer` when set: a forgery). The call's id is put in `id`. The
+  // call is played once the service answers it (POST /v2/calls/{id}/actions/answer).
+  absl::StatusOr<WebhookAnswer> DialIn(const std::string& from, const std::string& to,
+                                       std::string* id = nullptr,
+                                       const Ed25519TestKey* signer = nullptr);
+  // The answer commands received (their bodies), by call_control_id.
+  std::map<std::string, nlohmann::json> answers() const;
+
  private:
+  struct Incoming {
+    std::string from, to;
+    bool answered = false;
+  };
   TestHttpServer::Response HandleDial(const TestHttpServer::Request& request);
   TestHttpServer::Response HandleAction(const TestHttpServer::Request& request);
-  void PlayCall(std::shared_ptr<FakeCallBook::Entry> call, nlohmann::json dial);
+  TestHttpServer::Response Answer(const std::string& id, const TestHttpServer::Request& request);
+  // `incoming`: a call the agent made, answered: no ringing, straight to the stream.
+  void PlayCall(std::shared_ptr<FakeCallBook::Entry> call, nlohmann::json dial,
+                bool incoming = false);
+  absl::StatusOr<WebhookAnswer> Post(const std::string& url, const std::string& type,
+                                     nlohmann::json payload, absl::Time when,
+                                     const Ed25519TestKey* signer);
 
   const std::string api_key_, connection_id_;
   Ed25519TestKey key_;
@@ -176,6 +205,9 @@ class FakeTelnyx {
   std::vector<std::string> hangups_;          // guarded by mu_
   int refuse_status_ = 0;                     // guarded by mu_
   std::string refuse_title_, refuse_detail_;  // guarded by mu_
+  std::string incoming_url_;                  // guarded by mu_
+  std::map<std::string, Incoming> incoming_;  // by call_control_id; guarded by mu_
+  std::map<std::string, nlohmann::json> answers_;  // guarded by mu_
   FakeCallBook book_;    // before http_ goes: its threads use the state above
   TestHttpServer http_;  // last: stopped first, while the state its handlers use is alive
 };
@@ -217,9 +249,19 @@ class FakePlivo {
     return book_.WaitForEnd(to, timeout);
   }
 
+  // The answer URL of the application the workspace's numbers use.
+  void SetIncomingUrl(std::string url);
+  // The agent at `from` calls `to`: Plivo fetches the answer URL (a signed POST with the call's
+  // parameters, Direction inbound, the numbers without their '+' as Plivo writes them), signed
+  // with `token` when set (a forgery). An answer with a bidirectional <Stream> is played.
+  absl::StatusOr<WebhookAnswer> DialIn(const std::string& from, const std::string& to,
+                                       const std::string& token = "");
+
  private:
   TestHttpServer::Response Handle(const TestHttpServer::Request& request);
   void PlayCall(std::shared_ptr<FakeCallBook::Entry> call);
+  // Streams the answered call to the agent at `url` (from the answer document).
+  void StreamCall(std::shared_ptr<FakeCallBook::Entry> call, const std::string& url, bool incoming);
 
   const std::string auth_id_, auth_token_;
   mutable std::mutex mu_;
@@ -227,6 +269,7 @@ class FakePlivo {
   std::vector<std::string> deletes_;  // guarded by mu_
   int refuse_status_ = 0;             // guarded by mu_
   std::string refuse_error_;          // guarded by mu_
+  std::string incoming_url_;          // guarded by mu_
   FakeCallBook book_;    // before http_ goes: its threads use the state above
   TestHttpServer http_;  // last: stopped first, while the state its handlers use is alive
 };

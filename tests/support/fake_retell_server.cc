@@ -1,6 +1,8 @@
 #include "tests/support/fake_retell_server.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/crypto.h"
 
 namespace calleval {
 namespace {
@@ -26,6 +28,62 @@ FakeRetellServer::FakeRetellServer(std::string api_key) : api_key_(std::move(api
                      [this](const TestHttpServer::Request& r) { return Answer(r, false); });
   http_.HandlePrefix("/get-retell-llm/",
                      [this](const TestHttpServer::Request& r) { return Answer(r, true); });
+  http_.Handle("/v2/create-phone-call",
+               [this](const TestHttpServer::Request& r) { return CreatePhoneCall(r); });
+}
+
+FakeRetellServer::~FakeRetellServer() { JoinCalls(); }
+
+void FakeRetellServer::JoinCalls() {
+  std::vector<std::thread> dialing;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dialing.swap(dialing_);
+  }
+  for (std::thread& t : dialing) t.join();
+}
+
+void FakeRetellServer::PlaceCallsWith(
+    std::function<void(const std::string& from, const std::string& to)> dial) {
+  std::lock_guard<std::mutex> lock(mu_);
+  dial_ = std::move(dial);
+}
+
+std::vector<json> FakeRetellServer::phone_calls() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return phone_calls_;
+}
+
+// https://docs.retellai.com/api-references/create-phone-call: from_number (a number the account
+// owns, E.164) and to_number are required; override_agent_id picks the agent for this call.
+TestHttpServer::Response FakeRetellServer::CreatePhoneCall(const TestHttpServer::Request& request) {
+  if (request.Header("authorization") != "Bearer " + api_key_) {
+    return RetellError(401, "Invalid API Key");
+  }
+  if (request.method != "POST") return RetellError(404, "Not Found");
+  json body = json::parse(request.body, nullptr, false);
+  if (!body.is_object()) return RetellError(400, "Invalid JSON body");
+  for (const char* field : {"from_number", "to_number"}) {
+    if (!body.contains(field) || !body[field].is_string() ||
+        body[field].get<std::string>().rfind('+', 0) != 0) {
+      return RetellError(400, absl::StrCat(field, " must be an E.164 phone number"));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string agent_id = body.value("override_agent_id", "");
+  if (!agent_id.empty() && agents_.find(agent_id) == agents_.end()) {
+    return RetellError(404, "Agent not found");
+  }
+  phone_calls_.push_back(body);
+  const std::string from = body["from_number"], to = body["to_number"];
+  if (dial_) dialing_.emplace_back([dial = dial_, from, to] { dial(from, to); });
+  return JsonAnswer(201, json{{"call_type", "phone_call"},
+                              {"call_id", absl::StrCat("call_", HexEncode(RandomBytes(12)))},
+                              {"agent_id", agent_id},
+                              {"call_status", "registered"},
+                              {"from_number", from},
+                              {"to_number", to},
+                              {"direction", "outbound"}});
 }
 
 void FakeRetellServer::AddAgent(const std::string& agent_id, json agent, const std::string& llm_id,

@@ -2,11 +2,16 @@
 
 // A local Retell for tests, speaking the parts of its REST API the service reads: GET
 // /get-agent/{agent_id} and GET /get-retell-llm/{llm_id} behind a Bearer API key, with errors
-// shaped like Retell's ({"status": "error", "message"}).
+// shaped like Retell's ({"status": "error", "message"}); and POST /v2/create-phone-call, whose
+// call Retell places from the agent's number over its telephony: here the test's phone network
+// (PlaceCallsWith), which a test wires to a local carrier's incoming call.
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tests/support/test_http_server.h"
@@ -16,6 +21,16 @@ namespace calleval {
 class FakeRetellServer {
  public:
   explicit FakeRetellServer(std::string api_key);
+  ~FakeRetellServer();
+
+  // The calls create-phone-call places: `dial(from_number, to_number)` runs on a thread of its
+  // own once the request is answered (as Retell answers before the call rings). Unset, the
+  // calls are answered and never placed.
+  void PlaceCallsWith(std::function<void(const std::string& from, const std::string& to)> dial);
+  // Waits for the calls being placed (their `dial`s) to return.
+  void JoinCalls();
+  // The create-phone-call bodies received, in order.
+  std::vector<nlohmann::json> phone_calls();
 
   // The API's base URL (what --retell-api-url names).
   std::string base_url() const { return http_.url(""); }
@@ -26,11 +41,15 @@ class FakeRetellServer {
 
  private:
   TestHttpServer::Response Answer(const TestHttpServer::Request& request, bool llm);
+  TestHttpServer::Response CreatePhoneCall(const TestHttpServer::Request& request);
 
   std::string api_key_;
   std::mutex mu_;
   std::map<std::string, nlohmann::json> agents_;  // guarded by mu_
   std::map<std::string, nlohmann::json> llms_;    // guarded by mu_
+  std::function<void(const std::string&, const std::string&)> dial_;  // guarded by mu_
+  std::vector<nlohmann::json> phone_calls_;                           // guarded by mu_
+  std::vector<std::thread> dialing_;                                  // guarded by mu_
   TestHttpServer http_;
 };
 

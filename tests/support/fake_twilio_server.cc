@@ -159,7 +159,10 @@ class TwilioStream : public FakeStreamDialect {
   int64_t chunk_ = 0;
 };
 
-size_t Discard(char*, size_t size, size_t n, void*) { return size * n; }
+size_t Collect(char* data, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(data, size * n);
+  return size * n;
+}
 
 }  // namespace
 
@@ -209,7 +212,7 @@ bool FakeTwilioServer::WaitForEnd(const std::string& to, absl::Duration timeout)
   std::unique_lock<std::mutex> lock(mu_);
   return ended_.wait_for(lock, absl::ToChronoMilliseconds(timeout), [&] {
     for (const auto& call : calls_) {
-      if (call->log.to == to && call->done) return true;
+      if ((call->log.to == to || call->log.from == to) && call->done) return true;
     }
     return false;
   });
@@ -301,8 +304,8 @@ TestHttpServer::Response FakeTwilioServer::UpdateCall(const TestHttpServer::Requ
   return response;
 }
 
-int FakeTwilioServer::SendCallback(Active& call, const std::string& url, const Fields& fields,
-                                   const std::string& token) {
+FakeTwilioServer::Answer FakeTwilioServer::PostSigned(const std::string& url, const Fields& fields,
+                                                      const std::string& token) {
   std::string body;
   for (const auto& [key, value] : fields) {
     absl::StrAppend(&body, body.empty() ? "" : "&", Escape(key), "=", Escape(value));
@@ -313,23 +316,80 @@ int FakeTwilioServer::SendCallback(Active& call, const std::string& url, const F
   headers = curl_slist_append(
       headers, absl::StrCat("X-Twilio-Signature: ", Signature(token, url, fields)).c_str());
   headers = curl_slist_append(headers, "User-Agent: TwilioProxy/1.1");
+  Answer answer;
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Discard);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Collect);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer.body);
   long status = 0;
   if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
+  answer.status = static_cast<int>(status);
+  return answer;
+}
+
+int FakeTwilioServer::SendCallback(Active& call, const std::string& url, const Fields& fields,
+                                   const std::string& token) {
+  const int status = PostSigned(url, fields, token).status;
   std::string what;
   for (const auto& [key, value] : fields) {
     if (key == "CallStatus" || key == "AnsweredBy") what = value;
   }
   std::lock_guard<std::mutex> lock(mu_);
   call.log.callbacks_sent.push_back(absl::StrCat(what, "=", status));
-  return static_cast<int>(status);
+  return status;
+}
+
+void FakeTwilioServer::SetIncomingUrl(std::string url) {
+  std::lock_guard<std::mutex> lock(mu_);
+  incoming_url_ = std::move(url);
+}
+
+FakeTwilioServer::Answer FakeTwilioServer::DialIn(const std::string& from, const std::string& to,
+                                                  const std::string& auth_token) {
+  auto active = std::make_shared<Active>();
+  active->log.sid = absl::StrCat("CA", HexEncode(RandomBytes(16)));
+  active->log.from = from;
+  active->log.to = to;
+  std::string url;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    url = incoming_url_;
+    auto it = lines_.find(from);
+    if (it != lines_.end()) active->line = it->second;
+  }
+  // The fields of Twilio's voice webhook for an incoming call.
+  const Answer answer = PostSigned(url,
+                                   {{"AccountSid", account_sid_},
+                                    {"ApiVersion", "2010-04-01"},
+                                    {"CallSid", active->log.sid},
+                                    {"CallStatus", "ringing"},
+                                    {"Called", to},
+                                    {"Caller", from},
+                                    {"Direction", "inbound"},
+                                    {"From", from},
+                                    {"To", to}},
+                                   auth_token.empty() ? auth_token_ : auth_token);
+  active->log.callbacks_sent.push_back(absl::StrCat("incoming=", answer.status));
+  active->log.media_url = answer.status == 200 ? StreamUrl(answer.body) : "";
+  std::lock_guard<std::mutex> lock(mu_);
+  calls_.push_back(active);
+  if (active->log.media_url.empty()) {
+    active->done = true;  // rejected, or an answer Twilio cannot do: the call ends there
+    ended_.notify_all();
+    return answer;
+  }
+  threads_.emplace_back([this, active] {
+    Stream(*active);
+    std::lock_guard<std::mutex> lock(mu_);
+    active->done = true;
+    ended_.notify_all();
+  });
+  return answer;
 }
 
 int FakeTwilioServer::PostCallback(const std::string& to, const std::string& status,

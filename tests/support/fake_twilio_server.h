@@ -10,6 +10,11 @@
 // time), echoes `mark`s once the audio before them has played, honours `clear`, and sends
 // `stop` when the call ends. `POST .../Calls/{Sid}.json` with Status=completed hangs up.
 //
+// The agent can call in too (DialIn): Twilio then POSTs the signed incoming-call webhook to the
+// voice URL set on the dialled number (SetIncomingUrl) and does what the TwiML answer says: a
+// <Connect><Stream> is streamed to the agent exactly as an answered outbound call is; anything
+// else (<Reject>) ends the call there.
+//
 // The agent on the line is the test agent of fake_phone_agent.h, shared with the local Telnyx
 // and Plivo: it greets, then answers each time the caller stops speaking, exactly `agent_delay`
 // after the end of the caller's last loud frame (by the time it arrived, as a bot's voice
@@ -71,7 +76,19 @@ class FakeTwilioServer {
   void SetLine(const std::string& to, Line line);
 
   std::vector<Call> calls();
-  // Waits until the call to `to` has ended (its thread is done); false after `timeout`.
+  // The workspace's numbers' voice URL (what the team pastes into the number's settings).
+  void SetIncomingUrl(std::string url);
+  // The agent at `from` calls `to`: the incoming-call webhook, signed with `auth_token` (the
+  // account's when empty); once it is answered with a <Connect><Stream> the call is played on
+  // a thread (the agent's line is SetLine(from)). The service's answer.
+  struct Answer {
+    int status = 0;  // 0: the service could not be reached
+    std::string body;
+  };
+  Answer DialIn(const std::string& from, const std::string& to, const std::string& auth_token = "");
+
+  // Waits until the call to (or, for a call the agent made, from) `to` has ended (its thread is
+  // done); false after `timeout`.
   bool WaitForEnd(const std::string& to, absl::Duration timeout);
 
   // Posts a status callback for the call to `to` signed with `auth_token` (a forgery when it is
@@ -90,6 +107,10 @@ class FakeTwilioServer {
   int SendCallback(Active& call, const std::string& url,
                    const std::vector<std::pair<std::string, std::string>>& fields,
                    const std::string& token);
+  // POSTs a form signed with `token`; the answer.
+  Answer PostSigned(const std::string& url,
+                    const std::vector<std::pair<std::string, std::string>>& fields,
+                    const std::string& token);
   void Stream(Active& call);
 
   const std::string account_sid_, auth_token_;
@@ -98,6 +119,7 @@ class FakeTwilioServer {
   std::mutex mu_;
   std::condition_variable ended_;
   std::map<std::string, Line> lines_;           // guarded by mu_
+  std::string incoming_url_;                    // guarded by mu_
   std::vector<std::shared_ptr<Active>> calls_;  // guarded by mu_
   std::vector<std::thread> threads_;            // guarded by mu_
   std::atomic<bool> stopping_{false};
