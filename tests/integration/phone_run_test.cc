@@ -24,6 +24,7 @@
 #include "tests/support/fake_phone_agent.h"
 #include "tests/support/fake_retell_server.h"
 #include "tests/support/fake_twilio_server.h"
+#include "tests/support/local_carriers.h"
 
 namespace calleval {
 namespace {
@@ -32,19 +33,17 @@ using ::nlohmann::json;
 using testing::HttpClient;
 using testing::HttpResponse;
 
-constexpr char kAccountSid[] = "AC0123456789abcdef0123456789abcdef";
-constexpr char kAuthToken[] = "twilio-auth-token";
 constexpr int kAgentDelayMs = 1000;
-constexpr char kWorkspaceNumber[] = "+14155552671";
+constexpr const char* kWorkspaceNumber = LocalCarriers::kWorkspaceNumber;
 constexpr char kRetellKey[] = "key_retell_phone";
 // How long a run whose agent calls in waits for the call here.
 constexpr absl::Duration kCallInTimeout = absl::Seconds(6);
 
 // The workspace's Twilio integration settings (docs/api.md §5.8).
 std::string TwilioSettings() {
-  return json{{"account_sid", kAccountSid},
-              {"auth_token", kAuthToken},
-              {"caller_numbers", {"+14155552671"}}}
+  return json{{"account_sid", LocalCarriers::kTwilioAccountSid},
+              {"auth_token", LocalCarriers::kTwilioAuthToken},
+              {"caller_numbers", {kWorkspaceNumber}}}
       .dump();
 }
 
@@ -54,17 +53,14 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
   PhoneRunTest() : retell_(kRetellKey) {}
 
   void SetUp() override {
-    twilio_ = std::make_unique<FakeTwilioServer>(kAccountSid, kAuthToken,
-                                                 absl::Milliseconds(kAgentDelayMs));
-    telnyx_.PlayCalls(absl::Milliseconds(kAgentDelayMs));
-    plivo_.PlayCalls(absl::Milliseconds(kAgentDelayMs));
+    carriers_ = std::make_unique<LocalCarriers>(absl::Milliseconds(kAgentDelayMs));
     dir_ = testing::MakeTempDir("phone_run");
     ServerConfig config = testing::TestServerConfig(dir_);
     config.workers = 2;
     config.run_workers = 6;
-    config.twilio_api_url = twilio_->api_url();
-    config.telnyx_api_url = telnyx_.url();
-    config.plivo_api_url = plivo_.url();
+    config.twilio_api_url = carriers_->ApiUrl("twilio");
+    config.telnyx_api_url = carriers_->ApiUrl("telnyx");
+    config.plivo_api_url = carriers_->ApiUrl("plivo");
     config.ring_timeout = absl::Seconds(25);  // --ring-timeout, which Twilio is asked for
     config.retell_api_url = retell_.base_url();
     config.phone_call_in_timeout = kCallInTimeout;
@@ -73,9 +69,7 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
     server_ = *std::move(server);
     // The URL the team pastes into the workspace's numbers' settings (docs/channels.md).
     const std::string incoming = server_->http_base_url() + "/media/" + carrier() + "/incoming";
-    twilio_->SetIncomingUrl(incoming);
-    telnyx_.SetIncomingUrl(incoming);
-    plivo_.SetIncomingUrl(incoming);
+    carriers_->SetIncomingUrl(carrier(), incoming);
     client_ = std::make_unique<HttpClient>(server_->http_base_url());
     client_->set_api_key(server_->bootstrap()->key.api_key);
   }
@@ -83,88 +77,27 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
   void TearDown() override {
     retell_.JoinCalls();
     server_.reset();
-    twilio_.reset();
+    carriers_.reset();
     std::filesystem::remove_all(dir_);
   }
 
   const std::string& carrier() const { return GetParam(); }
 
-  // A number that selects the carrier (docs/api.md: +1 is Twilio's, +91 Plivo's, +33 Telnyx's).
-  std::string Number(int n) const {
-    if (carrier() == "twilio") return absl::StrCat("+1415555010", n);
-    if (carrier() == "plivo") return absl::StrCat("+91987654320", n);
-    return absl::StrCat("+3361234560", n);
-  }
+  std::string Number(int n) const { return LocalCarriers::Number(carrier(), n); }
 
   // The workspace's integration settings for the carrier (docs/api.md §5.8), with a second
   // number when `second_number` is set.
   void PutSettings(const std::string& second_number = "") {
-    json settings = json::parse(TwilioSettings());
-    if (carrier() == "telnyx") {
-      settings = {{"api_key", telnyx_.api_key()},
-                  {"connection_id", telnyx_.connection_id()},
-                  {"public_key", telnyx_.public_key()},
-                  {"caller_numbers", {"+14155552671"}}};
-    } else if (carrier() == "plivo") {
-      settings = {{"auth_id", plivo_.auth_id()},
-                  {"auth_token", plivo_.auth_token()},
-                  {"caller_numbers", {"+14155552671"}}};
-    }
+    json settings = carriers_->Settings(carrier());
     if (!second_number.empty()) settings["caller_numbers"].push_back(second_number);
     HttpResponse put = client_->Put("/api/v1/integrations/" + carrier(), settings.dump());
     ASSERT_EQ(put.status, 200) << put.body;
   }
 
-  // How the agent at `to` picks up.
-  void SetLine(const std::string& to, FakeLine line) {
-    if (carrier() == "telnyx") return telnyx_.SetLine(to, line);
-    if (carrier() == "plivo") return plivo_.SetLine(to, line);
-    const FakeTwilioServer::Pickup pickup[] = {
-        FakeTwilioServer::Pickup::kAgent, FakeTwilioServer::Pickup::kBusy,
-        FakeTwilioServer::Pickup::kNoAnswer, FakeTwilioServer::Pickup::kMachine};
-    twilio_->SetLine(to,
-                     {pickup[line.pickup], line.hang_up_after_answers, line.interrupt_after_ms});
-  }
-
-  std::vector<PlayedCall> Calls() {
-    if (carrier() == "telnyx") return telnyx_.played();
-    if (carrier() == "plivo") return plivo_.played();
-    std::vector<PlayedCall> out;
-    for (const FakeTwilioServer::Call& c : twilio_->calls()) {
-      PlayedCall call;
-      call.id = c.sid;
-      call.to = c.to;
-      call.from = c.from;
-      call.media_url = c.media_url;
-      call.webhooks_sent = c.callbacks_sent;
-      call.media_connected = c.media_connected;
-      call.answers = c.answers;
-      call.marks_played = c.marks_echoed;
-      call.clears = c.clears;
-      call.talked_over_after_clear = c.talked_over_after_clear;
-      call.hung_up_by_service = c.hung_up_by_service;
-      call.stop_sent = c.stop_sent;
-      call.error = c.error;
-      out.push_back(call);
-    }
-    return out;
-  }
-
-  PlayedCall CallTo(const std::string& to) {
-    for (const PlayedCall& call : Calls()) {
-      if (call.to == to) return call;
-    }
-    return {};
-  }
-
-  // The agent's last call (the earlier ones may have come before a run awaited them).
-  PlayedCall CallFrom(const std::string& from) {
-    PlayedCall last;
-    for (const PlayedCall& call : Calls()) {
-      if (call.from == from) last = call;
-    }
-    return last;
-  }
+  void SetLine(const std::string& to, FakeLine line) { carriers_->SetLine(carrier(), to, line); }
+  std::vector<PlayedCall> Calls() { return carriers_->Calls(carrier()); }
+  PlayedCall CallTo(const std::string& to) { return carriers_->CallTo(carrier(), to); }
+  PlayedCall CallFrom(const std::string& from) { return carriers_->CallFrom(carrier(), from); }
 
   // The agent at `from` calls the workspace's `to` (`forged`: the webhook is signed with a key
   // not the account's). `taken`: the service took the call (Twilio, Plivo: its answer streams
@@ -177,7 +110,8 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
   DialAnswer DialIn(const std::string& from, const std::string& to, bool forged = false) {
     DialAnswer out;
     if (carrier() == "twilio") {
-      FakeTwilioServer::Answer answer = twilio_->DialIn(from, to, forged ? "forged-token" : "");
+      FakeTwilioServer::Answer answer =
+          carriers_->twilio().DialIn(from, to, forged ? "forged-token" : "");
       out.status = answer.status;
       out.body = answer.body;
       out.taken = absl::StrContains(answer.body, "<Stream");
@@ -187,9 +121,9 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
     std::string id;
     if (carrier() == "telnyx") {
       Ed25519TestKey forger;
-      answer = telnyx_.DialIn(from, to, &id, forged ? &forger : nullptr);
+      answer = carriers_->telnyx().DialIn(from, to, &id, forged ? &forger : nullptr);
     } else {
-      answer = plivo_.DialIn(from, to, forged ? "forged-token" : "");
+      answer = carriers_->plivo().DialIn(from, to, forged ? "forged-token" : "");
     }
     if (!answer.ok()) return out;
     out.status = answer->status;
@@ -199,7 +133,7 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
     } else if (out.status == 200) {
       // Telnyx is answered by command, from the run's thread.
       for (int i = 0; i < 60 && !out.taken; ++i) {
-        out.taken = telnyx_.answers().count(id) > 0;
+        out.taken = carriers_->telnyx().answers().count(id) > 0;
         if (!out.taken) std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     }
@@ -215,31 +149,8 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
     return false;
   }
 
-  bool WaitForEnd(const std::string& to) {
-    const absl::Duration timeout = absl::Seconds(10);
-    if (carrier() == "telnyx") return telnyx_.WaitForEnd(to, timeout);
-    if (carrier() == "plivo") return plivo_.WaitForEnd(to, timeout);
-    return twilio_->WaitForEnd(to, timeout);
-  }
-
-  // A webhook saying the call to `to` was hung up, which the account did not sign: the HTTP
-  // status the service answered.
-  int PostForgedHangup(const std::string& to) {
-    if (carrier() == "twilio") return twilio_->PostCallback(to, "completed", "forged-token");
-    const std::string id = CallTo(to).id;
-    absl::StatusOr<WebhookAnswer> answer;
-    if (carrier() == "telnyx") {
-      Ed25519TestKey forger;
-      answer = telnyx_.SendWebhook(
-          id, "call.hangup", {{"hangup_cause", "normal_clearing"}, {"hangup_source", "callee"}},
-          absl::Now(), &forger);
-    } else {
-      answer = plivo_.Callback(id, "hangup_url",
-                               {{"CallStatus", "completed"}, {"HangupSource", "Callee"}},
-                               "forged-token");
-    }
-    return answer.ok() ? answer->status : 0;
-  }
+  bool WaitForEnd(const std::string& to) { return carriers_->WaitForEnd(carrier(), to); }
+  int PostForgedHangup(const std::string& to) { return carriers_->PostForgedHangup(carrier(), to); }
 
   // A phone agent at `number` and a scenario for it; the scenario's id.
   // `platform`: the agent lives on a voice platform (agent_source external_vapi or
@@ -290,9 +201,7 @@ class PhoneRunTest : public ::testing::TestWithParam<std::string> {
 
   // Last to go but the carriers: its calls are placed through them.
   FakeRetellServer retell_;
-  std::unique_ptr<FakeTwilioServer> twilio_;
-  FakeTelnyx telnyx_;
-  FakePlivo plivo_;
+  std::unique_ptr<LocalCarriers> carriers_;
   std::string dir_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<HttpClient> client_;
@@ -329,8 +238,8 @@ TEST_P(PhoneRunTest, ScoredRunMeasuresTheAgentsDelayAndRefusesForgeries) {
   EXPECT_EQ(call.error, "");
   if (carrier() == "twilio") {
     EXPECT_EQ(CallTo(number).id.substr(0, 2), "CA");
-    EXPECT_EQ(twilio_->calls().front().from, "+14155552671");
-    EXPECT_EQ(twilio_->calls().front().ring_timeout_seconds, 25);
+    EXPECT_EQ(carriers_->twilio().calls().front().from, "+14155552671");
+    EXPECT_EQ(carriers_->twilio().calls().front().ring_timeout_seconds, 25);
   }
   // The carrier's first webhooks (the call ringing, then answered) were taken.
   ASSERT_GE(call.webhooks_sent.size(), 2u);
@@ -504,7 +413,7 @@ TEST_P(PhoneRunTest, AnAgentThatOnlyCallsOutCallsInAndIsScored) {
   // Nothing was dialled: every call the carrier saw is the agent's.
   for (const PlayedCall& c : Calls()) EXPECT_EQ(c.from, agent_number) << c.to;
   if (carrier() == "telnyx") {
-    const json answer = telnyx_.answers().begin()->second;
+    const json answer = carriers_->telnyx().answers().begin()->second;
     EXPECT_EQ(answer["stream_track"], "inbound_track");
     EXPECT_EQ(answer["stream_bidirectional_mode"], "rtp");
     EXPECT_EQ(answer["stream_bidirectional_codec"], "PCMU");
@@ -573,7 +482,7 @@ TEST_P(PhoneRunTest, AnAwaitedCallThatNeverComesEndsNoAnswer) {
   }
   if (carrier() == "telnyx") {
     EXPECT_EQ(late.body, "");
-    EXPECT_TRUE(telnyx_.answers().empty());
+    EXPECT_TRUE(carriers_->telnyx().answers().empty());
   }
 }
 
@@ -652,7 +561,7 @@ INSTANTIATE_TEST_SUITE_P(Carriers, PhoneRunTest, ::testing::Values("twilio", "te
 // the carrier to stream the call (phone_split_test runs it with the listener, relayed by the
 // edge).
 TEST(PhoneRunApartTest, RunsRoleWithoutAnEdgeOrMediaListenerFailsPhoneRunsSayingWhy) {
-  FakeTwilioServer twilio(kAccountSid, kAuthToken);
+  FakeTwilioServer twilio(LocalCarriers::kTwilioAccountSid, LocalCarriers::kTwilioAuthToken);
   const std::string dir = testing::MakeTempDir("phone_run_apart");
   ServerConfig backend_config = testing::TestServerConfig(dir);
   backend_config.roles = {"edge", "accounts", "agents", "calls", "metrics", "scoring"};

@@ -35,6 +35,7 @@
 #include "tests/support/fake_carriers.h"
 #include "tests/support/fake_phone_agent.h"
 #include "tests/support/fake_twilio_server.h"
+#include "tests/support/local_carriers.h"
 
 namespace calleval {
 namespace {
@@ -43,8 +44,6 @@ using ::nlohmann::json;
 using testing::HttpClient;
 using testing::HttpResponse;
 
-constexpr char kAccountSid[] = "AC0123456789abcdef0123456789abcdef";
-constexpr char kAuthToken[] = "twilio-auth-token";
 constexpr int kAgentDelayMs = 1000;
 
 // `calleval serve ARGS` of the built binary, read until it says where it listens; SIGTERM when
@@ -88,7 +87,8 @@ class ServeProcess {
     if (std::regex_search(printed, m, std::regex(R"(gRPC on port (\d+))"))) {
       grpc_port_ = std::stoi(m[1]);
     }
-    if (std::regex_search(printed, m, std::regex(R"(phone media on port \d+, advertised as (\S+))"))) {
+    if (std::regex_search(printed, m,
+                          std::regex(R"(phone media on port \d+, advertised as (\S+))"))) {
       media_ = m[1];
     }
     if (std::regex_search(printed, m, std::regex(R"(API key \(shown once[^)]*\): (\S+))"))) {
@@ -181,17 +181,15 @@ class CountingListener {
 class PhoneSplitTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    twilio_ = std::make_unique<FakeTwilioServer>(kAccountSid, kAuthToken,
-                                                 absl::Milliseconds(kAgentDelayMs));
-    telnyx_.PlayCalls(absl::Milliseconds(kAgentDelayMs));
-    plivo_.PlayCalls(absl::Milliseconds(kAgentDelayMs));
+    carriers_ = std::make_unique<LocalCarriers>(absl::Milliseconds(kAgentDelayMs));
     dir_ = testing::MakeTempDir("phone_split");
-    const std::vector<std::string> common = {"--http-addr", "127.0.0.1:0",  "--grpc-addr",
-                                             "127.0.0.1:0", "--admin-addr", "off",
-                                             "--access-log", "false",       "--allow-private-hosts",
-                                             "127.0.0.1"};
-    std::vector<std::string> edge_args = {"--roles", "edge,accounts,agents,calls,metrics,scoring",
-                                          "--data-dir", dir_ + "/edge", "--workers", "2"};
+    const std::vector<std::string> common = {
+        "--http-addr", "127.0.0.1:0",  "--grpc-addr", "127.0.0.1:0",           "--admin-addr",
+        "off",         "--access-log", "false",       "--allow-private-hosts", "127.0.0.1"};
+    std::vector<std::string> edge_args = {
+        "--roles",    "edge,accounts,agents,calls,metrics,scoring",
+        "--data-dir", dir_ + "/edge",
+        "--workers",  "2"};
     edge_args.insert(edge_args.end(), common.begin(), common.end());
     edge_ = std::make_unique<ServeProcess>(edge_args, dir_ + "/edge.log");
     ASSERT_TRUE(edge_->started()) << ReadFile(dir_ + "/edge.log");
@@ -200,13 +198,14 @@ class PhoneSplitTest : public ::testing::TestWithParam<std::string> {
     const std::string owners = absl::StrCat("127.0.0.1:", edge_->grpc_port());
     // Its own data dir: it shares only the credential and the recordings, as a pod does.
     std::vector<std::string> runs_args = {
-        "--roles", "runs", "--data-dir", dir_ + "/runs", "--run-workers", "4",
-        "--accounts-addr", owners, "--agents-addr", owners, "--calls-addr", owners,
-        "--metrics-addr", owners, "--internal-credential-file",
-        dir_ + "/edge/internal-credential", "--recordings-url", dir_ + "/edge/recordings",
+        "--roles", "runs", "--data-dir", dir_ + "/runs", "--run-workers", "4", "--accounts-addr",
+        owners, "--agents-addr", owners, "--calls-addr", owners, "--metrics-addr", owners,
+        "--internal-credential-file", dir_ + "/edge/internal-credential", "--recordings-url",
+        dir_ + "/edge/recordings",
         // The carrier reaches the edge, never the runs process.
-        "--public-base-url", edge_->http(), "--twilio-api-url", twilio_->api_url(),
-        "--telnyx-api-url", telnyx_.url(), "--plivo-api-url", plivo_.url()};
+        "--public-base-url", edge_->http(), "--twilio-api-url", carriers_->ApiUrl("twilio"),
+        "--telnyx-api-url", carriers_->ApiUrl("telnyx"), "--plivo-api-url",
+        carriers_->ApiUrl("plivo")};
     runs_args.insert(runs_args.end(), common.begin(), common.end());
     runs_ = std::make_unique<ServeProcess>(runs_args, dir_ + "/runs.log");
     ASSERT_TRUE(runs_->started()) << ReadFile(dir_ + "/runs.log");
@@ -225,85 +224,23 @@ class PhoneSplitTest : public ::testing::TestWithParam<std::string> {
     if (edge_) {
       EXPECT_EQ(edge_->Stop(), 0) << ReadFile(dir_ + "/edge.log");
     }
-    twilio_.reset();
+    carriers_.reset();
     std::filesystem::remove_all(dir_);
   }
 
   const std::string& carrier() const { return GetParam(); }
 
-  std::string Number(int n) const {
-    if (carrier() == "twilio") return absl::StrCat("+1415555010", n);
-    if (carrier() == "plivo") return absl::StrCat("+91987654320", n);
-    return absl::StrCat("+3361234560", n);
-  }
+  std::string Number(int n) const { return LocalCarriers::Number(carrier(), n); }
 
   void PutSettings() {
-    json settings = {{"account_sid", kAccountSid},
-                     {"auth_token", kAuthToken},
-                     {"caller_numbers", {"+14155552671"}}};
-    if (carrier() == "telnyx") {
-      settings = {{"api_key", telnyx_.api_key()},
-                  {"connection_id", telnyx_.connection_id()},
-                  {"public_key", telnyx_.public_key()},
-                  {"caller_numbers", {"+14155552671"}}};
-    } else if (carrier() == "plivo") {
-      settings = {{"auth_id", plivo_.auth_id()},
-                  {"auth_token", plivo_.auth_token()},
-                  {"caller_numbers", {"+14155552671"}}};
-    }
-    HttpResponse put = client_->Put("/api/v1/integrations/" + carrier(), settings.dump());
+    HttpResponse put =
+        client_->Put("/api/v1/integrations/" + carrier(), carriers_->Settings(carrier()).dump());
     ASSERT_EQ(put.status, 200) << put.body;
   }
 
-  PlayedCall CallTo(const std::string& to) {
-    std::vector<PlayedCall> calls;
-    if (carrier() == "telnyx") {
-      calls = telnyx_.played();
-    } else if (carrier() == "plivo") {
-      calls = plivo_.played();
-    } else {
-      for (const FakeTwilioServer::Call& c : twilio_->calls()) {
-        PlayedCall call;
-        call.id = c.sid;
-        call.to = c.to;
-        call.media_url = c.media_url;
-        call.webhooks_sent = c.callbacks_sent;
-        call.media_connected = c.media_connected;
-        call.answers = c.answers;
-        call.hung_up_by_service = c.hung_up_by_service;
-        call.error = c.error;
-        calls.push_back(call);
-      }
-    }
-    for (const PlayedCall& call : calls) {
-      if (call.to == to) return call;
-    }
-    return {};
-  }
-
-  bool WaitForEnd(const std::string& to) {
-    const absl::Duration timeout = absl::Seconds(10);
-    if (carrier() == "telnyx") return telnyx_.WaitForEnd(to, timeout);
-    if (carrier() == "plivo") return plivo_.WaitForEnd(to, timeout);
-    return twilio_->WaitForEnd(to, timeout);
-  }
-
-  int PostForgedHangup(const std::string& to) {
-    if (carrier() == "twilio") return twilio_->PostCallback(to, "completed", "forged-token");
-    const std::string id = CallTo(to).id;
-    absl::StatusOr<WebhookAnswer> answer;
-    if (carrier() == "telnyx") {
-      Ed25519TestKey forger;
-      answer = telnyx_.SendWebhook(
-          id, "call.hangup", {{"hangup_cause", "normal_clearing"}, {"hangup_source", "callee"}},
-          absl::Now(), &forger);
-    } else {
-      answer = plivo_.Callback(id, "hangup_url",
-                               {{"CallStatus", "completed"}, {"HangupSource", "Callee"}},
-                               "forged-token");
-    }
-    return answer.ok() ? answer->status : 0;
-  }
+  PlayedCall CallTo(const std::string& to) { return carriers_->CallTo(carrier(), to); }
+  bool WaitForEnd(const std::string& to) { return carriers_->WaitForEnd(carrier(), to); }
+  int PostForgedHangup(const std::string& to) { return carriers_->PostForgedHangup(carrier(), to); }
 
   int64_t RunPhoneScenario(const std::string& number, std::vector<std::string> lines,
                            std::optional<int> max_duration_seconds = std::nullopt,
@@ -338,9 +275,7 @@ class PhoneSplitTest : public ::testing::TestWithParam<std::string> {
     return run;
   }
 
-  std::unique_ptr<FakeTwilioServer> twilio_;
-  FakeTelnyx telnyx_;
-  FakePlivo plivo_;
+  std::unique_ptr<LocalCarriers> carriers_;
   std::string dir_;
   std::unique_ptr<ServeProcess> edge_, runs_;
   std::string credential_;
@@ -405,9 +340,10 @@ TEST_P(PhoneSplitTest, ARunInTheRunsProcessIsRelayedByTheEdgeAndScored) {
     const double measured = turn["latency_ms"].get<double>();
     EXPECT_NEAR(measured, kAgentDelayMs, 30) << turn.dump();
     RecordProperty(absl::StrCat("latency_error_ms_", k++), absl::StrCat(measured - kAgentDelayMs));
-    std::printf("%s phone run through the edge's relay: measured %.1f ms for a delay of %d ms "
-                "(error %+.1f ms)\n",
-                carrier().c_str(), measured, kAgentDelayMs, measured - kAgentDelayMs);
+    std::printf(
+        "%s phone run through the edge's relay: measured %.1f ms for a delay of %d ms "
+        "(error %+.1f ms)\n",
+        carrier().c_str(), measured, kAgentDelayMs, measured - kAgentDelayMs);
   }
 }
 
@@ -426,18 +362,19 @@ class PhoneSplitRoutesTest : public PhoneSplitTest {};
 TEST_P(PhoneSplitRoutesTest, AForgedRouteIsNotFoundAndMakesNoConnection) {
   CountingListener target;
   const std::string random = Base64Url(RandomBytes(32));
-  const std::string forged_mac = runs::RoutedLineToken(random, target.address(),
-                                                       "not-the-installation-credential");
+  const std::string forged_mac =
+      runs::RoutedLineToken(random, target.address(), "not-the-installation-credential");
   // The address swapped for the forger's, the installation's MAC of another address kept.
   const std::string real = runs::RoutedLineToken(random, runs_->media(), credential_);
   const std::string swapped =
       random + "." + Base64Url(target.address()) + real.substr(real.rfind('.'));
   const std::string ws_base = "ws" + edge_->http().substr(4);
   HttpClient raw(edge_->http());
-  for (const std::string& token : {forged_mac, swapped, random + ".." , random}) {
+  for (const std::string& token : {forged_mac, swapped, random + "..", random}) {
     SCOPED_TRACE(token);
     EXPECT_EQ(MediaUpgradeStatus(ws_base + "/media/twilio/" + token), 404);
-    HttpResponse events = raw.Post("/media/twilio/" + token + "/events", std::string("CallStatus=completed"));
+    HttpResponse events =
+        raw.Post("/media/twilio/" + token + "/events", std::string("CallStatus=completed"));
     EXPECT_EQ(events.status, 404) << events.body;
     EXPECT_EQ(events.json()["error"]["message"], "no phone line is waiting at this address");
     EXPECT_EQ(raw.Get("/media/plivo/" + token + "/answer").status, 404);
@@ -448,8 +385,10 @@ TEST_P(PhoneSplitRoutesTest, AForgedRouteIsNotFoundAndMakesNoConnection) {
   // The control: signed by the installation, the route is followed (the listener closes at
   // once, so the edge answers that the holder could not be reached).
   const std::string signed_route = runs::RoutedLineToken(random, target.address(), credential_);
-  EXPECT_EQ(raw.Post("/media/twilio/" + signed_route + "/events", std::string("CallStatus=completed")).status,
-            503);
+  EXPECT_EQ(
+      raw.Post("/media/twilio/" + signed_route + "/events", std::string("CallStatus=completed"))
+          .status,
+      503);
   EXPECT_NE(MediaUpgradeStatus(ws_base + "/media/twilio/" + signed_route), 404);
   for (int i = 0; i < 40 && target.accepted() < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -467,7 +406,7 @@ TEST_P(PhoneSplitRoutesTest, AForgedRouteIsNotFoundAndMakesNoConnection) {
 // websocket on its side of the relay) and the duration cap (the service closes it on the other).
 TEST_P(PhoneSplitRoutesTest, EitherSideEndingARelayedCallEndsItOnTheOther) {
   PutSettings();
-  twilio_->SetLine(Number(5), {FakeTwilioServer::Pickup::kAgent, 1});
+  carriers_->twilio().SetLine(Number(5), {FakeTwilioServer::Pickup::kAgent, 1});
   const std::vector<std::string> lines = {"Hi, I would like to book a cleaning.",
                                           "Friday morning, please.", "Thank you, goodbye."};
   const int64_t hangup = RunPhoneScenario(Number(5), lines);
@@ -500,8 +439,8 @@ TEST_P(PhoneSplitRoutesTest, AnAgentThatCallsInNeedsTheEdgeInTheRunsProcess) {
   EXPECT_TRUE(CallTo(Number(7)).id.empty()) << "the agent was dialled";
   // The edge holds no line: an agent's call reaching it is refused as one nobody waits for.
   HttpClient raw(edge_->http());
-  HttpResponse incoming = raw.Post("/media/twilio/incoming",
-                                   std::string("CallSid=CA1&From=%2B14155550107&To=%2B14155552671"));
+  HttpResponse incoming = raw.Post(
+      "/media/twilio/incoming", std::string("CallSid=CA1&From=%2B14155550107&To=%2B14155552671"));
   EXPECT_EQ(incoming.status, 200) << incoming.body;
   EXPECT_NE(incoming.body.find("<Reject reason=\"busy\"/>"), std::string::npos) << incoming.body;
 }
