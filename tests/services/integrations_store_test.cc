@@ -178,11 +178,28 @@ TEST_P(IntegrationsStoreTest, EveryFieldProblemIsNamed) {
   EXPECT_THAT(Put("twilio", many + "]}").status().message(), HasSubstr("at most 100"));
 }
 
+// The privacy settings say what a replay masks (services/agents/replay.h): flags and a list
+// of metadata keys, none required, no secret.
+TEST_P(IntegrationsStoreTest, PrivacySettingsTakeFlagsAndKeys) {
+  auto stored = Put("privacy", R"({"mask_emails": false, "mask_metadata_keys": ["name", "crm"]})");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  // A flag not sent is null: the default, true.
+  EXPECT_EQ(Json(stored->settings()),
+            R"({"mask_card_numbers":null,"mask_emails":false,"mask_metadata_keys":["name","crm"],)"
+            R"("mask_phone_numbers":null})");
+  auto bad = Put("privacy", R"({"mask_emails": "no", "mask_metadata_keys": ["ok", 3, ""]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(ErrorFields(bad.status()), ElementsAre("mask_emails", "mask_metadata_keys[1]"));
+  bad = Put("privacy", R"({"mask_metadata_keys": [""]})");
+  EXPECT_THAT(ErrorFields(bad.status()), ElementsAre("mask_metadata_keys[0]"));
+  EXPECT_TRUE(Put("privacy", "{}").ok());
+}
+
 TEST_P(IntegrationsStoreTest, UnknownProviderAndMissingSettingsAreNotFound) {
   auto unknown = store_->Get(workspace_, "skype");
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(ErrorInfoOf(unknown.status()).code(), "unknown_provider");
-  EXPECT_THAT(unknown.status().message(), HasSubstr("twilio, telnyx, plivo, vapi, retell, livekit"));
+  EXPECT_THAT(unknown.status().message(), HasSubstr("twilio, telnyx, plivo, vapi, retell, livekit, privacy"));
   EXPECT_EQ(ErrorInfoOf(Put("skype", "{}").status()).code(), "unknown_provider");
   EXPECT_EQ(ErrorInfoOf(store_->Get(workspace_, "twilio").status()).code(),
             "integration_not_found");
