@@ -156,7 +156,7 @@ TEST_P(AgentsServiceTest, EveryPublicMethodAuthenticatesAndResolvesTheWorkspace)
   const auto* service = testing::ServiceNamed(v1::Agents::service_full_name());
   EXPECT_THAT(
       testing::ExpectPublicMethodsRefuseUnauthenticated(server_->channel(), service, tenants_),
-      SizeIs(21));
+      SizeIs(22));
   // Languages are the same for every workspace.
   EXPECT_THAT(
       testing::ExpectPublicMethodsRefuseForeignWorkspace(server_->channel(), service, tenants_),

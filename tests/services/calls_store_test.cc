@@ -75,7 +75,7 @@ class CallsStoreTest : public ::testing::TestWithParam<db::Backend> {
         db_.get(),
         [](int64_t workspace, int64_t agent) -> absl::StatusOr<AgentInfo> {
           if (agent == 7) return AgentInfo{{12}};
-          if (agent == 8) {
+          if (agent == 70) {
             AgentInfo versioned;
             versioned.version = "prompt-v3";
             return versioned;
@@ -126,7 +126,7 @@ class CallsStoreTest : public ::testing::TestWithParam<db::Backend> {
 // ingest paths (PostgreSQL's one statement with the plan, and a run's recorded call).
 TEST_P(CallsStoreTest, IngestRecordsTheAgentsVersion) {
   auto request = Request("versioned", false);
-  request.set_agent_id(8);
+  request.set_agent_id(70);
   auto ingested = store_->Ingest(workspace_, request);
   ASSERT_TRUE(ingested.ok()) << ingested.status();
   EXPECT_EQ(ingested->version(), "prompt-v3");
