@@ -440,7 +440,8 @@ TEST(SplitRolesTest, TextRunInARunsProcessApartCompletesThroughTheOtherRoles) {
                                 {"phone_number", "+14155550123"},
                                 {"language_id", 1},
                                 {"instructions", "You reschedule appointments."},
-                                {"opening_message", {{"text", "Smile Clinic, how can I help?"}}}});
+                                {"opening_message", {{"text", "Smile Clinic, how can I help?"}}},
+                                {"version", "split-v1"}});
   ASSERT_EQ(agent.status, 201) << agent.body;
   const int64_t agent_id = agent.json()["id"];
   // Passes when the caller names Friday: RunPassed reads its structured_output from the
@@ -483,10 +484,13 @@ TEST(SplitRolesTest, TextRunInARunsProcessApartCompletesThroughTheOtherRoles) {
   ASSERT_EQ(run["status"], "completed") << run.dump();
   EXPECT_EQ(run["passed"], true) << run.dump();
   EXPECT_EQ(run["end_reason"], "script_finished");
+  // The version the runs process read of the agent, reported with the outcome over gRPC.
+  EXPECT_EQ(run["version"], "split-v1") << run.dump();
 
   const json call =
       client.Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
   EXPECT_EQ(call["call_identifier"], absl::StrCat("run-", run["id"].get<int64_t>()));
+  EXPECT_EQ(call["version"], "split-v1") << call.dump();
   EXPECT_EQ(call["observation_type"], "text");
   EXPECT_EQ(call["analysis_status"], "completed");
   ASSERT_EQ(call["metric_results"].size(), 1u) << call.dump();
