@@ -51,8 +51,8 @@ std::string MaskNumbers(absl::string_view text, bool cards, bool phones) {
   size_t i = 0;
   while (i < text.size()) {
     const char c = text[i];
-    const bool starts = IsDigit(c) || ((c == '+' || c == '(') && i + 1 < text.size() &&
-                                       IsDigit(text[i + 1]));
+    const bool starts =
+        IsDigit(c) || ((c == '+' || c == '(') && i + 1 < text.size() && IsDigit(text[i + 1]));
     // A run glued to a word ("A12345678", "v2") is an identifier, not a number to mask.
     if (!starts || (i > 0 && IsAlnum(text[i - 1]))) {
       out.push_back(c);
@@ -70,8 +70,8 @@ std::string MaskNumbers(absl::string_view text, bool cards, bool phones) {
         last_digit = end;
       } else if (d == ' ' || d == '-' || d == '.' || d == '(' || d == ')' || d == '+') {
         // A separator belongs to the run only when a digit follows it closely.
-        if (end + 1 >= text.size() || !(IsDigit(text[end + 1]) || text[end + 1] == '(' ||
-                                        text[end + 1] == ' ')) {
+        if (end + 1 >= text.size() ||
+            !(IsDigit(text[end + 1]) || text[end + 1] == '(' || text[end + 1] == ' ')) {
           break;
         }
         if (d == '(' || d == ')' || d == '+' || d == '.') phone_marks = true;
@@ -211,8 +211,8 @@ absl::StatusOr<WrittenPersona> WritePersona(LlmClient& client,
     const size_t open = response.content.find('{');
     const size_t close = response.content.rfind('}');
     if (open != std::string::npos && close != std::string::npos && close > open) {
-      answer = nlohmann::json::parse(response.content.substr(open, close - open + 1), nullptr,
-                                     false);
+      answer =
+          nlohmann::json::parse(response.content.substr(open, close - open + 1), nullptr, false);
     }
   }
   WrittenPersona out;

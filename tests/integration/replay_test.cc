@@ -23,9 +23,9 @@ namespace {
 
 using ::nlohmann::json;
 using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::HttpClient;
 using testing::HttpResponse;
+using ::testing::Not;
 
 constexpr char kAgentAnswer[] =
     R"({"message": "I can help with that. Anything else?", "end_call": false})";
@@ -83,21 +83,20 @@ class ReplayTest : public ::testing::Test {
 
   // A phrase check on what the caller said, failing when it does not name Friday.
   int64_t FridayMetric(int64_t agent) {
-    return Create("/api/v1/metrics",
-                  {{"name", absl::StrCat("Caller chose Friday ", agent)},
-                   {"metrics_type", "specific_text_/_phrase_check"},
-                   {"phrases", {"Friday"}},
-                   {"speaker", "User"},
-                   {"agent_ids", {agent}},
-                   {"structured_output",
-                    {{{"condition", "equals"},
-                      {"set_metrics_name", "friday"},
-                      {"as_metrics_expected_value", "true"},
-                      {"outcome_classification", "meets_expectations"}},
-                     {{"condition", "equals"},
-                      {"set_metrics_name", "friday"},
-                      {"as_metrics_expected_value", "false"},
-                      {"outcome_classification", "requires_attention"}}}}});
+    return Create("/api/v1/metrics", {{"name", absl::StrCat("Caller chose Friday ", agent)},
+                                      {"metrics_type", "specific_text_/_phrase_check"},
+                                      {"phrases", {"Friday"}},
+                                      {"speaker", "User"},
+                                      {"agent_ids", {agent}},
+                                      {"structured_output",
+                                       {{{"condition", "equals"},
+                                         {"set_metrics_name", "friday"},
+                                         {"as_metrics_expected_value", "true"},
+                                         {"outcome_classification", "meets_expectations"}},
+                                        {{"condition", "equals"},
+                                         {"set_metrics_name", "friday"},
+                                         {"as_metrics_expected_value", "false"},
+                                         {"outcome_classification", "requires_attention"}}}}});
   }
 
   json IngestCall(const std::string& id, int64_t agent) {
@@ -178,9 +177,9 @@ TEST_F(ReplayTest, ScriptReplayRepeatsTheCallersMaskedLinesAndRecordsVersions) {
       client_->Patch(absl::StrCat("/api/v1/agents/", agent), json{{"version", "prompt-v2"}});
   ASSERT_EQ(patched.status, 200) << patched.body;
   EXPECT_EQ(patched.json()["version"], "prompt-v2");
-  HttpResponse queued = client_->Post(
-      absl::StrCat("/api/v1/scenarios/", scenario["id"].get<int64_t>(), "/run"),
-      json{{"channel", "text"}});
+  HttpResponse queued =
+      client_->Post(absl::StrCat("/api/v1/scenarios/", scenario["id"].get<int64_t>(), "/run"),
+                    json{{"channel", "text"}});
   ASSERT_EQ(queued.status, 202) << queued.body;
   const json run = WaitRun(queued.json()["id"]);
   ASSERT_EQ(run["status"], "completed") << run.dump();
