@@ -907,6 +907,24 @@ CREATE INDEX agents_by_assistant ON agents (assistant_id, agent_source, workspac
   WHERE assistant_id IS NOT NULL;
 )sql";
 
+// Agent versions and replays (docs/api.md §5.10): the workspace's version label on an agent,
+// recorded on each run when it starts and on each call when it is ingested; a scenario made
+// from a call keeps the call's id (no foreign key: the calls are another role's table, and a
+// deleted call leaves its replay standing).
+constexpr char kV22Sqlite[] = R"sql(
+ALTER TABLE agents ADD COLUMN version TEXT;
+ALTER TABLE runs ADD COLUMN agent_version TEXT;
+ALTER TABLE calls ADD COLUMN agent_version TEXT;
+ALTER TABLE scenarios ADD COLUMN source_call_id INTEGER;
+)sql";
+
+constexpr char kV22Postgres[] = R"sql(
+ALTER TABLE agents ADD COLUMN version TEXT;
+ALTER TABLE runs ADD COLUMN agent_version TEXT;
+ALTER TABLE calls ADD COLUMN agent_version TEXT;
+ALTER TABLE scenarios ADD COLUMN source_call_id BIGINT;
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
@@ -925,6 +943,7 @@ const std::vector<db::Migration>& SchemaMigrations() {
       {19, kV19, kV19},
       {20, kV20Sqlite, kV20Postgres},
       {21, kV21, kV21},
+      {22, kV22Sqlite, kV22Postgres},
   };
   return *migrations;
 }

@@ -175,6 +175,20 @@ absl::Status WireAgents(ServerState* s) {
     s->agents_service->set_integrations(s->integrations_store.get());
     // External agents are pulled from their platforms on create and PATCH.
     s->agents_service->set_platform_api_urls({config.vapi_api_url, config.retell_api_url});
+    // Replays read the call from the calls role: its store here, its internal method there.
+    agents::CallSource replay_calls;
+    if (AskedOverGrpc(config, "calls", config.calls_addr)) {
+      s->replay_calls =
+          calls::NewGrpcRunCalls(CreateInternalChannel(config.calls_addr, s->internal_credential));
+      replay_calls = [calls = s->replay_calls.get()](int64_t workspace_id, int64_t call_id) {
+        return calls->Get(workspace_id, absl::StrCat(call_id));
+      };
+    } else {
+      replay_calls = [calls_store = s->calls_store.get()](int64_t workspace_id, int64_t call_id) {
+        return calls_store->Get(workspace_id, absl::StrCat(call_id));
+      };
+    }
+    s->agents_service->set_replay(std::move(replay_calls), s->llm.get());
     s->agents_service->set_internal_credential(s->internal_credential);
   }
   return absl::OkStatus();

@@ -135,6 +135,8 @@ struct ServerState {
   std::unique_ptr<runs::RunQueue> run_queue;
   std::unique_ptr<runs::RunAgents> run_agents;
   std::unique_ptr<runs::RunCalls> run_calls;
+  // The calls a replay reads (AgentsService::set_replay) when the calls role is elsewhere.
+  std::unique_ptr<runs::RunCalls> replay_calls;
   // The phone lines the runs workers wait on, served under /media/ by this process's edge, or
   // without one by the media listener (--media-addr), which the edges relay to; null when the
   // runs role does not run here (or its listener is off: phone runs then fail).

@@ -188,10 +188,12 @@ bool ApplyFields(const v1::AgentFields& f, AgentRecord& record, Issues& issues) 
             record.silence_threshold_ms);
   string_field("model", f.has_model(), f.model(), record.model);
   string_field("voice", f.has_voice(), f.voice(), record.voice);
+  string_field("version", f.has_version(), f.version(), record.version);
   ApplyWebChannel(f, sent, record, issues);
   // Free-text settings sent empty mean "none".
   if (record.model && record.model->empty()) record.model.reset();
   if (record.voice && record.voice->empty()) record.voice.reset();
+  if (record.version && record.version->empty()) record.version.reset();
   return source_known;
 }
 

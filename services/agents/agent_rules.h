@@ -53,6 +53,8 @@ struct AgentRecord {
   std::optional<int64_t> silence_threshold_ms;
   std::optional<std::string> model;
   std::optional<std::string> voice;
+  // The workspace's version label; each run and call records it.
+  std::optional<std::string> version;
   std::string created_at;
   std::string updated_at;
   // The web channel (null for phone-only agents). Its credentials are plaintext only between

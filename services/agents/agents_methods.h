@@ -39,6 +39,7 @@ inline constexpr MethodEntry<AgentsService> kAgentsMethods[] = {
         "UpdateScenario", Execution::kPool, Access::kWorkspace),
     Unary<&AgentsService::DeleteScenario>("DeleteScenario", Execution::kPool, Access::kWorkspace),
     Unary<&AgentsService::ListScenarios>("ListScenarios", Execution::kPool, Access::kWorkspace),
+    Unary<&AgentsService::ReplayCall>("ReplayCall", Execution::kPool, Access::kWorkspace),
     Unary<&AgentsService::RunScenario>("RunScenario", Execution::kPool, Access::kWorkspace),
     Unary<&AgentsService::GetRun>("GetRun", Execution::kPointRead, Access::kWorkspace),
     Unary<&AgentsService::ListRuns>("ListRuns", Execution::kPool, Access::kWorkspace),

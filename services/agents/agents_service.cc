@@ -3,9 +3,11 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "common/errors.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "services/agents/agents_methods.h"
+#include "services/agents/replay.h"
 
 namespace calleval::agents {
 namespace {
@@ -184,6 +186,60 @@ absl::Status AgentsService::ListScenarios(const RequestContext& context,
   ASSIGN_OR_RETURN(ScenariosStore * scenarios, Scenarios());
   const int64_t workspace_id = context.workspace_id;
   ASSIGN_OR_RETURN(*response, scenarios->List(workspace_id, request));
+  return absl::OkStatus();
+}
+
+absl::Status AgentsService::ReplayCall(const RequestContext& context,
+                                       const v1::ReplayCallRequest& request,
+                                       v1::Scenario* response) {
+  ASSIGN_OR_RETURN(ScenariosStore * scenarios, Scenarios());
+  if (!replay_calls_) return absl::UnavailableError("replays are not served here");
+  const int64_t workspace_id = context.workspace_id;
+  const std::string mode = request.has_mode() ? request.mode() : "script";
+  if (mode != "script" && mode != "persona") {
+    return ValidationError("validation_failed", "invalid replay request",
+                           {{"mode", "must be script or persona"}});
+  }
+  // A call of another workspace is not found, like any other read of it.
+  ASSIGN_OR_RETURN(v1::Call call, replay_calls_(workspace_id, request.id()));
+  if (call.agent_id() == 0) {
+    return ValidationError("validation_failed", "the call has no agent to replay it against",
+                           {{"agent_id", absl::StrCat("call ", call.id(), " has no agent")}});
+  }
+  MaskOptions masking;
+  if (integrations_ != nullptr) {
+    absl::StatusOr<v1::Integration> privacy = integrations_->Get(workspace_id, "privacy");
+    if (privacy.ok()) {
+      masking = MaskOptionsFrom(privacy->settings());
+    } else if (privacy.status().code() != absl::StatusCode::kNotFound) {
+      return privacy.status();
+    }
+  }
+  const std::vector<std::string> lines = CallerLines(call, masking);
+  if (lines.empty()) {
+    return ValidationError("validation_failed", "the call has no caller lines to replay",
+                           {{"transcript", "has no turn with role User"}});
+  }
+  v1::ScenarioFields fields;
+  fields.set_agent_id(call.agent_id());
+  fields.set_name(request.has_name() && !request.name().empty()
+                      ? request.name()
+                      : absl::StrCat("Replay of call ", call.call_identifier()));
+  if (mode == "script") {
+    for (const std::string& line : lines) fields.add_caller_script(line);
+  } else {
+    if (llm_ == nullptr) {
+      return MakeError(absl::StatusCode::kUnavailable, "llm_unavailable",
+                       "no LLM provider is configured (CALLEVAL_LLM_BASE_URL)");
+    }
+    ASSIGN_OR_RETURN(WrittenPersona written, WritePersona(*llm_, lines));
+    fields.set_persona(written.persona);
+    fields.set_goal(written.goal);
+    // Enough turns for the caller to say as much as the original did, and a little more.
+    fields.set_max_turns(static_cast<int32_t>(std::min<size_t>(lines.size() * 2 + 2, 50)));
+  }
+  for (int64_t id : FailingMetricIds(call)) fields.add_metric_ids(id);
+  ASSIGN_OR_RETURN(*response, scenarios->Create(workspace_id, fields, call.id()));
   return absl::OkStatus();
 }
 

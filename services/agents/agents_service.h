@@ -9,6 +9,8 @@
 
 #include "absl/types/span.h"
 #include "calleval/v1/agents.grpc.pb.h"
+#include "calleval/v1/calls.pb.h"
+#include "common/llm_client.h"
 #include "common/method_table.h"
 #include "common/thread_pool.h"
 #include "services/accounts/authenticator.h"
@@ -22,6 +24,11 @@
 #include "services/runs/runs_store.h"
 
 namespace calleval::agents {
+
+// A call of the workspace as the calls service answers it (GetWorkspaceCall), for replays;
+// NOT_FOUND when the workspace has no such call.
+using CallSource =
+    std::function<absl::StatusOr<v1::Call>(int64_t workspace_id, int64_t call_id)>;
 
 class AgentsService {
  public:
@@ -60,6 +67,14 @@ class AgentsService {
   void set_platform_api_urls(PlatformApiUrls urls) {
     platform_pull_ = std::make_unique<PlatformPull>(std::move(urls), store_, integrations_);
   }
+  // What ReplayCall needs: the calls, from the calls service (its store in this process or its
+  // internal GetWorkspaceCall), and the LLM provider for persona replays (null: 503
+  // llm_unavailable). While `calls` is unset ReplayCall answers 503. Set before the service is
+  // registered.
+  void set_replay(CallSource calls, LlmClient* llm) {
+    replay_calls_ = std::move(calls);
+    llm_ = llm;
+  }
   // Admits the internal methods below for calls carrying this credential
   // (common/internal_credential.h); while unset they refuse every call. Set before the service
   // is registered.
@@ -91,6 +106,9 @@ class AgentsService {
                               google::protobuf::Empty* response);
   absl::Status ListScenarios(const RequestContext& context, const v1::ListScenariosRequest& request,
                              v1::ListScenariosResponse* response);
+  // POST /api/v1/calls/{id}/scenario (services/agents/replay.h).
+  absl::Status ReplayCall(const RequestContext& context, const v1::ReplayCallRequest& request,
+                          v1::Scenario* response);
   absl::Status RunScenario(const RequestContext& context, const v1::RunScenarioRequest& request,
                            v1::Run* response);
   absl::Status GetRun(const RequestContext& context, const v1::GetRunRequest& request,
@@ -186,6 +204,8 @@ class AgentsService {
   IntegrationsStore* integrations_ = nullptr;
   PlatformEvents* platform_events_ = nullptr;
   std::unique_ptr<PlatformPull> platform_pull_;
+  CallSource replay_calls_;
+  LlmClient* llm_ = nullptr;
 };
 
 }  // namespace calleval::agents

@@ -41,7 +41,7 @@ constexpr absl::string_view kAgentColumns =
     "id, workspace_id, name, phone_number, telephony_carrier, agent_source, assistant_id, "
     "call_directions, language_id, instructions, opening_message, max_call_duration_seconds, "
     "disabled_metric_ids, silence_threshold_ms, model, voice, created_at, updated_at, "
-    "web_channel, web_channel_credentials";
+    "web_channel, web_channel_credentials, version";
 
 absl::StatusOr<bool> LanguageExists(db::Connection& c, int64_t id) {
   ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT 1 FROM languages WHERE id = ?"));
@@ -138,6 +138,7 @@ absl::Status Validate(db::Connection& c, const AgentsStore& store,
                                                     " and ", kMaxSilenceThresholdMs));
   }
   CheckLength("model", r.model, kMaxNameLength, issues);
+  CheckLength("version", r.version, kMaxNameLength, issues);
   CheckLength("voice", r.voice, kMaxNameLength, issues);
   if (r.web_channel) {
     std::vector<FieldIssue> found;
@@ -204,6 +205,7 @@ absl::StatusOr<AgentRecord> RecordFromRow(const db::Statement& s) {
     }
   }
   if (!s.IsNull(19)) r.sealed_credentials = s.Text(19);
+  r.version = s.OptionalText(20);
   return r;
 }
 
@@ -237,6 +239,7 @@ v1::Agent ToProto(const AgentRecord& r) {
     a.set_silence_threshold_ms(static_cast<int32_t>(*r.silence_threshold_ms));
   if (r.model) a.set_model(*r.model);
   if (r.voice) a.set_voice(*r.voice);
+  if (r.version) a.set_version(*r.version);
   a.set_created_at(r.created_at);
   a.set_updated_at(r.updated_at);
   return a;
@@ -360,10 +363,11 @@ absl::StatusOr<v1::Agent> AgentsStore::Create(int64_t workspace_id, const v1::Ag
                                "agent_source, assistant_id, call_directions, language_id, "
                                "instructions, opening_message, max_call_duration_seconds, "
                                "disabled_metric_ids, silence_threshold_ms, model, voice, "
-                               "updated_at, web_channel, workspace_id, created_at) VALUES (?, ?, "
-                               "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"));
+                               "updated_at, web_channel, workspace_id, created_at, version) VALUES "
+                               "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                               "RETURNING id"));
     BindWritable(insert, record);
-    insert.Bind(17, workspace_id).Bind(18, record.created_at);
+    insert.Bind(17, workspace_id).Bind(18, record.created_at).Bind(19, record.version);
     ASSIGN_OR_RETURN(record.id, insert.RunReturningId());
     RETURN_IF_ERROR(WriteCredentials(c, options_.credentials_key, record));
     return ToProto(record);
@@ -377,7 +381,8 @@ absl::StatusOr<v1::CallAgent> AgentsStore::GetCallAgent(int64_t workspace_id, in
       *db_, db::kSingleStatementRead, [&](db::Connection& c) -> absl::StatusOr<v1::CallAgent> {
         ASSIGN_OR_RETURN(auto stmt,
                          c.Prepare("SELECT disabled_metric_ids, silence_threshold_ms, name, "
-                                   "agent_source FROM agents WHERE id = ? AND workspace_id = ?"));
+                                   "agent_source, version FROM agents WHERE id = ? AND "
+                                   "workspace_id = ?"));
         stmt.Bind(1, id).Bind(2, workspace_id);
         ASSIGN_OR_RETURN(bool found, stmt.Step());
         if (!found) return NotFoundError(absl::StrCat("agent ", id));
@@ -394,6 +399,9 @@ absl::StatusOr<v1::CallAgent> AgentsStore::GetCallAgent(int64_t workspace_id, in
         }
         agent.set_name(stmt.Text(2));
         agent.set_agent_source(stmt.Text(3));
+        if (std::optional<std::string> version = stmt.OptionalText(4)) {
+          agent.set_version(*version);
+        }
         return agent;
       });
 }
@@ -425,10 +433,10 @@ absl::StatusOr<v1::Agent> AgentsStore::Update(int64_t workspace_id, int64_t id,
                                "call_directions = ?, language_id = ?, instructions = ?, "
                                "opening_message = ?, max_call_duration_seconds = ?, "
                                "disabled_metric_ids = ?, silence_threshold_ms = ?, model = ?, "
-                               "voice = ?, updated_at = ?, web_channel = ? WHERE id = ? AND "
-                               "workspace_id = ?"));
+                               "voice = ?, updated_at = ?, web_channel = ?, version = ? WHERE "
+                               "id = ? AND workspace_id = ?"));
     BindWritable(update, record);
-    update.Bind(17, id).Bind(18, workspace_id);
+    update.Bind(17, record.version).Bind(18, id).Bind(19, workspace_id);
     RETURN_IF_ERROR(update.Run());
     RETURN_IF_ERROR(WriteCredentials(c, options_.credentials_key, record));
     return ToProto(record);

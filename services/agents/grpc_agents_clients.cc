@@ -197,6 +197,7 @@ class GrpcRunQueue final : public runs::RunQueue {
     if (outcome.passed) request.set_passed(*outcome.passed);
     request.set_end_reason(outcome.end_reason);
     request.set_error(outcome.error);
+    if (outcome.agent_version) request.set_agent_version(*outcome.agent_version);
     google::protobuf::Empty reply;
     return FromGrpcStatus(stub_->FinishRun(ContextWithin(deadline_).get(), request, &reply));
   }

@@ -13,7 +13,7 @@
 namespace calleval::agents {
 namespace {
 
-enum class Kind { kText, kSecret, kNumbers, kUrl };
+enum class Kind { kText, kSecret, kNumbers, kUrl, kFlag, kKeys };
 
 struct Key {
   absl::string_view name;
@@ -50,6 +50,14 @@ std::vector<Key> KeysOf(absl::string_view provider) {
     return {{"server_url", Kind::kUrl, true},
             {"api_key", Kind::kText, true},
             {"api_secret", Kind::kSecret, true}};
+  }
+  // What a replay masks in the caller's lines (services/agents/replay.h); each flag defaults
+  // to true.
+  if (provider == "privacy") {
+    return {{"mask_phone_numbers", Kind::kFlag, false},
+            {"mask_emails", Kind::kFlag, false},
+            {"mask_card_numbers", Kind::kFlag, false},
+            {"mask_metadata_keys", Kind::kKeys, false}};
   }
   return {};
 }
@@ -125,7 +133,15 @@ void ApplyIntegration(const google::protobuf::Struct& body, bool replace,
       target.erase(name);
       continue;
     }
-    if (key.kind != Kind::kNumbers) {
+    if (key.kind == Kind::kFlag) {
+      if (!value.has_bool_value()) {
+        issues.Add(name, "must be true or false");
+      } else {
+        target[name] = value.bool_value();
+      }
+      continue;
+    }
+    if (key.kind != Kind::kNumbers && key.kind != Kind::kKeys) {
       if (!value.has_string_value()) {
         issues.Add(name, "must be a string");
       } else {
@@ -134,7 +150,8 @@ void ApplyIntegration(const google::protobuf::Struct& body, bool replace,
       continue;
     }
     if (!value.has_list_value()) {
-      issues.Add(name, "must be an array of E.164 numbers");
+      issues.Add(name, key.kind == Kind::kKeys ? "must be an array of strings"
+                                               : "must be an array of E.164 numbers");
       continue;
     }
     nlohmann::json numbers = nlohmann::json::array();
@@ -157,6 +174,23 @@ void ValidateIntegration(IntegrationSettings* settings, rules::Issues& issues) {
     const nlohmann::json& source = key.kind == Kind::kSecret ? settings->secrets : settings->fields;
     if (!source.contains(name)) {
       if (key.required) issues.Add(name, absl::StrCat("is required for ", provider));
+      continue;
+    }
+    if (key.kind == Kind::kFlag) continue;
+    if (key.kind == Kind::kKeys) {
+      const nlohmann::json& raw = source[name];
+      if (raw.size() > static_cast<size_t>(kMaxCallerNumbers)) {
+        issues.Add(name, absl::StrCat("holds at most ", kMaxCallerNumbers, " keys"));
+        continue;
+      }
+      for (size_t i = 0; i < raw.size(); ++i) {
+        const std::string item = raw[i].get<std::string>();
+        if (item.empty() || item.size() > kMaxTextLength || HasControlCharacters(item)) {
+          issues.Add(absl::StrCat(name, "[", i, "]"),
+                     absl::StrCat("must be 1 to ", kMaxTextLength,
+                                  " characters without control characters"));
+        }
+      }
       continue;
     }
     if (key.kind == Kind::kNumbers) {
@@ -211,7 +245,7 @@ google::protobuf::Struct IntegrationResponse(const IntegrationSettings& settings
       continue;
     }
     if (!settings.fields.contains(name)) {
-      if (key.kind == Kind::kNumbers) fields[name].mutable_list_value();
+      if (key.kind == Kind::kNumbers || key.kind == Kind::kKeys) fields[name].mutable_list_value();
       else fields[name].set_null_value(google::protobuf::NULL_VALUE);
       continue;
     }
@@ -221,6 +255,8 @@ google::protobuf::Struct IntegrationResponse(const IntegrationSettings& settings
       for (const auto& number : value) list->add_values()->set_string_value(number.get<std::string>());
     } else if (value.is_string()) {
       fields[name].set_string_value(value.get<std::string>());
+    } else if (value.is_boolean()) {
+      fields[name].set_bool_value(value.get<bool>());
     }
   }
   return out;

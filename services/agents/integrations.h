@@ -17,8 +17,9 @@
 namespace calleval::agents {
 
 // The providers, in the order a listing shows them.
-inline constexpr absl::string_view kIntegrationProviders[] = {"twilio", "telnyx", "plivo",
-                                                              "vapi",   "retell", "livekit"};
+// `privacy` is no provider: it holds what a replay masks (POST /api/v1/calls/{id}/scenario).
+inline constexpr absl::string_view kIntegrationProviders[] = {
+    "twilio", "telnyx", "plivo", "vapi", "retell", "livekit", "privacy"};
 
 // At most this many caller numbers per provider.
 inline constexpr int kMaxCallerNumbers = 100;

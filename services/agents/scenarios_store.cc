@@ -21,7 +21,8 @@ namespace {
 
 constexpr absl::string_view kColumns =
     "id, workspace_id, agent_id, name, persona, goal, expected_outcome, caller_script, "
-    "max_turns, max_duration_seconds, language_id, metric_ids, created_at, updated_at";
+    "max_turns, max_duration_seconds, language_id, metric_ids, created_at, updated_at, "
+    "source_call_id";
 
 v1::Scenario FromRow(const db::Statement& s) {
   v1::Scenario out;
@@ -43,6 +44,7 @@ v1::Scenario FromRow(const db::Statement& s) {
   }
   out.set_created_at(s.Text(12));
   out.set_updated_at(s.Text(13));
+  if (auto v = s.OptionalInt64(14)) out.set_source_call_id(*v);
   return out;
 }
 
@@ -265,7 +267,8 @@ void Bind(db::Statement& stmt, const v1::Scenario& s) {
 }  // namespace
 
 absl::StatusOr<v1::Scenario> ScenariosStore::Create(int64_t workspace_id,
-                                                    const v1::ScenarioFields& fields) {
+                                                    const v1::ScenarioFields& fields,
+                                                    std::optional<int64_t> source_call_id) {
   v1::Scenario merged;
   merged.set_client_id(workspace_id);
   merged.set_max_turns(kDefaultMaxTurns);
@@ -280,12 +283,13 @@ absl::StatusOr<v1::Scenario> ScenariosStore::Create(int64_t workspace_id,
                      c.Prepare("INSERT INTO scenarios (agent_id, name, persona, goal, "
                                "expected_outcome, caller_script, max_turns, "
                                "max_duration_seconds, language_id, metric_ids, updated_at, "
-                               "workspace_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                               "?, ?, ?) RETURNING id"));
+                               "workspace_id, created_at, source_call_id) VALUES (?, ?, ?, ?, ?, "
+                               "?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"));
     Bind(insert, s);
-    insert.Bind(12, workspace_id).Bind(13, s.created_at());
+    insert.Bind(12, workspace_id).Bind(13, s.created_at()).Bind(14, source_call_id);
     ASSIGN_OR_RETURN(const int64_t id, insert.RunReturningId());
     s.set_id(id);
+    if (source_call_id) s.set_source_call_id(*source_call_id);
     return s;
   });
 }

@@ -5,6 +5,7 @@
 // the request resolved; a scenario of another workspace is not found.
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -38,7 +39,9 @@ class ScenariosStore {
   // Validates and stores a scenario: agent_id names an agent of the workspace (else 422
   // agent_not_found), name is required, a caller needs a script or a goal, every metric id is
   // a standard metric or a custom metric of the workspace (else 422 metric_not_found).
-  absl::StatusOr<v1::Scenario> Create(int64_t workspace_id, const v1::ScenarioFields& fields);
+  // `source_call_id`: the call the scenario replays (POST /api/v1/calls/{id}/scenario).
+  absl::StatusOr<v1::Scenario> Create(int64_t workspace_id, const v1::ScenarioFields& fields,
+                                      std::optional<int64_t> source_call_id = std::nullopt);
   absl::StatusOr<v1::Scenario> Get(int64_t workspace_id, int64_t id);
   // PATCH: the sent keys change (null clears a nullable field or restores a default) and the
   // merged scenario is validated as on create.

@@ -88,6 +88,7 @@ v1::Call CallFromRow(const db::Statement& s, const RecordingSigner* signer) {
   SetOptional(s, 24, [&](std::string v) { call.set_failure_message(std::move(v)); });
   call.set_created_at(s.Text(25));
   call.set_updated_at(s.Text(26));
+  SetOptional(s, 27, [&](std::string v) { call.set_version(std::move(v)); });
   return call;
 }
 

@@ -30,6 +30,8 @@ struct AgentInfo {
   std::optional<int> silence_threshold_ms;
   std::string name;
   std::string agent_source;
+  // The agent's version label, recorded on the call.
+  std::optional<std::string> version;
 };
 // Looks the agent up in the workspace: 422 agent_not_found when it is not there.
 using AgentLookup =

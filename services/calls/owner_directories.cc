@@ -35,6 +35,7 @@ AgentLookup AgentLookupFrom(CallAgentSource source) {
     if (agent->has_silence_threshold_ms()) info.silence_threshold_ms = agent->silence_threshold_ms();
     info.name = agent->name();
     info.agent_source = agent->agent_source();
+    if (agent->has_version()) info.version = agent->version();
     return info;
   };
 }

@@ -415,6 +415,7 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
             {{"run_id", job.run_id}, {"error", agent.status()}});
     return std::nullopt;
   }
+  if (agent->has_version()) job.agent_version = agent->version();
 
   std::string end_reason;
   if (!job.call_id) {
@@ -579,6 +580,8 @@ bool RunWorkers::WorkOnce() {
     });
   }
   std::optional<RunOutcome> outcome = Execute(leased, held.get());
+  // The version the run spoke to is the agent's as read at its start (Execute).
+  if (outcome) outcome->agent_version = leased.agent_version;
   if (held && held->lost()) {
     // The lease expired and another worker took the run: its report would be refused.
     LogWarn("run: lease lost, outcome dropped", {{"run_id", leased.run_id}});

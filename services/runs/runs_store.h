@@ -33,6 +33,8 @@ struct RunJob {
   int64_t agent_id = 0;
   std::string channel;
   std::optional<int64_t> call_id;  // set once the conversation was ingested
+  // Not stored with the lease: the runs worker notes the agent's version label at the start.
+  std::optional<std::string> agent_version;
 };
 
 // How a run ended.
@@ -41,6 +43,8 @@ struct RunOutcome {
   std::optional<bool> passed;
   std::string end_reason;
   std::string error;
+  // The agent's version label the worker read at the run's start; none: the agent has none.
+  std::optional<std::string> agent_version = std::nullopt;
 };
 
 // Runs by outcome, for stats (services/calls/stats_store.h).

@@ -321,6 +321,10 @@ TEST_F(OpenApiConformanceTest, EveryRouteAnswersAsDocumented) {
   Get("/api/v1/integrations", "/api/v1/integrations");
   Send("DELETE", "/api/v1/integrations/{provider}", "/api/v1/integrations/twilio", nullptr, 204);
 
+  // A replay of the call, which has caller lines.
+  Post("/api/v1/calls/{id}/scenario", absl::StrCat("/api/v1/calls/", call_id, "/scenario"),
+       json::object(), 201);
+
   // Deletes answer 204 without a body.
   Send("DELETE", "/api/public/v1/calls/{call_identifier_or_id}",
        "/api/public/v1/calls/conformance-1", nullptr, 204);

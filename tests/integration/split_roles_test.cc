@@ -440,7 +440,8 @@ TEST(SplitRolesTest, TextRunInARunsProcessApartCompletesThroughTheOtherRoles) {
                                 {"phone_number", "+14155550123"},
                                 {"language_id", 1},
                                 {"instructions", "You reschedule appointments."},
-                                {"opening_message", {{"text", "Smile Clinic, how can I help?"}}}});
+                                {"opening_message", {{"text", "Smile Clinic, how can I help?"}}},
+                                {"version", "split-v1"}});
   ASSERT_EQ(agent.status, 201) << agent.body;
   const int64_t agent_id = agent.json()["id"];
   // Passes when the caller names Friday: RunPassed reads its structured_output from the
@@ -483,10 +484,13 @@ TEST(SplitRolesTest, TextRunInARunsProcessApartCompletesThroughTheOtherRoles) {
   ASSERT_EQ(run["status"], "completed") << run.dump();
   EXPECT_EQ(run["passed"], true) << run.dump();
   EXPECT_EQ(run["end_reason"], "script_finished");
+  // The version the runs process read of the agent, reported with the outcome over gRPC.
+  EXPECT_EQ(run["version"], "split-v1") << run.dump();
 
   const json call =
       client.Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
   EXPECT_EQ(call["call_identifier"], absl::StrCat("run-", run["id"].get<int64_t>()));
+  EXPECT_EQ(call["version"], "split-v1") << call.dump();
   EXPECT_EQ(call["observation_type"], "text");
   EXPECT_EQ(call["analysis_status"], "completed");
   ASSERT_EQ(call["metric_results"].size(), 1u) << call.dump();
@@ -539,6 +543,10 @@ TEST(SplitRolesTest, EachRoleOnADatabaseOfItsOwnAsksTheOwners) {
   owners_config.data_dir = owners_dir;
   owners_config.grpc_addr = "127.0.0.1:0";
   owners_config.roles = {"accounts", "agents", "metrics"};
+  // The agents role reads the calls it replays from the calls process (started below; gRPC
+  // connects when first asked).
+  const int calls_port = FreePort();
+  owners_config.calls_addr = absl::StrCat("127.0.0.1:", calls_port);
   auto owners = Server::Start(owners_config);
   ASSERT_TRUE(owners.ok()) << owners.status();
   const std::string owners_addr = absl::StrCat("127.0.0.1:", (*owners)->grpc_port());
@@ -550,7 +558,7 @@ TEST(SplitRolesTest, EachRoleOnADatabaseOfItsOwnAsksTheOwners) {
   calls_config.signing_key_file = signing_key_file;
   calls_config.recordings_url = recordings_url;
   calls_config.data_dir = calls_dir;
-  calls_config.grpc_addr = "127.0.0.1:0";
+  calls_config.grpc_addr = absl::StrCat("127.0.0.1:", calls_port);
   calls_config.roles = {"calls", "scoring"};
   calls_config.workers = 1;
   calls_config.public_base_url = edge_url;
@@ -623,6 +631,14 @@ TEST(SplitRolesTest, EachRoleOnADatabaseOfItsOwnAsksTheOwners) {
   EXPECT_EQ(scored["metric_results"][0]["metric_id"], for_agent.json()["id"]) << scored.dump();
   EXPECT_EQ(scored["metric_results"][0]["status"], "completed") << scored.dump();
   EXPECT_EQ(scored["credits_used"], 3) << scored.dump();
+  // A replay made by the agents process of a call it reads from the calls process, whose
+  // database it does not share.
+  auto replay = client.Post(absl::StrCat("/api/v1/calls/", scored["id"].get<int64_t>(), "/scenario"),
+                            json::object());
+  ASSERT_EQ(replay.status, 201) << replay.body;
+  EXPECT_EQ(replay.json()["caller_script"], json({"Hello?"})) << replay.body;
+  EXPECT_EQ(replay.json()["source_call_id"], scored["id"]) << replay.body;
+  EXPECT_EQ(client.Post("/api/v1/calls/987654/scenario", json::object()).status, 404);
   // An agent the owners do not know is ingest's 422, across the hop.
   auto unknown = client.Post("/api/public/v1/calls",
                              json{{"call_identifier", "own-2"},

@@ -156,7 +156,7 @@ TEST_P(AgentsServiceTest, EveryPublicMethodAuthenticatesAndResolvesTheWorkspace)
   const auto* service = testing::ServiceNamed(v1::Agents::service_full_name());
   EXPECT_THAT(
       testing::ExpectPublicMethodsRefuseUnauthenticated(server_->channel(), service, tenants_),
-      SizeIs(21));
+      SizeIs(22));
   // Languages are the same for every workspace.
   EXPECT_THAT(
       testing::ExpectPublicMethodsRefuseForeignWorkspace(server_->channel(), service, tenants_),
@@ -532,11 +532,12 @@ TEST_P(AgentsServiceTest, ScenariosAndRunsNotServedHereAreUnavailable) {
     ++unavailable;
     EXPECT_THAT(method->name(),
                 ::testing::AnyOf(::testing::HasSubstr("Scenario"), ::testing::HasSubstr("Run"),
-                                 ::testing::HasSubstr("Integration")));
+                                 ::testing::HasSubstr("Integration"),
+                                 ::testing::HasSubstr("Replay")));
   }
-  // Five scenario methods, RunScenario, GetRun, ListRuns, the two batch methods and the five
-  // integration settings methods.
-  EXPECT_EQ(unavailable, 15);
+  // Five scenario methods, a call's replay, RunScenario, GetRun, ListRuns, the two batch methods
+  // and the five integration settings methods.
+  EXPECT_EQ(unavailable, 16);
   v1::ListAgentsResponse listed;
   ASSERT_GRPC_OK(v1::Agents::NewStub(server->channel())->ListAgents(Keyed().get(), {}, &listed));
 }

@@ -99,6 +99,9 @@ class Request {
   Request& Model(std::string v) {
     return Set("model", [&] { f_.set_model(v); });
   }
+  Request& Version(std::string v) {
+    return Set("version", [&] { f_.set_version(v); });
+  }
   Request& Voice(std::string v) {
     return Set("voice", [&] { f_.set_voice(v); });
   }
@@ -363,6 +366,26 @@ TEST_P(AgentsStoreTest, ModelAndVoiceAreFreeStringsUpTo255) {
   ExpectInvalid(store_->Create(ws_, Internal().Voice(std::string(256, 'v'))).status(), {"voice"});
   // Empty means "none".
   EXPECT_FALSE(MustCreate(Internal().Model("")).has_model());
+}
+
+// The version label (docs/api.md §5.10): stored, changed and cleared like the other free
+// strings, and what a call of the agent records.
+TEST_P(AgentsStoreTest, VersionLabelIsStoredChangedAndCleared) {
+  v1::Agent agent = MustCreate(Internal().Version("2026-11-28.1"));
+  EXPECT_EQ(agent.version(), "2026-11-28.1");
+  EXPECT_EQ(store_->Get(ws_, agent.id())->version(), "2026-11-28.1");
+  EXPECT_EQ(store_->GetCallAgent(ws_, agent.id())->version(), "2026-11-28.1");
+  auto changed = store_->Update(ws_, agent.id(), Request().Version("v2"));
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(store_->Get(ws_, agent.id())->version(), "v2");
+  // A PATCH without it keeps it; sent empty it is cleared.
+  ASSERT_TRUE(store_->Update(ws_, agent.id(), Request().Name("Renamed")).ok());
+  EXPECT_EQ(store_->Get(ws_, agent.id())->version(), "v2");
+  ASSERT_TRUE(store_->Update(ws_, agent.id(), Request().Version("")).ok());
+  EXPECT_FALSE(store_->Get(ws_, agent.id())->has_version());
+  EXPECT_FALSE(store_->GetCallAgent(ws_, agent.id())->has_version());
+  ExpectInvalid(store_->Create(ws_, Internal().Version(std::string(256, 'v'))).status(),
+                {"version"});
 }
 
 TEST_P(AgentsStoreTest, AllFieldErrorsAreReportedTogether) {

@@ -75,6 +75,11 @@ class CallsStoreTest : public ::testing::TestWithParam<db::Backend> {
         db_.get(),
         [](int64_t workspace, int64_t agent) -> absl::StatusOr<AgentInfo> {
           if (agent == 7) return AgentInfo{{12}};
+          if (agent == 70) {
+            AgentInfo versioned;
+            versioned.version = "prompt-v3";
+            return versioned;
+          }
           return ValidationError("agent_not_found", "no agent");
         },
         options);
@@ -116,6 +121,23 @@ class CallsStoreTest : public ::testing::TestWithParam<db::Backend> {
   std::unique_ptr<CallsStore> store_;
   int64_t workspace_ = 0, other_workspace_ = 0;
 };
+
+// The agent's version label at ingest is the call's `version` (docs/api.md §5.10), on both
+// ingest paths (PostgreSQL's one statement with the plan, and a run's recorded call).
+TEST_P(CallsStoreTest, IngestRecordsTheAgentsVersion) {
+  auto request = Request("versioned", false);
+  request.set_agent_id(70);
+  auto ingested = store_->Ingest(workspace_, request);
+  ASSERT_TRUE(ingested.ok()) << ingested.status();
+  EXPECT_EQ(ingested->version(), "prompt-v3");
+  auto read = store_->Get(workspace_, "versioned");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->version(), "prompt-v3");
+  EXPECT_EQ(ingested->SerializeAsString(), read->SerializeAsString());
+  auto plain = store_->Ingest(workspace_, Request("unversioned", false));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(store_->Get(workspace_, "unversioned")->has_version());
+}
 
 TEST_P(CallsStoreTest, IngestAnswerEqualsWhatIsReadBack) {
   auto request = Request("a", false);

@@ -178,11 +178,32 @@ TEST_P(IntegrationsStoreTest, EveryFieldProblemIsNamed) {
   EXPECT_THAT(Put("twilio", many + "]}").status().message(), HasSubstr("at most 100"));
 }
 
+// The privacy settings say what a replay masks (services/agents/replay.h): flags and a list
+// of metadata keys, none required, no secret.
+TEST_P(IntegrationsStoreTest, PrivacySettingsTakeFlagsAndKeys) {
+  auto stored = Put("privacy", R"({"mask_emails": false, "mask_metadata_keys": ["name", "crm"]})");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  // A flag not sent is null: the default, true.
+  const auto& fields = stored->settings().fields();
+  EXPECT_FALSE(fields.at("mask_emails").bool_value());
+  EXPECT_TRUE(fields.at("mask_emails").has_bool_value());
+  EXPECT_TRUE(fields.at("mask_phone_numbers").has_null_value());
+  EXPECT_TRUE(fields.at("mask_card_numbers").has_null_value());
+  ASSERT_EQ(fields.at("mask_metadata_keys").list_value().values_size(), 2);
+  EXPECT_EQ(fields.at("mask_metadata_keys").list_value().values(1).string_value(), "crm");
+  auto bad = Put("privacy", R"({"mask_emails": "no", "mask_metadata_keys": ["ok", 3, ""]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(ErrorFields(bad.status()), ElementsAre("mask_emails", "mask_metadata_keys[1]"));
+  bad = Put("privacy", R"({"mask_metadata_keys": [""]})");
+  EXPECT_THAT(ErrorFields(bad.status()), ElementsAre("mask_metadata_keys[0]"));
+  EXPECT_TRUE(Put("privacy", "{}").ok());
+}
+
 TEST_P(IntegrationsStoreTest, UnknownProviderAndMissingSettingsAreNotFound) {
   auto unknown = store_->Get(workspace_, "skype");
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(ErrorInfoOf(unknown.status()).code(), "unknown_provider");
-  EXPECT_THAT(unknown.status().message(), HasSubstr("twilio, telnyx, plivo, vapi, retell, livekit"));
+  EXPECT_THAT(unknown.status().message(), HasSubstr("twilio, telnyx, plivo, vapi, retell, livekit, privacy"));
   EXPECT_EQ(ErrorInfoOf(Put("skype", "{}").status()).code(), "unknown_provider");
   EXPECT_EQ(ErrorInfoOf(store_->Get(workspace_, "twilio").status()).code(),
             "integration_not_found");

@@ -153,6 +153,18 @@ TEST_P(RunsStoreTest, TheCallIdSurvivesARetriedLease) {
   EXPECT_FALSE(done.passed());
   EXPECT_EQ(done.call_id(), 77);
   EXPECT_EQ(done.end_reason(), "max_turns");
+  EXPECT_FALSE(done.has_version());
+}
+
+// The agent's version label the worker read at the run's start is stored with its outcome.
+TEST_P(RunsStoreTest, TheOutcomeRecordsTheAgentsVersion) {
+  auto run = store_->CreateRun(ws_, scenarios_[0], std::string("text"));
+  auto leased = store_->Lease(absl::Minutes(1), 3);
+  ASSERT_TRUE(leased.ok() && leased->has_value());
+  runs::RunOutcome outcome{"completed", true, "script_finished", ""};
+  outcome.agent_version = "prompt-v7";
+  ASSERT_TRUE(store_->Finish(run->id(), (*leased)->token, outcome).ok());
+  EXPECT_EQ(store_->GetRun(ws_, run->id())->version(), "prompt-v7");
 }
 
 TEST_P(RunsStoreTest, ABatchHoldsNoMoreThanItsConcurrencyInProgress) {

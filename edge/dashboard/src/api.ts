@@ -200,6 +200,8 @@ export interface Call {
   failure_message?: string | null;
   created_at: string;
   updated_at: string;
+  // The agent's version label when the call was ingested.
+  version?: string | null;
 }
 
 export interface CallList {
@@ -292,6 +294,8 @@ export interface Scenario {
   max_turns: number;
   metric_ids: number[];
   created_at: string;
+  // The call this scenario replays (POST /api/v1/calls/{id}/scenario).
+  source_call_id?: number | null;
 }
 
 export interface Run {
@@ -308,6 +312,8 @@ export interface Run {
   end_reason?: string | null;
   error?: string | null;
   created_at: string;
+  // The agent's version label when the run started.
+  version?: string | null;
 }
 
 export interface BatchRun {

@@ -261,6 +261,20 @@ async function main() {
   assert.equal(saved.label, "reviewed");
   step("label edited");
 
+  // Make a scenario from the call: its caller's lines, in order, become the script (masked,
+  // blank ones left out), and it keeps a link to the call.
+  await page.getByRole("button", { name: "Make a scenario" }).click();
+  const made = page.getByRole("status").filter({ hasText: "Made" });
+  await made.waitFor();
+  const replayHref = await made.getByRole("link").getAttribute("href");
+  const replay = await api("GET", `/api/v1/scenarios/${replayHref.match(/scenarios\/(\d+)/)[1]}`);
+  assert.equal(replay.source_call_id, call.id);
+  assert.equal(replay.agent_id, call.agent_id);
+  assert.equal(replay.caller_script.length,
+    call.transcript.filter((t) => t.role === "User" && t.content.trim() !== "").length);
+  await page.screenshot({ path: join(SHOTS, "04b-call-replayed.png"), fullPage: true });
+  step(`replayed as scenario ${replay.id} of ${replay.caller_script.length} caller lines`);
+
   // Metrics: a phrase metric made in the editor (with an outcome rule), then a code metric
   // validated and tested against a call in the sandbox.
   await page.setViewportSize({ width: 1280, height: 900 });

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import { isFinal, type Agent, type Call, type Json, type MetricResult, type StandardMetricResult } from "../api";
+import { isFinal, type Agent, type Call, type Json, type MetricResult, type Scenario, type StandardMetricResult } from "../api";
 import { ErrorBanner, Loading, StatusBadge } from "../components";
 import { formatClock, formatDateTime, formatDuration } from "../format";
 import { headlineText, STANDARD_METRICS } from "../metrics";
@@ -74,6 +74,7 @@ export function CallPage({ id }: { id: string }) {
           <div><dt>Type</dt><dd>{call.observation_type}, {call.call_direction}</dd></div>
           <div><dt>Credits used</dt><dd>{call.credits_used}</dd></div>
           {call.call_end_reason && <div><dt>Ended</dt><dd>{call.call_end_reason}</dd></div>}
+          {call.version && <div><dt>Agent version</dt><dd>{call.version}</dd></div>}
         </dl>
       </header>
       <ErrorBanner error={error} />
@@ -122,6 +123,7 @@ export function CallPage({ id }: { id: string }) {
         </section>
         <aside class="side">
           <EditCall call={call} onSaved={setCall} />
+          {call.transcript.some((t) => t.role === "User") && <MakeScenario call={call} />}
         </aside>
       </div>
       {call.metric_results.some((m) => m.metrics_type !== "standard") && (
@@ -296,6 +298,49 @@ function EditCall({ call, onSaved }: { call: Call; onSaved: (c: Call) => void })
       </label>
       <button type="submit" disabled={state.busy}>{state.busy ? "Saving…" : "Save"}</button>
       {state.saved && <span class="saved" role="status">Saved</span>}
+      {state.error && <p class="error" role="alert">{state.error}</p>}
+    </form>
+  );
+}
+
+// Replays the call as a scenario (POST /api/v1/calls/{id}/scenario): the caller's lines as its
+// script, or a persona the LLM provider writes from them; the failed metrics become its checks.
+function MakeScenario({ call }: { call: Call }) {
+  const { api } = useSession();
+  const [mode, setMode] = useState<"script" | "persona">("script");
+  const [state, setState] = useState<{ busy?: boolean; error?: string; made?: Scenario }>({});
+  useEffect(() => setState({}), [call.id]);
+
+  const make = async (e: Event) => {
+    e.preventDefault();
+    setState({ busy: true });
+    try {
+      const made = await api.write<Scenario>("POST", `/api/v1/calls/${call.id}/scenario`, { mode });
+      setState({ made });
+    } catch (err) {
+      setState({ error: err instanceof Error ? err.message : String(err) });
+    }
+  };
+
+  return (
+    <form class="edit make-scenario" onSubmit={make} aria-label="Make a scenario">
+      <h2>Make a scenario</h2>
+      <p class="muted">Replays this call against its agent; phone numbers, emails and card numbers are masked.</p>
+      <label>
+        Caller
+        <select name="mode" value={mode}
+          onChange={(e) => { setMode((e.target as HTMLSelectElement).value as "script" | "persona"); setState({}); }}>
+          <option value="script">Says the same lines</option>
+          <option value="persona">Has the same goal (LLM persona)</option>
+        </select>
+      </label>
+      <button type="submit" disabled={state.busy}>{state.busy ? "Making…" : "Make a scenario"}</button>
+      {state.made && (
+        <p class="saved" role="status">
+          Made <a href={href(`/scenarios/${state.made.id}`)}>{state.made.name}</a>
+          {state.made.metric_ids.length > 0 && ` checking ${state.made.metric_ids.length} failed ${state.made.metric_ids.length === 1 ? "metric" : "metrics"}`}
+        </p>
+      )}
       {state.error && <p class="error" role="alert">{state.error}</p>}
     </form>
   );
