@@ -11,6 +11,8 @@
 
 namespace calleval::runs {
 
+constexpr int kOpusRate = 48000;
+
 // What the peers' callbacks (GStreamer's threads), the signalling thread and the session's
 // thread share.
 class LiveKitRoomCaller::State {
@@ -90,7 +92,10 @@ absl::StatusOr<std::unique_ptr<LiveKitRoomCaller>> LiveKitRoomCaller::Join(
                                                                 "subscriber")));
   WebRtcPeerOptions publisher = options.peer;
   publisher.send_audio = true;
-  publisher.send_sample_rate = options.sample_rate;
+  // Opus runs at 48 kHz: the room upsamples the caller's frames itself (Send()). Left to the
+  // peer's resampler, which holds a few samples back, each 20 ms frame would reach the encoder
+  // short and wait for the next: the caller's voice a frame late all call long.
+  publisher.send_sample_rate = kOpusRate;
   publisher.data_channels = true;
   // The publisher only sends: what comes back is the server's RTCP reports, seconds apart, so
   // its quiet is no sign of a drop. The subscriber, which carries the agent's audio (LiveKit
@@ -218,7 +223,18 @@ absl::Status LiveKitRoomCaller::Send(absl::Span<const int16_t> frame) {
   // connects: queued, they would stay ahead of every later frame and delay the caller's voice
   // for the rest of the call. A connection that ended is Receive()'s to report.
   if (publisher_->state() != PeerState::kConnected) return absl::OkStatus();
-  (void)publisher_->SendAudio(frame);
+  // Linear interpolation from the last sample sent: a voice's band is far below 8 kHz, and
+  // Opus's own band limit smooths what is left.
+  const size_t factor = static_cast<size_t>(kOpusRate / options_.sample_rate);
+  upsampled_.resize(frame.size() * factor);
+  for (size_t i = 0; i < frame.size(); ++i) {
+    for (size_t k = 0; k < factor; ++k) {
+      upsampled_[i * factor + k] = static_cast<int16_t>(
+          last_sent_ + (frame[i] - last_sent_) * static_cast<int>(k + 1) / static_cast<int>(factor));
+    }
+    last_sent_ = frame[i];
+  }
+  (void)publisher_->SendAudio(upsampled_);
   return absl::OkStatus();
 }
 

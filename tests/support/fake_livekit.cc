@@ -15,6 +15,8 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -108,8 +110,11 @@ void SendResponse(runs::WebSocketConnection& connection, const livekit::SignalRe
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kAgentRate = 16000;
+// The agent speaks at Opus's own rate: a resampler in the peer would hold each frame back until
+// the next (see livekit_room.cc).
+constexpr int kAgentRate = 48000;
 constexpr size_t kAgentFrame = kAgentRate / 50;  // 20 ms
+constexpr int kHearingRate = 16000;
 // The agent hears the caller speaking above this RMS (about -44 dBFS).
 constexpr double kLoudRms = 200;
 
@@ -174,7 +179,7 @@ class FakeRoomAgent {
   absl::StatusOr<std::string> AnswerPublisher(const std::string& sdp) {
     if (in_) return in_->AcceptOffer(sdp);
     runs::WebRtcPeerOptions options = PeerOptions();
-    options.receive_sample_rate = kAgentRate;
+    options.receive_sample_rate = kHearingRate;
     absl::StatusOr<std::unique_ptr<runs::WebRtcPeer>> peer =
         runs::WebRtcPeer::Create(options, Callbacks(livekit::PUBLISHER, true));
     if (!peer.ok()) return peer.status();
@@ -473,6 +478,8 @@ void FakeLiveKit::Serve(int fd) {
     (void)::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
     ::close(fd);
   };
+  // The server API on the same port as the signalling, as a LiveKit server has them.
+  if (absl::StartsWith(path_query.first, "/twirp/")) return ServeTwirp(fd);
   if (path_query.first != "/rtc") return refuse(404, "not found");
   absl::StatusOr<nlohmann::json> claims =
       VerifyLiveKitToken(QueryValue(path_query.second, "access_token"), api_key_, api_secret_);
@@ -494,6 +501,56 @@ void FakeLiveKit::Serve(int fd) {
   Session(**connection, participant);
   (*connection)->Close();
   ++sessions_ended_;
+}
+
+// One Twirp request read off the signalling port (one per connection, as LiveKit's SDKs send
+// them).
+void FakeLiveKit::ServeTwirp(int fd) {
+  std::string data;
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  size_t head_end = std::string::npos;
+  size_t length = 0;
+  while (absl::Now() < deadline) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 50) <= 0) continue;
+    char buffer[8192];
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    data.append(buffer, static_cast<size_t>(n));
+    if (head_end == std::string::npos && (head_end = data.find("\r\n\r\n")) != std::string::npos) {
+      for (absl::string_view line : absl::StrSplit(data.substr(0, head_end), "\r\n")) {
+        std::string lower = absl::AsciiStrToLower(line);
+        if (absl::StartsWith(lower, "content-length:")) {
+          length = static_cast<size_t>(std::stoul(lower.substr(15)));
+        }
+      }
+    }
+    if (head_end != std::string::npos && data.size() >= head_end + 4 + length) break;
+  }
+  TestHttpServer::Request request;
+  if (head_end != std::string::npos) {
+    std::vector<std::string> lines = absl::StrSplit(data.substr(0, head_end), "\r\n");
+    std::vector<std::string> request_line = absl::StrSplit(lines[0], ' ');
+    request.method = request_line[0];
+    request.target = request_line.size() > 1 ? request_line[1] : "";
+    request.path = request.target.substr(0, request.target.find('?'));
+    for (size_t i = 1; i < lines.size(); ++i) {
+      const size_t colon = lines[i].find(':');
+      if (colon == std::string::npos) continue;
+      request.headers.emplace_back(
+          absl::AsciiStrToLower(lines[i].substr(0, colon)),
+          std::string(absl::StripAsciiWhitespace(lines[i].substr(colon + 1))));
+    }
+    request.body = data.substr(head_end + 4, length);
+  }
+  TestHttpServer::Response response = HandleTwirp(request);
+  const std::string answer =
+      absl::StrCat("HTTP/1.1 ", response.status, " ", response.status == 200 ? "OK" : "Error",
+                   "\r\nContent-Type: ", response.content_type,
+                   "\r\nContent-Length: ", response.body.size(), "\r\nConnection: close\r\n\r\n",
+                   response.body);
+  (void)::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
+  ::close(fd);
 }
 
 void FakeLiveKit::Session(runs::WebSocketConnection& connection, const Participant& participant) {

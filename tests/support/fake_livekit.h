@@ -90,7 +90,9 @@ class FakeLiveKit {
 
   const std::string& api_key() const { return api_key_; }
   const std::string& api_secret() const { return api_secret_; }
-  std::string ws_url() const;                            // ws://127.0.0.1:<port> (the room URL)
+  // ws://127.0.0.1:<port>: the room URL, where the server API answers too (api_url() is the
+  // same API on a port of its own).
+  std::string ws_url() const;
   std::string api_url() const { return http_.url(""); }  // http://127.0.0.1:<port>
   TestHttpServer& http() { return http_; }
 
@@ -117,6 +119,7 @@ class FakeLiveKit {
  private:
   void AcceptLoop();
   void Serve(int fd);
+  void ServeTwirp(int fd);
   void Session(runs::WebSocketConnection& connection, const Participant& participant);
   TestHttpServer::Response HandleTwirp(const TestHttpServer::Request& request);
 
