@@ -276,7 +276,7 @@ TEST_F(RunsTest, ChannelsThisInstallationCannotServeFailWithAReason) {
 
   const int64_t room_agent = CreateAgent(
       {{"web_channel",
-        {{"transport", "livekit"}, {"room_management", "client"},
+        {{"transport", "daily"}, {"room_management", "client"},
          {"bot_runner_url", "https://bots.example.com/start"}}}});
   const int64_t room_scenario =
       Create("/api/v1/scenarios", {{"agent_id", room_agent}, {"name", "r"}, {"goal", "g"}});
@@ -284,7 +284,8 @@ TEST_F(RunsTest, ChannelsThisInstallationCannotServeFailWithAReason) {
                               json{{"channel", "web"}})
                     .json()["id"]);
   EXPECT_EQ(run["status"], "failed");
-  EXPECT_NE(run["error"].get<std::string>().find("WebRTC"), std::string::npos) << run.dump();
+  EXPECT_NE(run["error"].get<std::string>().find("Daily's room signalling"), std::string::npos)
+      << run.dump();
 
   const int64_t external = CreateAgent({{"agent_source", "external_vapi"}, {"assistant_id", "a1"}});
   const int64_t external_scenario =
