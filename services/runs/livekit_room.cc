@@ -1,6 +1,7 @@
 #include "services/runs/livekit_room.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -11,7 +12,15 @@
 
 namespace calleval::runs {
 
-constexpr int kOpusRate = 48000;
+// Quieter than this (about -50 dBFS) is silence to drop from the agent's queue.
+constexpr double kQuietRms = 100;
+
+// The RMS of the first `n` samples.
+double FrameRms(const std::deque<int16_t>& pcm, size_t n) {
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += static_cast<double>(pcm[i]) * pcm[i];
+  return n == 0 ? 0 : std::sqrt(sum / n);
+}
 
 // What the peers' callbacks (GStreamer's threads), the signalling thread and the session's
 // thread share.
@@ -92,10 +101,7 @@ absl::StatusOr<std::unique_ptr<LiveKitRoomCaller>> LiveKitRoomCaller::Join(
                                                                 "subscriber")));
   WebRtcPeerOptions publisher = options.peer;
   publisher.send_audio = true;
-  // Opus runs at 48 kHz: the room upsamples the caller's frames itself (Send()). Left to the
-  // peer's resampler, which holds a few samples back, each 20 ms frame would reach the encoder
-  // short and wait for the next: the caller's voice a frame late all call long.
-  publisher.send_sample_rate = kOpusRate;
+  publisher.send_sample_rate = options.sample_rate;
   publisher.data_channels = true;
   // The publisher only sends: what comes back is the server's RTCP reports, seconds apart, so
   // its quiet is no sign of a drop. The subscriber, which carries the agent's audio (LiveKit
@@ -202,6 +208,16 @@ absl::Status LiveKitRoomCaller::Receive(absl::Duration wait, std::deque<int16_t>
   state_->mu.AwaitWithDeadline(absl::Condition(&ready), deadline);
   agent->insert(agent->end(), state_->audio.begin(), state_->audio.end());
   state_->audio.clear();
+  // The agent's track is continuous (silence between its turns) and the session plays one frame
+  // a tick: a burst (the jitter buffer catching up, a late packet) would stay queued for the rest
+  // of the call and delay every later turn by that much. Silence not yet played is dropped down
+  // to a frame and a half, so the queue holds only a burst of speech.
+  const size_t frame = static_cast<size_t>(options_.sample_rate / 50);
+  while (agent->size() > frame * 3 / 2 &&
+         FrameRms(*agent, std::min(frame, agent->size() - frame * 3 / 2 + frame / 2)) < kQuietRms) {
+    agent->erase(agent->begin(),
+                 agent->begin() + std::min(frame, agent->size() - frame * 3 / 2 + frame / 2));
+  }
   if (state_->left) return absl::AbortedError("the agent left the room");
   const bool never_heard = state_->first_audio == absl::InfinitePast();
   // Connected, but quiet from the start: there is no track to hear.
@@ -223,18 +239,7 @@ absl::Status LiveKitRoomCaller::Send(absl::Span<const int16_t> frame) {
   // connects: queued, they would stay ahead of every later frame and delay the caller's voice
   // for the rest of the call. A connection that ended is Receive()'s to report.
   if (publisher_->state() != PeerState::kConnected) return absl::OkStatus();
-  // Linear interpolation from the last sample sent: a voice's band is far below 8 kHz, and
-  // Opus's own band limit smooths what is left.
-  const size_t factor = static_cast<size_t>(kOpusRate / options_.sample_rate);
-  upsampled_.resize(frame.size() * factor);
-  for (size_t i = 0; i < frame.size(); ++i) {
-    for (size_t k = 0; k < factor; ++k) {
-      upsampled_[i * factor + k] = static_cast<int16_t>(
-          last_sent_ + (frame[i] - last_sent_) * static_cast<int>(k + 1) / static_cast<int>(factor));
-    }
-    last_sent_ = frame[i];
-  }
-  (void)publisher_->SendAudio(upsampled_);
+  (void)publisher_->SendAudio(frame);
   return absl::OkStatus();
 }
 

@@ -76,8 +76,6 @@ class LiveKitRoomCaller : public VoiceMediaLink {
   std::unique_ptr<WebRtcPeer> subscriber_;
   std::unique_ptr<WebRtcPeer> publisher_;
   absl::Time joined_at_;
-  int16_t last_sent_ = 0;            // the session's thread's
-  std::vector<int16_t> upsampled_;   // the session's thread's
   std::unique_ptr<std::thread> signal_thread_;
 };
 

@@ -82,8 +82,7 @@ RoomRun RunInRoom(const json& web_channel, const std::string& tag) {
   return out;
 }
 
-// The latency metric's turns: each near the agent's delay. The budget is 40 ms; measured
-// 60-105 ms over it so far (docs/channels.md, "LiveKit rooms"), so held at 120 ms for now.
+// The latency metric's turns: each within 40 ms of the agent's delay.
 void ExpectLatency(const json& call) {
   const json* latency = nullptr;
   for (const json& m : call["standard_metrics"]) {
@@ -94,7 +93,7 @@ void ExpectLatency(const json& call) {
   ASSERT_EQ(latency->at("result")["count"], 2) << latency->dump();
   for (const json& turn : latency->at("result")["turns"]) {
     std::cerr << "agent latency " << turn["latency_ms"] << " ms (delay " << kAgentDelayMs << ")\n";
-    EXPECT_NEAR(turn["latency_ms"].get<double>(), kAgentDelayMs, 120) << turn.dump();
+    EXPECT_NEAR(turn["latency_ms"].get<double>(), kAgentDelayMs, 40) << turn.dump();
   }
 }
 

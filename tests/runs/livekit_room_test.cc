@@ -96,10 +96,7 @@ TEST(LiveKitRoomTest, HoldsAConversationAndMeasuresTheAgentsDelay) {
   ASSERT_GT(agent_answer, 0u) << "the agent never answered";
   const absl::Duration latency = absl::Milliseconds((agent_answer - caller_end) / 16);
   std::cerr << "agent latency in the recording: " << latency << " (delay 700ms)\n";
-  // The budget is 40 ms; measured so far 60-80 ms over the delay (the Opus pipeline each way:
-  // resampling 16 kHz to 48 kHz holds a partial frame back, so each 20 ms frame leaves the
-  // encoder a frame late). Held at 100 ms until the peer's send path is fixed.
-  EXPECT_LE(absl::AbsDuration(latency - agent.delay), absl::Milliseconds(100));
+  EXPECT_LE(absl::AbsDuration(latency - agent.delay), absl::Milliseconds(40));
   EXPECT_EQ(livekit.answers().size(), 1u);
 }
 

@@ -110,9 +110,7 @@ void SendResponse(runs::WebSocketConnection& connection, const livekit::SignalRe
 
 using Clock = std::chrono::steady_clock;
 
-// The agent speaks at Opus's own rate: a resampler in the peer would hold each frame back until
-// the next (see livekit_room.cc).
-constexpr int kAgentRate = 48000;
+constexpr int kAgentRate = 16000;
 constexpr size_t kAgentFrame = kAgentRate / 50;  // 20 ms
 constexpr int kHearingRate = 16000;
 // The agent hears the caller speaking above this RMS (about -44 dBFS).
