@@ -333,6 +333,8 @@ const std::vector<Flag>& Flags() {
       ProviderUrlFlag("plivo-api-url", "Plivo", &ServerConfig::plivo_api_url),
       ProviderUrlFlag("vapi-api-url", "Vapi", &ServerConfig::vapi_api_url),
       ProviderUrlFlag("retell-api-url", "Retell", &ServerConfig::retell_api_url),
+      StringFlag("retell-room-url", "URL", &ServerConfig::retell_room_url,
+                 "the LiveKit server of Retell's web calls (wss://)"),
       SecondsFlag("ring-timeout", &ServerConfig::ring_timeout, 5,
                   "how long an agent's phone rings before a phone run ends no_answer", 120),
       StringFlag("tts-base-url", "URL", &ServerConfig::tts_base_url,

@@ -139,6 +139,8 @@ struct ServerConfig {
   std::string plivo_api_url = "https://api.plivo.com";
   std::string vapi_api_url = "https://api.vapi.ai";
   std::string retell_api_url = "https://api.retellai.com";
+  // Where Retell's web calls' LiveKit rooms are (docs/channels.md, "LiveKit rooms").
+  std::string retell_room_url = "wss://retell-ai-4ihahnq7.livekit.cloud";
   // How long an agent's phone may ring before a phone run ends `no_answer` (docs/channels.md);
   // the carriers are asked for it when the call is placed.
   absl::Duration ring_timeout = absl::Seconds(30);

@@ -74,6 +74,7 @@ runs::ProviderApiUrls ProviderUrlsOf(const ServerConfig& config) {
   urls.plivo = config.plivo_api_url;
   urls.vapi = config.vapi_api_url;
   urls.retell = config.retell_api_url;
+  urls.retell_room = config.retell_room_url;
   return urls;
 }
 

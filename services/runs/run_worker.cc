@@ -338,6 +338,7 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
 
 absl::StatusOr<int64_t> RunWorkers::RoomRun(const RunJob& job, const v1::Scenario& scenario,
                                             const v1::Agent& agent, const agents::WebChannel& web,
+                                            const PlatformWebCall* platform,
                                             std::string* end_reason) {
   const RunDependencies& deps = options_.deps;
   if (absl::Status s = VoiceCallerAvailable(deps, scenario); !s.ok()) return s;
@@ -349,7 +350,9 @@ absl::StatusOr<int64_t> RunWorkers::RoomRun(const RunJob& job, const v1::Scenari
   std::optional<LiveKitServerApi> api;  // rubric: the room to delete after the run
   const std::string room_name = absl::StrCat("calleval-run-", job.run_id, "-",
                                              HexEncode(RandomBytes(4)));
-  if (text(web.fields, "room_management") == "client") {
+  if (platform != nullptr) {
+    access = {platform->room_url, platform->room_token};
+  } else if (text(web.fields, "room_management") == "client") {
     BotRunnerRequest request;
     request.url = text(web.fields, "bot_runner_url");
     request.guard = &deps.url_guard;
@@ -436,7 +439,7 @@ absl::StatusOr<int64_t> RunWorkers::RoomRun(const RunJob& job, const v1::Scenari
   }
   if (!recording.ok()) return recording.status();
   *end_reason = recording->end_reason;
-  return IngestRecording(job, scenario, *recording, recording->end_reason);
+  return IngestRecording(job, scenario, *recording, recording->end_reason, platform);
 }
 
 absl::StatusOr<int64_t> RunWorkers::PhoneRun(const RunJob& job, const v1::Scenario& scenario,
@@ -566,8 +569,11 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
         if (Cancelled(platform.status())) return std::nullopt;
         return Failed(std::string(platform.status().message()));
       }
-      call_id =
-          WebsocketRun(job, *scenario, platform->agent, platform->channel, &*platform, &end_reason);
+      call_id = platform->room_url.empty()
+                    ? WebsocketRun(job, *scenario, platform->agent, platform->channel, &*platform,
+                                   &end_reason)
+                    : RoomRun(job, *scenario, platform->agent, platform->channel, &*platform,
+                              &end_reason);
     } else if (job.channel == "web") {
       if (!agent->has_web_channel()) {
         return Failed("the agent has no web_channel to reach it over the web");
@@ -592,7 +598,7 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
         return Failed("the agent has no web_channel to reach it over the web");
       }
       call_id = transport == "livekit"
-                    ? RoomRun(job, *scenario, *agent, **channel, &end_reason)
+                    ? RoomRun(job, *scenario, *agent, **channel, nullptr, &end_reason)
                     : WebsocketRun(job, *scenario, *agent, **channel, nullptr, &end_reason);
       if (!call_id.ok() && call_id.status().code() == kPlatformRunRetry) {
         LogWarn("run: the workspace's room credentials could not be read; the run is given back",

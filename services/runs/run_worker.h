@@ -141,9 +141,10 @@ class RunWorkers {
   // Joins the agent's LiveKit room (docs/channels.md, "LiveKit rooms"): `rubric` creates it with
   // the agent's or the workspace's room credentials and deletes it after; `client` asks the
   // agent's bot_runner_url for it. Then as WebsocketRun.
+  // `platform`: a platform's call in a room (Retell's), joined with the room it names.
   absl::StatusOr<int64_t> RoomRun(const RunJob& job, const v1::Scenario& scenario,
                                   const v1::Agent& agent, const agents::WebChannel& web,
-                                  std::string* end_reason);
+                                  const PlatformWebCall* platform, std::string* end_reason);
   // Has the agent's carrier dial the agent (docs/channels.md) and plays the caller on the call,
   // or, for an agent that calls in (its call_directions lack `inbound`), awaits its call on one
   // of the workspace's numbers (having Retell place it, for an external_retell agent),

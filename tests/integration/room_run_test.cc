@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -21,6 +22,7 @@
 #include "tests/integration/http_client.h"
 #include "tests/integration/test_server.h"
 #include "tests/support/fake_livekit.h"
+#include "tests/support/fake_retell_server.h"
 #include "tests/support/test_http_server.h"
 
 namespace calleval {
@@ -40,20 +42,30 @@ struct RoomRun {
 };
 
 // Runs a two-line scenario against an agent with `web_channel` and waits for the run's end.
-RoomRun RunInRoom(const json& web_channel, const std::string& tag) {
+// `configure` changes the server's configuration; `agent_extra` is merged into the agent.
+RoomRun RunInRoom(const json& web_channel, const std::string& tag,
+                  const std::function<void(ServerConfig&)>& configure = nullptr,
+                  const json& agent_extra = json::object()) {
   const std::string dir = testing::MakeTempDir(tag);
   ServerConfig config = testing::TestServerConfig(dir);
   config.workers = 2;
+  if (configure) configure(config);
   auto server = Server::Start(config);
   EXPECT_TRUE(server.ok()) << server.status();
   RoomRun out;
   if (!server.ok()) return out;
   HttpClient client((*server)->http_base_url());
   client.set_api_key((*server)->bootstrap()->key.api_key);
-  HttpResponse agent = client.Post("/api/v1/agents", json{{"name", "Room bot"},
-                                                          {"language_id", 1},
-                                                          {"instructions", "Book cleanings."},
-                                                          {"web_channel", web_channel}});
+  json agent_body = json{{"name", "Room bot"},
+                          {"language_id", 1},
+                          {"instructions", "Book cleanings."},
+                          {"web_channel", web_channel}};
+  if (agent_extra.contains("agent_source")) {  // an external agent's fields come from its platform
+    agent_body.erase("instructions");
+    agent_body.erase("language_id");
+  }
+  agent_body.update(agent_extra);
+  HttpResponse agent = client.Post("/api/v1/agents", agent_body);
   EXPECT_EQ(agent.status, 201) << agent.body;
   HttpResponse scenario = client.Post(
       "/api/v1/scenarios",
@@ -146,6 +158,38 @@ TEST(RoomRunTest, ClientRoomComesFromTheBotRunner) {
   ExpectLatency(r.call);
   ASSERT_EQ(livekit.participants().size(), 1u);
   EXPECT_EQ(livekit.participants()[0].room, "bot-room");
+}
+
+// A Retell web call is a LiveKit room: the run creates the call (POST /v2/create-web-call) and
+// joins the room its access token opens, at the installation's --retell-room-url.
+TEST(RoomRunTest, RetellWebCallIsJoinedAndScored) {
+  FakeLiveKit livekit;
+  FakeRoomAgentOptions agent;
+  agent.delay = absl::Milliseconds(kAgentDelayMs);
+  livekit.EnableMedia(agent);
+  FakeRetellServer retell("retell-key");
+  retell.AddAgent("agent_room", json{{"agent_name", "Room"}, {"language", "en-US"}}, "llm_room",
+                  json{{"general_prompt", "You book cleanings."},
+                       {"begin_message", "Hello, how can I help?"},
+                       {"start_speaker", "agent"}});
+  retell.HandWebCallsWith([&livekit](const std::string& call_id) {
+    return *runs::MintLiveKitToken(runs::CallerToken(livekit.api_key(), livekit.api_secret(),
+                                                     "retell-" + call_id, "caller-" + call_id));
+  });
+  RoomRun r = RunInRoom(
+      json{{"transport", "retell"}, {"platform_api_key", "retell-key"}}, "room_retell",
+      [&](ServerConfig& config) {
+        config.retell_api_url = retell.base_url();
+        config.retell_room_url = livekit.ws_url();
+      },
+      json{{"agent_source", "external_retell"}, {"assistant_id", "agent_room"}});
+  ASSERT_EQ(r.run["status"], "completed") << r.run.dump();
+  ExpectLatency(r.call);
+  ASSERT_EQ(retell.web_calls().size(), 1u);
+  EXPECT_EQ(retell.web_calls()[0]["agent_id"], "agent_room");
+  ASSERT_EQ(livekit.participants().size(), 1u);
+  EXPECT_EQ(livekit.participants()[0].room, "retell-call_web_1");
+  std::cerr << "call metadata: " << r.call["metadata"].dump() << "\n";
 }
 
 TEST(RoomRunTest, AServerThatNeverAnswersTheJoinFailsTheRun) {
