@@ -122,8 +122,15 @@ TEST(RoomRunTest, RubricRoomIsCreatedJoinedScoredAndDeleted) {
   FakeRoomAgentOptions agent;
   agent.delay = absl::Milliseconds(kAgentDelayMs);
   livekit.EnableMedia(agent);
-  RoomRun r = RunInRoom(RubricChannel(livekit), "room_rubric");
+  json channel = RubricChannel(livekit);
+  channel["agent_name"] = "cleaning-agent";
+  RoomRun r = RunInRoom(channel, "room_rubric");
   ASSERT_EQ(r.run["status"], "completed") << r.run.dump();
+  // The named agent was dispatched into the run's room.
+  ASSERT_EQ(livekit.dispatches().size(), 1u);
+  EXPECT_EQ(livekit.dispatches()[0].agent_name, "cleaning-agent");
+  ASSERT_EQ(livekit.deleted_rooms().size(), 1u);
+  EXPECT_EQ(livekit.dispatches()[0].room, livekit.deleted_rooms()[0]);
   std::cerr << "run queued to completed: " << r.elapsed << "\n";
   EXPECT_EQ(r.run["end_reason"], "script_finished");
   ExpectLatency(r.call);
