@@ -100,6 +100,45 @@ TEST(LiveKitRoomTest, HoldsAConversationAndMeasuresTheAgentsDelay) {
   EXPECT_EQ(livekit.answers().size(), 1u);
 }
 
+// On cue the agent answers while the caller is still speaking: in the recording its voice
+// starts inside the caller's line, `interrupt_after` after the line began.
+TEST(LiveKitRoomTest, TheAgentInterruptsOnCue) {
+  FakeLiveKit livekit;
+  FakeRoomAgentOptions agent;
+  agent.interrupt_after = absl::Milliseconds(600);
+  livekit.EnableMedia(agent);
+  absl::StatusOr<std::unique_ptr<LiveKitRoomCaller>> room =
+      LiveKitRoomCaller::Join(Access(livekit, "room-interrupt"), RoomOptions());
+  ASSERT_TRUE(room.ok()) << room.status();
+  std::unique_ptr<SpeechSynthesizer> tts = NewEspeakSynthesizer();
+  VoiceSessionOptions session = Session();
+  session.caller_lines = {
+      "I am calling about the cleaning I booked for next Friday morning, and I would like to "
+      "change it to the afternoon if that is at all possible."};
+  absl::StatusOr<VoiceRecording> rec = RunVoiceSession(**room, *tts, session);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  const size_t frame = 320;
+  size_t caller_start = 0, caller_end = 0;
+  for (size_t at = 0; at + frame <= rec->caller.size(); at += frame) {
+    if (FrameRms(rec->caller, at, frame) > 180) {
+      if (caller_start == 0) caller_start = at;
+      caller_end = at + frame;
+    }
+  }
+  ASSERT_GT(caller_end, caller_start);
+  size_t overlap = 0;
+  for (size_t at = caller_start; at + frame <= caller_end; at += frame) {
+    if (FrameRms(rec->agent, at, frame) > 180) {
+      overlap = at;
+      break;
+    }
+  }
+  ASSERT_GT(overlap, 0u) << "the agent never talked over the caller";
+  const absl::Duration cue = absl::Milliseconds((overlap - caller_start) / 16);
+  std::cerr << "the agent cut in " << cue << " into the caller's line (cue 600ms)\n";
+  EXPECT_LE(absl::AbsDuration(cue - agent.interrupt_after), absl::Milliseconds(100));
+}
+
 TEST(LiveKitRoomTest, AServerThatNeverAnswersTheJoinFails) {
   FakeLiveKit livekit;
   livekit.EnableMedia({});
