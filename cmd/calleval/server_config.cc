@@ -326,6 +326,11 @@ const std::vector<Flag>& Flags() {
       StringFlag("agent-ca-file", "FILE", &ServerConfig::agent_ca_file,
                  "PEM certificate authorities trusted, besides the system's, when runs dial "
                  "wss:// agents"),
+      StringFlag("stun-server", "URL", &ServerConfig::stun_server,
+                 "room runs' STUN server (stun://host:port); none: host and relay candidates only"),
+      StringFlag("turn-servers", "URLS", &ServerConfig::turn_servers,
+                 "room runs' TURN relays, comma-separated (turn://user:password@host:port, "
+                 "turns://...)"),
       IntFlag("run-workers", "N", &ServerConfig::run_workers, 1, 256,
               "runs the runs role holds at once (docs/runs.md)"),
       ProviderUrlFlag("twilio-api-url", "Twilio", &ServerConfig::twilio_api_url),

@@ -125,6 +125,10 @@ struct ServerConfig {
   // A PEM file of further certificate authorities trusted when dialing wss:// agents (an
   // on-premise agent with a private CA); the system's trust store is always used.
   std::string agent_ca_file;
+  // Room runs' WebRTC (docs/channels.md, "LiveKit rooms"): a STUN server ("stun://host:port")
+  // and TURN relays ("turn://user:password@host:port" or turns://, comma-separated).
+  std::string stun_server;
+  std::string turn_servers;
   // Text-to-speech for simulated callers (docs/api.md §7): any OpenAI-compatible /audio/speech
   // endpoint; empty: the embedded synthesizer (eSpeak NG).
   std::string tts_base_url;
