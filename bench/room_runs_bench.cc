@@ -79,15 +79,15 @@ int Run(int runs, int delay_ms) {
   }
   HttpClient client((*server)->http_base_url());
   client.set_api_key((*server)->bootstrap()->key.api_key);
-  HttpResponse agent = client.Post(
-      "/api/v1/agents", json{{"name", "Room bot"},
-                             {"language_id", 1},
-                             {"instructions", "Book cleanings."},
-                             {"web_channel",
-                              {{"transport", "livekit"},
-                               {"room_server_url", livekit.ws_url()},
-                               {"room_api_key", livekit.api_key()},
-                               {"room_api_secret", livekit.api_secret()}}}});
+  HttpResponse agent =
+      client.Post("/api/v1/agents", json{{"name", "Room bot"},
+                                         {"language_id", 1},
+                                         {"instructions", "Book cleanings."},
+                                         {"web_channel",
+                                          {{"transport", "livekit"},
+                                           {"room_server_url", livekit.ws_url()},
+                                           {"room_api_key", livekit.api_key()},
+                                           {"room_api_secret", livekit.api_secret()}}}});
   if (agent.status != 201) {
     std::cerr << "POST /api/v1/agents: " << agent.status << " " << agent.body << "\n";
     return 1;
@@ -149,7 +149,8 @@ int Run(int runs, int delay_ms) {
       continue;
     }
     ++completed;
-    json call = client.Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
+    json call =
+        client.Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
     for (const json& m : call["standard_metrics"]) {
       if (m["standard_metric_key"] != "latency" || m["status"] != "completed") continue;
       for (const json& turn : m["result"]["turns"]) {
@@ -159,8 +160,8 @@ int Run(int runs, int delay_ms) {
   }
   std::sort(errors.begin(), errors.end());
   auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-  const double cpu = seconds(after.ru_utime) - seconds(before.ru_utime) +
-                     seconds(after.ru_stime) - seconds(before.ru_stime);
+  const double cpu = seconds(after.ru_utime) - seconds(before.ru_utime) + seconds(after.ru_stime) -
+                     seconds(before.ru_stime);
   std::printf("runs: %d, completed and scored: %d\n", runs, completed);
   if (!errors.empty()) {
     std::printf("latency error: %zu answers, min %+.1f ms, max %+.1f ms\n", errors.size(),
@@ -168,9 +169,10 @@ int Run(int runs, int delay_ms) {
   }
   std::printf("wall: %.1f s; CPU: %.1f s (%.1f s a run, %.0f %% of one core a run over the wall)\n",
               wall, cpu, cpu / runs, 100 * cpu / runs / wall);
-  std::printf("resident: %.1f MB before, %.1f MB peak (%.1f MB a run), peak RSS (getrusage) %.1f MB\n",
-              rss_before / 1024.0, rss_peak / 1024.0, (rss_peak - rss_before) / 1024.0 / runs,
-              after.ru_maxrss / 1024.0);
+  std::printf(
+      "resident: %.1f MB before, %.1f MB peak (%.1f MB a run), peak RSS (getrusage) %.1f MB\n",
+      rss_before / 1024.0, rss_peak / 1024.0, (rss_peak - rss_before) / 1024.0 / runs,
+      after.ru_maxrss / 1024.0);
   std::printf("load average: %s before, %s after\n", load_before.c_str(), load_after.c_str());
   server->reset();
   std::filesystem::remove_all(dir);

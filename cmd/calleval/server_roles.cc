@@ -19,8 +19,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "calleval/v1/accounts.grpc.pb.h"
 #include "calleval/v1/agents.grpc.pb.h"
 #include "calleval/v1/calls.grpc.pb.h"
@@ -151,7 +151,8 @@ absl::Status WireRuns(ServerState* s) {
     run_options.deps.url_guard.allowed_hosts = config.allow_private_hosts;
     run_options.deps.agent_ca_file = config.agent_ca_file;
     run_options.deps.stun_server = config.stun_server;
-    for (absl::string_view turn : absl::StrSplit(config.turn_servers, ',', absl::SkipWhitespace())) {
+    for (absl::string_view turn :
+         absl::StrSplit(config.turn_servers, ',', absl::SkipWhitespace())) {
       run_options.deps.turn_servers.emplace_back(absl::StripAsciiWhitespace(turn));
     }
     run_options.deps.provider_urls = ProviderUrlsOf(config);

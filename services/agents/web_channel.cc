@@ -142,9 +142,9 @@ void ValidateWebChannel(WebChannel* channel, const UrlGuardOptions& guard,
                  std::any_of(name.begin(), name.end(), [](char c) {
                    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
                  })) {
-        issues->push_back({"web_channel.agent_name",
-                           absl::StrCat("must be at most ", kMaxAgentNameLength,
-                                        " characters, without control characters")});
+        issues->push_back(
+            {"web_channel.agent_name", absl::StrCat("must be at most ", kMaxAgentNameLength,
+                                                    " characters, without control characters")});
       }
     }
     if (mode == "client") {

@@ -77,8 +77,7 @@ WebRtcPeerCallbacks PeerCallbacks(const std::shared_ptr<LiveKitRoomCaller::State
 
 LiveKitRoomCaller::LiveKitRoomCaller(LiveKitRoomOptions options,
                                      std::unique_ptr<LiveKitSignal> signal)
-    : options_(std::move(options)), signal_(std::move(signal)),
-      state_(std::make_shared<State>()) {}
+    : options_(std::move(options)), signal_(std::move(signal)), state_(std::make_shared<State>()) {}
 
 absl::StatusOr<std::unique_ptr<LiveKitRoomCaller>> LiveKitRoomCaller::Join(
     const LiveKitRoomAccess& access, const LiveKitRoomOptions& options) {
@@ -89,16 +88,16 @@ absl::StatusOr<std::unique_ptr<LiveKitRoomCaller>> LiveKitRoomCaller::Join(
                    LiveKitSignal::Join(access.url, access.token, options.signal));
   std::unique_ptr<LiveKitRoomCaller> room(new LiveKitRoomCaller(options, std::move(signal)));
   room->joined_at_ = absl::Now();
-  room->state_->max_audio = static_cast<size_t>(
-      absl::ToDoubleSeconds(options.max_queued_audio) * options.sample_rate);
+  room->state_->max_audio =
+      static_cast<size_t>(absl::ToDoubleSeconds(options.max_queued_audio) * options.sample_rate);
 
   WebRtcPeerOptions subscriber = options.peer;
   subscriber.send_audio = false;
   subscriber.data_channels = false;
   subscriber.receive_sample_rate = options.sample_rate;
   ASSIGN_OR_RETURN(room->subscriber_,
-                   WebRtcPeer::Create(subscriber, PeerCallbacks(room->state_, livekit::SUBSCRIBER,
-                                                                "subscriber")));
+                   WebRtcPeer::Create(
+                       subscriber, PeerCallbacks(room->state_, livekit::SUBSCRIBER, "subscriber")));
   WebRtcPeerOptions publisher = options.peer;
   publisher.send_audio = true;
   publisher.send_sample_rate = options.sample_rate;
@@ -107,9 +106,9 @@ absl::StatusOr<std::unique_ptr<LiveKitRoomCaller>> LiveKitRoomCaller::Join(
   // its quiet is no sign of a drop. The subscriber, which carries the agent's audio (LiveKit
   // agents publish silence between turns), watches the room's connection instead.
   publisher.idle_timeout = std::max(options.peer.idle_timeout, absl::Minutes(1));
-  ASSIGN_OR_RETURN(room->publisher_,
-                   WebRtcPeer::Create(publisher, PeerCallbacks(room->state_, livekit::PUBLISHER,
-                                                               "publisher")));
+  ASSIGN_OR_RETURN(
+      room->publisher_,
+      WebRtcPeer::Create(publisher, PeerCallbacks(room->state_, livekit::PUBLISHER, "publisher")));
   // The microphone is announced first; the publisher offer follows the server's
   // TrackPublishedResponse (the signalling thread), as LiveKit's SDKs do.
   RETURN_IF_ERROR(room->signal_->AddTrack("caller-microphone", "caller", livekit::MICROPHONE));

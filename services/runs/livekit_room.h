@@ -51,8 +51,8 @@ class LiveKitRoomCaller : public VoiceMediaLink {
  public:
   // Joins the room (the signalling websocket's join; the media connects meanwhile). Errors are
   // LiveKitSignal::Join's and the peers' creation's.
-  static absl::StatusOr<std::unique_ptr<LiveKitRoomCaller>> Join(
-      const LiveKitRoomAccess& access, const LiveKitRoomOptions& options);
+  static absl::StatusOr<std::unique_ptr<LiveKitRoomCaller>> Join(const LiveKitRoomAccess& access,
+                                                                 const LiveKitRoomOptions& options);
   ~LiveKitRoomCaller() override;
 
   int sample_rate() const override { return options_.sample_rate; }

@@ -348,8 +348,8 @@ absl::StatusOr<int64_t> RunWorkers::RoomRun(const RunJob& job, const v1::Scenari
   };
   LiveKitRoomAccess access;
   std::optional<LiveKitServerApi> api;  // rubric: the room to delete after the run
-  const std::string room_name = absl::StrCat("calleval-run-", job.run_id, "-",
-                                             HexEncode(RandomBytes(4)));
+  const std::string room_name =
+      absl::StrCat("calleval-run-", job.run_id, "-", HexEncode(RandomBytes(4)));
   if (platform != nullptr) {
     access = {platform->room_url, platform->room_token};
   } else if (text(web.fields, "room_management") == "client") {
@@ -395,24 +395,26 @@ absl::StatusOr<int64_t> RunWorkers::RoomRun(const RunJob& job, const v1::Scenari
     api.emplace(server);
     absl::StatusOr<LiveKitRoom> room = api->CreateRoom(room_name, absl::Minutes(2), 4);
     if (!room.ok()) {
-      return absl::Status(room.status().code(), absl::StrCat("the LiveKit room could not be created: ",
-                                                             room.status().message()));
+      return absl::Status(
+          room.status().code(),
+          absl::StrCat("the LiveKit room could not be created: ", room.status().message()));
     }
     // A named agent is dispatched explicitly; without a name LiveKit's automatic dispatch sends
     // the agent's workers to the new room.
     const std::string agent_name = text(web.fields, "agent_name");
     if (!agent_name.empty()) {
-      absl::StatusOr<std::string> dispatch = api->CreateDispatch(
-          room_name, agent_name, nlohmann::json{{"run_id", job.run_id}}.dump());
+      absl::StatusOr<std::string> dispatch =
+          api->CreateDispatch(room_name, agent_name, nlohmann::json{{"run_id", job.run_id}}.dump());
       if (!dispatch.ok()) {
         (void)api->DeleteRoom(room_name);
-        return absl::Status(dispatch.status().code(),
-                            absl::StrCat("the LiveKit agent ", agent_name,
-                                         " could not be dispatched: ", dispatch.status().message()));
+        return absl::Status(dispatch.status().code(), absl::StrCat("the LiveKit agent ", agent_name,
+                                                                   " could not be dispatched: ",
+                                                                   dispatch.status().message()));
       }
     }
-    absl::StatusOr<std::string> token = MintLiveKitToken(CallerToken(
-        server.api_key, server.api_secret, room_name, absl::StrCat("calleval-caller-", job.run_id)));
+    absl::StatusOr<std::string> token =
+        MintLiveKitToken(CallerToken(server.api_key, server.api_secret, room_name,
+                                     absl::StrCat("calleval-caller-", job.run_id)));
     if (!token.ok()) return token.status();
     access = {server.url, *token};
   }

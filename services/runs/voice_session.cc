@@ -79,8 +79,8 @@ class WebSocketLink : public SessionLink {
         stream_id_(std::move(stream_id)),
         early_(std::move(early)) {}
 
-  absl::StatusOr<bool> Receive(absl::Duration wait, std::deque<int16_t>* playout,
-                               size_t played, VoiceRecording* rec) override {
+  absl::StatusOr<bool> Receive(absl::Duration wait, std::deque<int16_t>* playout, size_t played,
+                               VoiceRecording* rec) override {
     absl::StatusOr<std::vector<WebSocketMessage>> got = ws_.Poll(wait);
     if (!got.ok()) {
       if (got.status().code() == absl::StatusCode::kCancelled) return false;
@@ -168,7 +168,7 @@ class WebSocketLink : public SessionLink {
   const bool twilio_;
   TwilioStreamWriter& writer_;
   const std::string stream_id_;
-  std::vector<WebSocketMessage> early_;  // kept for the first tick
+  std::vector<WebSocketMessage> early_;               // kept for the first tick
   std::deque<std::pair<size_t, std::string>> marks_;  // (playout position, name)
 };
 
@@ -176,15 +176,14 @@ class WebSocketLink : public SessionLink {
 class MediaLinkAdapter : public SessionLink {
  public:
   explicit MediaLinkAdapter(VoiceMediaLink& link) : link_(link) {}
-  absl::StatusOr<bool> Receive(absl::Duration wait, std::deque<int16_t>* playout,
-                               size_t, VoiceRecording*) override {
+  absl::StatusOr<bool> Receive(absl::Duration wait, std::deque<int16_t>* playout, size_t,
+                               VoiceRecording*) override {
     absl::Status s = link_.Receive(wait, playout);
     if (s.code() == absl::StatusCode::kAborted) return false;
     RETURN_IF_ERROR(s);
     return true;
   }
-  absl::StatusOr<bool> Send(absl::Span<const int16_t> frame, int64_t, bool, bool,
-                            int) override {
+  absl::StatusOr<bool> Send(absl::Span<const int16_t> frame, int64_t, bool, bool, int) override {
     absl::Status s = link_.Send(frame);
     if (s.code() == absl::StatusCode::kAborted) return false;
     RETURN_IF_ERROR(s);
@@ -400,13 +399,11 @@ absl::StatusOr<VoiceRecording> RunTurns(SessionLink& link, SpeechSynthesizer& sy
       }
     }
     rec.caller.insert(rec.caller.end(), caller_frame, caller_frame + frame);
-    ASSIGN_OR_RETURN(const bool sent,
-                     link.Send(absl::MakeConstSpan(caller_frame, frame), tick, yielded, line_said,
-                               turns));
+    ASSIGN_OR_RETURN(const bool sent, link.Send(absl::MakeConstSpan(caller_frame, frame), tick,
+                                                yielded, line_said, turns));
     if (!sent) return finish("agent_ended");
   }
 }
-
 
 }  // namespace
 
@@ -470,8 +467,8 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
     }
   }
 
-  const auto start = first_media ? *first_media - std::chrono::milliseconds(10)
-                                  : std::chrono::steady_clock::now();
+  const auto start =
+      first_media ? *first_media - std::chrono::milliseconds(10) : std::chrono::steady_clock::now();
   WebSocketLink link(ws, options, twilio, writer, std::move(stream_id), std::move(early));
   return RunTurns(link, synthesizer, options, std::move(rec), start, dialect != nullptr);
 }

@@ -117,8 +117,7 @@ class VoiceMediaLink {
 
 // The same conversation over a media link (options.protocol, auth_token, hangup_message,
 // dialect and barge_in_after are unused: the web channel's caller says its lines out).
-absl::StatusOr<VoiceRecording> RunVoiceSession(VoiceMediaLink& link,
-                                               SpeechSynthesizer& synthesizer,
+absl::StatusOr<VoiceRecording> RunVoiceSession(VoiceMediaLink& link, SpeechSynthesizer& synthesizer,
                                                const VoiceSessionOptions& options);
 
 // A canonical stereo PCM16 WAV file: agent left, caller right.

@@ -57,9 +57,9 @@ RoomRun RunInRoom(const json& web_channel, const std::string& tag,
   HttpClient client((*server)->http_base_url());
   client.set_api_key((*server)->bootstrap()->key.api_key);
   json agent_body = json{{"name", "Room bot"},
-                          {"language_id", 1},
-                          {"instructions", "Book cleanings."},
-                          {"web_channel", web_channel}};
+                         {"language_id", 1},
+                         {"instructions", "Book cleanings."},
+                         {"web_channel", web_channel}};
   if (agent_extra.contains("agent_source")) {  // an external agent's fields come from its platform
     agent_body.erase("instructions");
     agent_body.erase("language_id");
@@ -75,9 +75,9 @@ RoomRun RunInRoom(const json& web_channel, const std::string& tag,
            {"metric_ids", {1}}});
   EXPECT_EQ(scenario.status, 201) << scenario.body;
   const absl::Time start = absl::Now();
-  HttpResponse queued = client.Post(
-      absl::StrCat("/api/v1/scenarios/", scenario.json()["id"].get<int64_t>(), "/run"),
-      json{{"channel", "web"}});
+  HttpResponse queued =
+      client.Post(absl::StrCat("/api/v1/scenarios/", scenario.json()["id"].get<int64_t>(), "/run"),
+                  json{{"channel", "web"}});
   EXPECT_EQ(queued.status, 202) << queued.body;
   for (int i = 0; i < 1200; ++i) {
     out.run = client.Get(absl::StrCat("/api/v1/runs/", queued.json()["id"].get<int64_t>())).json();
@@ -151,15 +151,15 @@ TEST(RoomRunTest, ClientRoomComesFromTheBotRunner) {
     ++asked;
     TestHttpServer::Response response;
     response.content_type = "application/json";
-    absl::StatusOr<std::string> token = runs::MintLiveKitToken(runs::CallerToken(
-        livekit.api_key(), livekit.api_secret(), "bot-room", "caller"));
+    absl::StatusOr<std::string> token = runs::MintLiveKitToken(
+        runs::CallerToken(livekit.api_key(), livekit.api_secret(), "bot-room", "caller"));
     response.body = json{{"room_url", livekit.ws_url()}, {"token", *token}}.dump();
     return response;
   });
   RoomRun r = RunInRoom(json{{"transport", "livekit"},
-                       {"room_management", "client"},
-                       {"bot_runner_url", bot_runner.url("/start")}},
-                  "room_client");
+                             {"room_management", "client"},
+                             {"bot_runner_url", bot_runner.url("/start")}},
+                        "room_client");
   ASSERT_EQ(r.run["status"], "completed") << r.run.dump();
   EXPECT_EQ(asked.load(), 1);
   ExpectLatency(r.call);

@@ -26,7 +26,8 @@ using ::testing::HasSubstr;
 
 double FrameRms(const std::vector<int16_t>& pcm, size_t at, size_t n) {
   double sum = 0;
-  for (size_t i = at; i < at + n && i < pcm.size(); ++i) sum += static_cast<double>(pcm[i]) * pcm[i];
+  for (size_t i = at; i < at + n && i < pcm.size(); ++i)
+    sum += static_cast<double>(pcm[i]) * pcm[i];
   return std::sqrt(sum / n);
 }
 

@@ -1089,9 +1089,9 @@ TEST_P(AgentsStoreTest, WebChannelPatchMergesKeyByKey) {
   EXPECT_EQ(Key(*patched, "bot_runner_url")->string_value(), "https://bots.example.com/run");
   EXPECT_FALSE(Key(*patched, "room_api_key_set")->bool_value());
   // A rubric room names the LiveKit agent to dispatch; a client room has no use for it.
-  patched = store_->Update(ws_, agent.id(),
-                           Request().Web({{"room_management", "rubric"},
-                                          {"agent_name", "cleaning-agent"}}));
+  patched = store_->Update(
+      ws_, agent.id(),
+      Request().Web({{"room_management", "rubric"}, {"agent_name", "cleaning-agent"}}));
   ASSERT_TRUE(patched.ok()) << patched.status();
   EXPECT_EQ(Key(*patched, "agent_name")->string_value(), "cleaning-agent");
   patched = store_->Update(ws_, agent.id(),

@@ -107,7 +107,6 @@ void SendResponse(runs::WebSocketConnection& connection, const livekit::SignalRe
   (void)connection.SendBinary(bytes);
 }
 
-
 using Clock = std::chrono::steady_clock;
 
 constexpr int kAgentRate = 16000;
@@ -136,9 +135,10 @@ struct RoomShared {
 // The test agent's two peers and its voice (FakeRoomAgentOptions).
 class FakeRoomAgent {
  public:
-  FakeRoomAgent(FakeRoomAgentOptions options,
-                std::function<void(Clock::time_point)> answered)
-      : options_(options), answered_(std::move(answered)), shared_(std::make_shared<RoomShared>()) {}
+  FakeRoomAgent(FakeRoomAgentOptions options, std::function<void(Clock::time_point)> answered)
+      : options_(options),
+        answered_(std::move(answered)),
+        shared_(std::make_shared<RoomShared>()) {}
   ~FakeRoomAgent() {
     stopping_ = true;
     if (voice_.joinable()) voice_.join();
@@ -188,9 +188,15 @@ class FakeRoomAgent {
   }
   void AddCandidate(livekit::SignalTarget target, const runs::IceCandidate& c) {
     if (target == livekit::SUBSCRIBER) {
-      if (out_) (void)out_->AddRemoteCandidate(c); else pending_out_.push_back(c);
+      if (out_)
+        (void)out_->AddRemoteCandidate(c);
+      else
+        pending_out_.push_back(c);
     } else {
-      if (in_) (void)in_->AddRemoteCandidate(c); else pending_in_.push_back(c);
+      if (in_)
+        (void)in_->AddRemoteCandidate(c);
+      else
+        pending_in_.push_back(c);
     }
   }
 
@@ -210,11 +216,10 @@ class FakeRoomAgent {
       if (c.candidate.empty()) return;
       livekit::SignalResponse response;
       response.mutable_trickle()->set_target(target);
-      response.mutable_trickle()->set_candidateinit(
-          nlohmann::json{{"candidate", c.candidate},
-                         {"sdpMid", c.sdp_mid},
-                         {"sdpMLineIndex", c.sdp_mline_index}}
-              .dump());
+      response.mutable_trickle()->set_candidateinit(nlohmann::json{
+          {"candidate", c.candidate},
+          {"sdpMid", c.sdp_mid},
+          {"sdpMLineIndex", c.sdp_mline_index}}.dump());
       std::lock_guard<std::mutex> lock(shared->mu);
       shared->outbox.push_back(std::move(response));
     };
@@ -267,7 +272,8 @@ class FakeRoomAgent {
         if (shared_->caller_spoke && saying.empty()) {
           answer_at = shared_->last_loud + delay;
         }
-        if (shared_->caller_spoke && !interrupted && options_.interrupt_after > absl::ZeroDuration()) {
+        if (shared_->caller_spoke && !interrupted &&
+            options_.interrupt_after > absl::ZeroDuration()) {
           const Clock::time_point cue = shared_->first_loud + interrupt;
           if (!answer_at || cue < *answer_at) answer_at = cue;
         }
@@ -542,11 +548,10 @@ void FakeLiveKit::ServeTwirp(int fd) {
     request.body = data.substr(head_end + 4, length);
   }
   TestHttpServer::Response response = HandleTwirp(request);
-  const std::string answer =
-      absl::StrCat("HTTP/1.1 ", response.status, " ", response.status == 200 ? "OK" : "Error",
-                   "\r\nContent-Type: ", response.content_type,
-                   "\r\nContent-Length: ", response.body.size(), "\r\nConnection: close\r\n\r\n",
-                   response.body);
+  const std::string answer = absl::StrCat(
+      "HTTP/1.1 ", response.status, " ", response.status == 200 ? "OK" : "Error",
+      "\r\nContent-Type: ", response.content_type, "\r\nContent-Length: ", response.body.size(),
+      "\r\nConnection: close\r\n\r\n", response.body);
   (void)::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
   ::close(fd);
 }

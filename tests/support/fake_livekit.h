@@ -133,8 +133,8 @@ class FakeLiveKit {
   mutable std::mutex mu_;
   int ping_interval_ = 5, ping_timeout_ = 15;      // guarded by mu_
   bool answer_join_ = true, answer_pings_ = true;  // guarded by mu_
-  bool media_ = false;                              // guarded by mu_
-  FakeRoomAgentOptions agent_;                      // guarded by mu_
+  bool media_ = false;                             // guarded by mu_
+  FakeRoomAgentOptions agent_;                     // guarded by mu_
   std::vector<std::chrono::steady_clock::time_point> answers_;  // guarded by mu_
   std::map<std::string, std::string> rooms_;       // name -> sid; guarded by mu_
   std::vector<std::string> deleted_rooms_;         // guarded by mu_
