@@ -326,6 +326,11 @@ const std::vector<Flag>& Flags() {
       StringFlag("agent-ca-file", "FILE", &ServerConfig::agent_ca_file,
                  "PEM certificate authorities trusted, besides the system's, when runs dial "
                  "wss:// agents"),
+      StringFlag("stun-server", "URL", &ServerConfig::stun_server,
+                 "room runs' STUN server (stun://host:port); none: host and relay candidates only"),
+      StringFlag("turn-servers", "URLS", &ServerConfig::turn_servers,
+                 "room runs' TURN relays, comma-separated (turn://user:password@host:port, "
+                 "turns://...)"),
       IntFlag("run-workers", "N", &ServerConfig::run_workers, 1, 256,
               "runs the runs role holds at once (docs/runs.md)"),
       ProviderUrlFlag("twilio-api-url", "Twilio", &ServerConfig::twilio_api_url),
@@ -333,6 +338,8 @@ const std::vector<Flag>& Flags() {
       ProviderUrlFlag("plivo-api-url", "Plivo", &ServerConfig::plivo_api_url),
       ProviderUrlFlag("vapi-api-url", "Vapi", &ServerConfig::vapi_api_url),
       ProviderUrlFlag("retell-api-url", "Retell", &ServerConfig::retell_api_url),
+      StringFlag("retell-room-url", "URL", &ServerConfig::retell_room_url,
+                 "the LiveKit server of Retell's web calls (wss://)"),
       SecondsFlag("ring-timeout", &ServerConfig::ring_timeout, 5,
                   "how long an agent's phone rings before a phone run ends no_answer", 120),
       StringFlag("tts-base-url", "URL", &ServerConfig::tts_base_url,

@@ -125,6 +125,10 @@ struct ServerConfig {
   // A PEM file of further certificate authorities trusted when dialing wss:// agents (an
   // on-premise agent with a private CA); the system's trust store is always used.
   std::string agent_ca_file;
+  // Room runs' WebRTC (docs/channels.md, "LiveKit rooms"): a STUN server ("stun://host:port")
+  // and TURN relays ("turn://user:password@host:port" or turns://, comma-separated).
+  std::string stun_server;
+  std::string turn_servers;
   // Text-to-speech for simulated callers (docs/api.md §7): any OpenAI-compatible /audio/speech
   // endpoint; empty: the embedded synthesizer (eSpeak NG).
   std::string tts_base_url;
@@ -139,6 +143,8 @@ struct ServerConfig {
   std::string plivo_api_url = "https://api.plivo.com";
   std::string vapi_api_url = "https://api.vapi.ai";
   std::string retell_api_url = "https://api.retellai.com";
+  // Where Retell's web calls' LiveKit rooms are (docs/channels.md, "LiveKit rooms").
+  std::string retell_room_url = "wss://retell-ai-4ihahnq7.livekit.cloud";
   // How long an agent's phone may ring before a phone run ends `no_answer` (docs/channels.md);
   // the carriers are asked for it when the call is placed.
   absl::Duration ring_timeout = absl::Seconds(30);

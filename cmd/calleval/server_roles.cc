@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "calleval/v1/accounts.grpc.pb.h"
 #include "calleval/v1/agents.grpc.pb.h"
 #include "calleval/v1/calls.grpc.pb.h"
@@ -74,6 +75,7 @@ runs::ProviderApiUrls ProviderUrlsOf(const ServerConfig& config) {
   urls.plivo = config.plivo_api_url;
   urls.vapi = config.vapi_api_url;
   urls.retell = config.retell_api_url;
+  urls.retell_room = config.retell_room_url;
   return urls;
 }
 
@@ -148,6 +150,11 @@ absl::Status WireRuns(ServerState* s) {
     }
     run_options.deps.url_guard.allowed_hosts = config.allow_private_hosts;
     run_options.deps.agent_ca_file = config.agent_ca_file;
+    run_options.deps.stun_server = config.stun_server;
+    for (absl::string_view turn :
+         absl::StrSplit(config.turn_servers, ',', absl::SkipWhitespace())) {
+      run_options.deps.turn_servers.emplace_back(absl::StripAsciiWhitespace(turn));
+    }
     run_options.deps.provider_urls = ProviderUrlsOf(config);
     run_options.deps.ring_timeout = config.ring_timeout;
     run_options.deps.public_base_url = s->base_url;

@@ -213,6 +213,22 @@ absl::StatusOr<VapiWebsocketCall> CreateVapiWebsocketCall(const std::string& api
   return out;
 }
 
+absl::StatusOr<RetellWebCall> CreateRetellWebCall(const std::string& api_url,
+                                                  const std::string& api_key,
+                                                  const std::string& agent_id,
+                                                  const PlatformRequestOptions& options) {
+  const json body = {{"agent_id", agent_id}};
+  absl::StatusOr<json> call = Request("Retell", "POST", Base(api_url) + "/v2/create-web-call",
+                                      api_key, body.dump(), "POST /v2/create-web-call", options);
+  if (!call.ok()) return call.status();
+  RetellWebCall out{StringAt(*call, "call_id"), StringAt(*call, "access_token")};
+  if (out.call_id.empty() || out.access_token.empty()) {
+    return absl::UnavailableError(
+        "Retell answered POST /v2/create-web-call without a call_id and an access_token");
+  }
+  return out;
+}
+
 absl::StatusOr<std::string> CreateRetellPhoneCall(const std::string& api_url,
                                                   const std::string& api_key,
                                                   const std::string& from_number,

@@ -68,6 +68,19 @@ absl::StatusOr<VapiWebsocketCall> CreateVapiWebsocketCall(
     const std::string& api_url, const std::string& api_key, const std::string& assistant_id,
     const PlatformRequestOptions& options = {});
 
+// A Retell web call: its id and the access token that joins its LiveKit room.
+struct RetellWebCall {
+  std::string call_id;
+  std::string access_token;
+};
+
+// POST {api_url}/v2/create-web-call with {"agent_id"}. Not retried: a retry could start a second
+// call.
+absl::StatusOr<RetellWebCall> CreateRetellWebCall(const std::string& api_url,
+                                                  const std::string& api_key,
+                                                  const std::string& agent_id,
+                                                  const PlatformRequestOptions& options = {});
+
 // POST {api_url}/v2/create-phone-call with {"from_number", "to_number", "override_agent_id"}:
 // Retell's agent `agent_id` calls `to_number` from `from_number` (a number the Retell account
 // owns). The call's id (call_id). Not retried: a retry could place a second call.

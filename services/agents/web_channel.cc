@@ -9,12 +9,13 @@ namespace calleval::agents {
 namespace {
 
 constexpr const char* kTransports[] = {"websocket", "livekit", "daily", "vapi", "retell"};
+constexpr size_t kMaxAgentNameLength = 128;
 
 // The non-credential keys each transport uses, "transport" aside.
 std::vector<std::string> FieldKeys(const std::string& transport) {
   if (transport == "websocket") return {"websocket_url", "protocol"};
   if (transport == "livekit" || transport == "daily") {
-    return {"room_management", "room_server_url", "bot_runner_url"};
+    return {"room_management", "room_server_url", "bot_runner_url", "agent_name"};
   }
   return {};
 }
@@ -131,8 +132,24 @@ void ValidateWebChannel(WebChannel* channel, const UrlGuardOptions& guard,
       issues->push_back({"web_channel.room_management", "must be rubric or client"});
     }
     f["room_management"] = mode;
+    // rubric: the LiveKit agent to dispatch into the room by name (a worker registered with
+    // that agent_name); without it LiveKit's automatic dispatch applies.
+    if (f.contains("agent_name")) {
+      const std::string name = f["agent_name"].get<std::string>();
+      if (name.empty()) {
+        f.erase("agent_name");
+      } else if (name.size() > kMaxAgentNameLength ||
+                 std::any_of(name.begin(), name.end(), [](char c) {
+                   return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+                 })) {
+        issues->push_back(
+            {"web_channel.agent_name", absl::StrCat("must be at most ", kMaxAgentNameLength,
+                                                    " characters, without control characters")});
+      }
+    }
     if (mode == "client") {
       f.erase("room_server_url");
+      f.erase("agent_name");
       channel->credentials = nlohmann::json::object();
       if (!f.contains("bot_runner_url") || f["bot_runner_url"].get<std::string>().empty()) {
         issues->push_back({"web_channel.bot_runner_url", "is required when room_management is client"});

@@ -36,6 +36,9 @@ struct ProviderApiUrls {
   std::string plivo = "https://api.plivo.com";
   std::string vapi = "https://api.vapi.ai";
   std::string retell = "https://api.retellai.com";
+  // Where Retell's web calls are: one LiveKit server for every account (Retell's web client SDK
+  // joins this URL with the call's access token).
+  std::string retell_room = "wss://retell-ai-4ihahnq7.livekit.cloud";
 };
 
 // A workspace's account at one carrier, from its integration settings (an agent's own

@@ -95,9 +95,35 @@ absl::StatusOr<PlatformWebCall> StartPlatformWebCall(RunAgents& agents, int64_t 
                                                      const ProviderApiUrls& urls,
                                                      const std::atomic<bool>* cancel) {
   if (agent.agent_source() == agents::rules::kExternalRetell) {
-    return absl::FailedPreconditionError(
-        "Retell web calls are LiveKit rooms, which this installation does not join yet: run an "
-        "external_retell agent over the phone channel");
+    absl::StatusOr<std::string> key = ApiKey(agents, workspace_id, agent, "retell");
+    if (!key.ok()) return key.status();
+    if (key->empty()) {
+      return absl::FailedPreconditionError(
+          "no Retell API key: set the agent's web_channel.platform_api_key or the workspace's "
+          "retell integration settings (api_key)");
+    }
+    agents::PlatformRequestOptions options;
+    options.cancel = cancel;
+    // Pulled afresh, as a Vapi assistant is: who speaks first decides when the caller starts.
+    absl::StatusOr<agents::PlatformAgent> pulled =
+        agents::PullRetellAgent(urls.retell, *key, agent.assistant_id(), options);
+    if (!pulled.ok()) return PlatformFailure(pulled.status());
+    absl::StatusOr<agents::RetellWebCall> call =
+        agents::CreateRetellWebCall(urls.retell, *key, agent.assistant_id(), options);
+    if (!call.ok()) return PlatformFailure(call.status());
+    LogInfo("run: Retell web call created",
+            {{"agent_id", agent.id()}, {"retell_call_id", call->call_id}});
+    PlatformWebCall out;
+    out.agent = agent;
+    out.agent.mutable_opening_message()->set_mode(pulled->opening_mode);
+    if (!pulled->instructions.empty()) out.agent.set_instructions(pulled->instructions);
+    out.platform = "retell";
+    out.platform_call_id = call->call_id;
+    // A Retell web call is a LiveKit room: the caller joins it with the call's token.
+    out.room_url = urls.retell_room;
+    out.room_token = call->access_token;
+    out.channel.fields = {{"transport", "livekit"}, {"room_management", "client"}};
+    return out;
   }
   if (agent.agent_source() != agents::rules::kExternalVapi) {
     return absl::FailedPreconditionError(

@@ -41,6 +41,10 @@ struct PlatformWebCall {
   std::string platform_call_id;
   // What the caller sends on the websocket to end the call before it closes the socket.
   std::string hangup_message;
+  // A call in a LiveKit room (Retell's web calls), joined instead of a websocket: the room's
+  // server and the call's access token.
+  std::string room_url;
+  std::string room_token;
 };
 
 // The error an agents role that could not answer gives (not the run's fault): the run is given

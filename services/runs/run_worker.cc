@@ -9,6 +9,8 @@
 #include "common/log.h"
 #include "nlohmann/json.hpp"
 #include "services/agents/agent_rules.h"
+#include "services/runs/livekit_api.h"
+#include "services/runs/livekit_room.h"
 #include "services/runs/phone_run.h"
 #include "services/runs/platform_run.h"
 #include "services/runs/text_channel.h"
@@ -22,10 +24,9 @@ RunOutcome Failed(std::string error) { return {"failed", std::nullopt, "", std::
 
 // Why a web transport cannot be served here (the websocket transport aside).
 std::string UnservedTransport(const std::string& transport) {
-  if (transport == "livekit" || transport == "daily") {
-    return absl::StrCat("the ", transport,
-                        " transport needs a WebRTC room client, which this installation does not "
-                        "have: the run cannot join the agent's room");
+  if (transport == "daily") {
+    return "the daily transport is not served: Daily's room signalling has no public protocol a "
+           "caller outside Daily's own SDKs could speak (docs/channels.md, \"LiveKit rooms\")";
   }
   return absl::StrCat("the ", transport, " transport reaches agents through the ", transport,
                       " platform, which this installation cannot call");
@@ -335,6 +336,126 @@ absl::StatusOr<int64_t> RunWorkers::WebsocketRun(const RunJob& job, const v1::Sc
   return IngestRecording(job, scenario, *recording, recording->end_reason, platform);
 }
 
+absl::StatusOr<int64_t> RunWorkers::RoomRun(const RunJob& job, const v1::Scenario& scenario,
+                                            const v1::Agent& agent, const agents::WebChannel& web,
+                                            const PlatformWebCall* platform,
+                                            std::string* end_reason) {
+  const RunDependencies& deps = options_.deps;
+  if (absl::Status s = VoiceCallerAvailable(deps, scenario); !s.ok()) return s;
+  auto text = [](const nlohmann::json& object, const char* key) {
+    auto it = object.find(key);
+    return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  LiveKitRoomAccess access;
+  std::optional<LiveKitServerApi> api;  // rubric: the room to delete after the run
+  const std::string room_name =
+      absl::StrCat("calleval-run-", job.run_id, "-", HexEncode(RandomBytes(4)));
+  if (platform != nullptr) {
+    access = {platform->room_url, platform->room_token};
+  } else if (text(web.fields, "room_management") == "client") {
+    BotRunnerRequest request;
+    request.url = text(web.fields, "bot_runner_url");
+    request.guard = &deps.url_guard;
+    absl::StatusOr<LiveKitRoomAccess> answer = RequestBotRunnerRoom(request);
+    if (!answer.ok()) {
+      return absl::Status(answer.status().code(),
+                          absl::StrCat("the agent's bot_runner_url did not hand out a room: ",
+                                       answer.status().message()));
+    }
+    access = *std::move(answer);
+  } else {
+    // The agent's room credentials, or the workspace's (docs/api.md §5.8).
+    LiveKitApiOptions server;
+    server.url = text(web.fields, "room_server_url");
+    server.api_key = text(web.credentials, "room_api_key");
+    server.api_secret = text(web.credentials, "room_api_secret");
+    if (server.url.empty() || server.api_key.empty() || server.api_secret.empty()) {
+      absl::StatusOr<std::optional<agents::IntegrationSettings>> settings =
+          deps.agents->GetIntegration(job.workspace_id, "livekit");
+      if (!settings.ok()) {
+        return absl::Status(kPlatformRunRetry,
+                            absl::StrCat("the integration settings could not be read: ",
+                                         settings.status().message()));
+      }
+      if (settings->has_value()) {
+        if (server.url.empty()) server.url = text((*settings)->fields, "server_url");
+        if (server.api_key.empty() || server.api_secret.empty()) {
+          server.api_key = text((*settings)->fields, "api_key");
+          server.api_secret = text((*settings)->secrets, "api_secret");
+        }
+      }
+    }
+    if (server.url.empty() || server.api_key.empty() || server.api_secret.empty()) {
+      return absl::FailedPreconditionError(
+          "a rubric-managed LiveKit room needs the server's URL and API key and secret: set the "
+          "agent's web_channel room_server_url, room_api_key and room_api_secret, or PUT "
+          "/api/v1/integrations/livekit");
+    }
+    server.guard = &deps.url_guard;
+    api.emplace(server);
+    absl::StatusOr<LiveKitRoom> room = api->CreateRoom(room_name, absl::Minutes(2), 4);
+    if (!room.ok()) {
+      return absl::Status(
+          room.status().code(),
+          absl::StrCat("the LiveKit room could not be created: ", room.status().message()));
+    }
+    // A named agent is dispatched explicitly; without a name LiveKit's automatic dispatch sends
+    // the agent's workers to the new room.
+    const std::string agent_name = text(web.fields, "agent_name");
+    if (!agent_name.empty()) {
+      absl::StatusOr<std::string> dispatch =
+          api->CreateDispatch(room_name, agent_name, nlohmann::json{{"run_id", job.run_id}}.dump());
+      if (!dispatch.ok()) {
+        (void)api->DeleteRoom(room_name);
+        return absl::Status(dispatch.status().code(), absl::StrCat("the LiveKit agent ", agent_name,
+                                                                   " could not be dispatched: ",
+                                                                   dispatch.status().message()));
+      }
+    }
+    absl::StatusOr<std::string> token =
+        MintLiveKitToken(CallerToken(server.api_key, server.api_secret, room_name,
+                                     absl::StrCat("calleval-caller-", job.run_id)));
+    if (!token.ok()) return token.status();
+    access = {server.url, *token};
+  }
+  LiveKitRoomOptions room_options;
+  room_options.signal.websocket.guard = deps.url_guard;
+  room_options.signal.websocket.ca_file = deps.agent_ca_file;
+  room_options.peer.guard = deps.url_guard;
+  room_options.peer.stun_server = deps.stun_server;
+  room_options.peer.turn_servers = deps.turn_servers;
+  room_options.peer.local_addresses = deps.webrtc_local_addresses;
+  VoiceSessionOptions session;
+  std::unique_ptr<scoring::SpeechRecognizer> ears;
+  absl::StatusOr<VoiceRecording> recording = absl::UnknownError("not run");
+  if (absl::Status s = CallerSession(scenario, agent, &session, &ears); !s.ok()) {
+    recording = s;
+  } else {
+    absl::StatusOr<std::unique_ptr<LiveKitRoomCaller>> caller =
+        LiveKitRoomCaller::Join(access, room_options);
+    if (!caller.ok()) {
+      recording = absl::UnavailableError(
+          absl::StrCat("cannot join the agent's LiveKit room: ", caller.status().message()));
+    } else {
+      std::unique_ptr<SpeechSynthesizer> voice = CallerVoice();
+      recording = RunVoiceSession(**caller, *voice, session);
+      if (!recording.ok() && recording.status().code() != absl::StatusCode::kCancelled) {
+        recording = absl::UnavailableError(
+            absl::StrCat("the conversation broke off: ", recording.status().message()));
+      }
+    }
+  }
+  if (api) {
+    if (absl::Status s = api->DeleteRoom(room_name); !s.ok()) {
+      LogWarn("run: the LiveKit room could not be deleted",
+              {{"run_id", job.run_id}, {"room", room_name}, {"error", s}});
+    }
+  }
+  if (!recording.ok()) return recording.status();
+  *end_reason = recording->end_reason;
+  return IngestRecording(job, scenario, *recording, recording->end_reason, platform);
+}
+
 absl::StatusOr<int64_t> RunWorkers::PhoneRun(const RunJob& job, const v1::Scenario& scenario,
                                              const v1::Agent& agent,
                                              const CarrierAccount& account,
@@ -463,14 +584,19 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
         if (Cancelled(platform.status())) return std::nullopt;
         return Failed(std::string(platform.status().message()));
       }
-      call_id =
-          WebsocketRun(job, *scenario, platform->agent, platform->channel, &*platform, &end_reason);
+      call_id = platform->room_url.empty()
+                    ? WebsocketRun(job, *scenario, platform->agent, platform->channel, &*platform,
+                                   &end_reason)
+                    : RoomRun(job, *scenario, platform->agent, platform->channel, &*platform,
+                              &end_reason);
     } else if (job.channel == "web") {
       if (!agent->has_web_channel()) {
         return Failed("the agent has no web_channel to reach it over the web");
       }
       const std::string transport = agent->transport();
-      if (transport != "websocket") return Failed(UnservedTransport(transport));
+      if (transport != "websocket" && transport != "livekit") {
+        return Failed(UnservedTransport(transport));
+      }
       // With its credentials, from the agents role: like the scenario and the agent above, only
       // NotFound ends the run; an owner that cannot answer gives the lease back.
       absl::StatusOr<std::optional<agents::WebChannel>> channel =
@@ -486,7 +612,14 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
       if (!channel->has_value()) {
         return Failed("the agent has no web_channel to reach it over the web");
       }
-      call_id = WebsocketRun(job, *scenario, *agent, **channel, nullptr, &end_reason);
+      call_id = transport == "livekit"
+                    ? RoomRun(job, *scenario, *agent, **channel, nullptr, &end_reason)
+                    : WebsocketRun(job, *scenario, *agent, **channel, nullptr, &end_reason);
+      if (!call_id.ok() && call_id.status().code() == kPlatformRunRetry) {
+        LogWarn("run: the workspace's room credentials could not be read; the run is given back",
+                {{"run_id", job.run_id}, {"error", call_id.status()}});
+        return std::nullopt;
+      }
     } else {
       if (agent->agent_source() != "internal") {
         return Failed(absl::StrCat("the text channel reaches internal agents only; this agent is ",

@@ -76,6 +76,12 @@ struct RunDependencies {
   bool takes_incoming_calls = true;
   UrlGuardOptions url_guard;  // the operator's allow-list for the agents' URLs
   std::string agent_ca_file;  // further trusted CAs for wss:// agents (--agent-ca-file)
+  // Room runs' WebRTC: the installation's STUN server and TURN relays
+  // ("turn://user:password@host:port"), and the local addresses to gather host candidates on
+  // (empty: every interface).
+  std::string stun_server;
+  std::vector<std::string> turn_servers;
+  std::vector<std::string> webrtc_local_addresses;
   // The carriers' and platforms' REST APIs (--twilio-api-url ...), and the base URL at which
   // they reach this installation (--public-base-url; the media websocket and the webhooks are
   // under <public_base_url>/media/<carrier>/).
@@ -132,6 +138,13 @@ class RunWorkers {
   absl::StatusOr<int64_t> WebsocketRun(const RunJob& job, const v1::Scenario& scenario,
                                        const v1::Agent& agent, const agents::WebChannel& web,
                                        const PlatformWebCall* platform, std::string* end_reason);
+  // Joins the agent's LiveKit room (docs/channels.md, "LiveKit rooms"): `rubric` creates it with
+  // the agent's or the workspace's room credentials and deletes it after; `client` asks the
+  // agent's bot_runner_url for it. Then as WebsocketRun.
+  // `platform`: a platform's call in a room (Retell's), joined with the room it names.
+  absl::StatusOr<int64_t> RoomRun(const RunJob& job, const v1::Scenario& scenario,
+                                  const v1::Agent& agent, const agents::WebChannel& web,
+                                  const PlatformWebCall* platform, std::string* end_reason);
   // Has the agent's carrier dial the agent (docs/channels.md) and plays the caller on the call,
   // or, for an agent that calls in (its call_directions lack `inbound`), awaits its call on one
   // of the workspace's numbers (having Retell place it, for an external_retell agent),

@@ -44,69 +44,165 @@ void AppendLe16(absl::string_view bytes, std::deque<int16_t>* out) {
 
 }  // namespace
 
-absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
-                                               SpeechSynthesizer& synthesizer,
-                                               const VoiceSessionOptions& options) {
-  MediaDialect* const dialect = options.dialect;
-  const bool twilio = dialect == nullptr && options.protocol != "pcm16";
-  VoiceRecording rec;
-  rec.sample_rate = twilio || dialect != nullptr ? kTwilioSampleRate : 16000;
-  const size_t frame = static_cast<size_t>(rec.sample_rate / 50);
-  TwilioStreamWriter writer(absl::StrCat("MZ", HexEncode(RandomBytes(16))),
-                            absl::StrCat("CA", HexEncode(RandomBytes(16))),
-                            absl::StrCat("AC", HexEncode(RandomBytes(16))));
-  if (twilio) {
-    RETURN_IF_ERROR(ws.SendText(writer.Connected()));
-    std::vector<std::pair<std::string, std::string>> parameters;
-    if (!options.auth_token.empty()) parameters.emplace_back("auth_token", options.auth_token);
-    RETURN_IF_ERROR(ws.SendText(writer.Start(parameters)));
-  }
-  // The carrier's stream: the session's clock starts with it. The carrier plays the call in
-  // real time and sends the agent's audio as it plays, 20 ms at a time; the clock is set so
-  // that each frame arrives in the middle of the tick that plays it (the first one half a
-  // frame after the clock starts), so none waits a tick behind another and the recording keeps
-  // the agent where the call had it. Messages after `start` are kept for the first tick.
-  std::string stream_id;
-  std::vector<WebSocketMessage> early;
-  std::optional<std::chrono::steady_clock::time_point> first_media;
-  if (dialect != nullptr) {
-    const absl::Time give_up = absl::Now() + options.answer_timeout;
-    // Until `start`, then until its first media (a carrier may send none while the agent is
-    // silent: the clock then starts a little later, without harm).
-    std::optional<absl::Time> media_give_up;
-    while (stream_id.empty() || !first_media) {
-      if (options.cancel != nullptr && options.cancel->load()) {
-        ws.Close();
-        return absl::CancelledError("the voice session was cancelled: the service is stopping");
-      }
-      if (stream_id.empty() && absl::Now() >= give_up) {
-        ws.Close();
-        return absl::DeadlineExceededError("the carrier's media stream never started");
-      }
-      if (media_give_up && absl::Now() >= *media_give_up) break;
-      // Poll() returns at the first message, so the arrival times hold; the wait only bounds
-      // how late a cancellation or the give-up time is noticed.
-      ASSIGN_OR_RETURN(std::vector<WebSocketMessage> got, ws.Poll(absl::Milliseconds(20)));
-      for (WebSocketMessage& m : got) {
-        absl::StatusOr<MediaEvent> event = dialect->Parse(m.data);
-        if (!stream_id.empty()) {
-          if (!first_media && event.ok() && event->kind == MediaEvent::kMedia) {
-            first_media = std::chrono::steady_clock::now();
-          }
-          early.push_back(std::move(m));
-          continue;
+namespace {
+
+// What the turn-taking loop needs of the media it ticks over: the websocket's dialects (Twilio
+// Media Streams, pcm16, a carrier's) below, or a VoiceMediaLink.
+class SessionLink {
+ public:
+  virtual ~SessionLink() = default;
+  // Appends the agent's audio that arrived within `wait` to `playout` (`played` samples have
+  // played so far); false once the agent's side ended the call.
+  virtual absl::StatusOr<bool> Receive(absl::Duration wait, std::deque<int16_t>* playout,
+                                       size_t played, VoiceRecording* rec) = 0;
+  // After a frame of the agent played.
+  virtual absl::Status Played(size_t played) { return absl::OkStatus(); }
+  // One frame of the caller; `yielded` when the caller just cut its line short, `line_said`
+  // when the frame ends line number `turns`. false once the agent's side ended the call.
+  virtual absl::StatusOr<bool> Send(absl::Span<const int16_t> frame, int64_t tick, bool yielded,
+                                    bool line_said, int turns) = 0;
+  // The session ended `reason`; or it was cancelled or failed (Abort).
+  virtual void Finish(const std::string& reason) = 0;
+  virtual void Abort() = 0;
+};
+
+class WebSocketLink : public SessionLink {
+ public:
+  WebSocketLink(WebSocketConnection& ws, const VoiceSessionOptions& options, bool twilio,
+                TwilioStreamWriter& writer, std::string stream_id,
+                std::vector<WebSocketMessage> early)
+      : ws_(ws),
+        options_(options),
+        dialect_(options.dialect),
+        twilio_(twilio),
+        writer_(writer),
+        stream_id_(std::move(stream_id)),
+        early_(std::move(early)) {}
+
+  absl::StatusOr<bool> Receive(absl::Duration wait, std::deque<int16_t>* playout, size_t played,
+                               VoiceRecording* rec) override {
+    absl::StatusOr<std::vector<WebSocketMessage>> got = ws_.Poll(wait);
+    if (!got.ok()) {
+      if (got.status().code() == absl::StatusCode::kCancelled) return false;
+      return got.status();
+    }
+    if (!early_.empty()) {
+      got->insert(got->begin(), std::make_move_iterator(early_.begin()),
+                  std::make_move_iterator(early_.end()));
+      early_.clear();
+    }
+    for (const WebSocketMessage& m : *got) {
+      if (dialect_ != nullptr) {
+        absl::StatusOr<MediaEvent> event = dialect_->Parse(m.data);
+        if (!event.ok()) continue;
+        if (event->kind == MediaEvent::kMedia) {
+          for (int16_t s : MuLawDecode(event->mulaw)) playout->push_back(s);
+        } else if (event->kind == MediaEvent::kMark) {
+          ++rec->marks_played;
+        } else if (event->kind == MediaEvent::kStop) {
+          return false;  // the call ended: the agent hung up
         }
-        if (event.ok() && event->kind == MediaEvent::kStart) {
-          stream_id = event->stream_id;
-          rec.call_id = event->call_id;
-          media_give_up = absl::Now() + absl::Milliseconds(200);
-        }
+        continue;
+      }
+      if (!twilio_) {
+        if (m.binary) AppendLe16(m.data, playout);
+        continue;
+      }
+      absl::StatusOr<TwilioAgentEvent> event = ParseTwilioAgentEvent(m.data);
+      if (!event.ok()) continue;  // not ours to judge: an agent may send other frames
+      if (event->kind == TwilioAgentEvent::kMedia) {
+        for (int16_t s : MuLawDecode(event->mulaw)) playout->push_back(s);
+      } else if (event->kind == TwilioAgentEvent::kMark) {
+        marks_.emplace_back(played + playout->size(), event->mark);
+      } else if (event->kind == TwilioAgentEvent::kClear) {
+        playout->clear();
+        for (auto& mark : marks_) mark.first = played;  // cleared audio counts as played
       }
     }
+    return true;
   }
 
+  absl::Status Played(size_t played) override {
+    while (!marks_.empty() && marks_.front().first <= played) {
+      if (twilio_) RETURN_IF_ERROR(ws_.SendText(writer_.Mark(marks_.front().second)));
+      marks_.pop_front();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<bool> Send(absl::Span<const int16_t> frame, int64_t tick, bool yielded,
+                            bool line_said, int turns) override {
+    if (dialect_ != nullptr) {
+      absl::Status sent = yielded ? ws_.SendText(dialect_->Clear(stream_id_)) : absl::OkStatus();
+      // A carrier ends the stream by closing the websocket when the call is over (Plivo sends
+      // no stop event first): a write that finds it closed is the agent's side hanging up,
+      // whether or not the read noticed first.
+      if (sent.ok()) sent = ws_.SendText(dialect_->Media(stream_id_, MuLawEncode(frame)));
+      // The carrier says when the line has played out on the call.
+      if (sent.ok() && line_said) {
+        sent = ws_.SendText(dialect_->Mark(stream_id_, absl::StrCat("line-", turns)));
+      }
+      return sent.ok();
+    }
+    if (twilio_) {
+      RETURN_IF_ERROR(ws_.SendText(writer_.Media(MuLawEncode(frame), tick * 20)));
+    } else {
+      RETURN_IF_ERROR(ws_.SendBinary(Pcm16Bytes(frame.data(), frame.size())));
+    }
+    return true;
+  }
+
+  void Finish(const std::string& reason) override {
+    if (twilio_) (void)ws_.SendText(writer_.Stop());
+    if (!options_.hangup_message.empty() && reason != "agent_ended") {
+      (void)ws_.SendText(options_.hangup_message);
+    }
+    ws_.Close();
+  }
+  void Abort() override { ws_.Close(); }
+
+ private:
+  WebSocketConnection& ws_;
+  const VoiceSessionOptions& options_;
+  MediaDialect* const dialect_;
+  const bool twilio_;
+  TwilioStreamWriter& writer_;
+  const std::string stream_id_;
+  std::vector<WebSocketMessage> early_;               // kept for the first tick
+  std::deque<std::pair<size_t, std::string>> marks_;  // (playout position, name)
+};
+
+// A VoiceMediaLink as the loop's link.
+class MediaLinkAdapter : public SessionLink {
+ public:
+  explicit MediaLinkAdapter(VoiceMediaLink& link) : link_(link) {}
+  absl::StatusOr<bool> Receive(absl::Duration wait, std::deque<int16_t>* playout, size_t,
+                               VoiceRecording*) override {
+    absl::Status s = link_.Receive(wait, playout);
+    if (s.code() == absl::StatusCode::kAborted) return false;
+    RETURN_IF_ERROR(s);
+    return true;
+  }
+  absl::StatusOr<bool> Send(absl::Span<const int16_t> frame, int64_t, bool, bool, int) override {
+    absl::Status s = link_.Send(frame);
+    if (s.code() == absl::StatusCode::kAborted) return false;
+    RETURN_IF_ERROR(s);
+    return true;
+  }
+  void Finish(const std::string& reason) override { link_.End(reason); }
+  void Abort() override { link_.End("cancelled"); }
+
+ private:
+  VoiceMediaLink& link_;
+};
+
+// The turn-taking loop, from the clock's start until the conversation ends.
+absl::StatusOr<VoiceRecording> RunTurns(SessionLink& link, SpeechSynthesizer& synthesizer,
+                                        const VoiceSessionOptions& options, VoiceRecording rec,
+                                        std::chrono::steady_clock::time_point start,
+                                        bool barge_in) {
+  const size_t frame = static_cast<size_t>(rec.sample_rate / 50);
   std::deque<int16_t> playout;                     // agent audio received, not yet played
-  std::deque<std::pair<size_t, std::string>> marks;  // (playout position, name)
   size_t played = 0;                               // agent samples played so far
   std::vector<int16_t> speaking;                   // the caller line being said
   size_t speaking_at = 0;
@@ -149,25 +245,19 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
   const int64_t answer_timeout_ticks = options.answer_timeout / kFrame;
   const int64_t max_ticks = options.max_duration / kFrame;
   // Barge-in is the phone channel's: the web channel's caller says its lines out.
-  const int64_t barge_in_ticks = dialect != nullptr && options.barge_in_after > absl::ZeroDuration()
+  const int64_t barge_in_ticks = barge_in && options.barge_in_after > absl::ZeroDuration()
                                      ? std::max<int64_t>(1, options.barge_in_after / kFrame)
                                      : 0;
 
-  const auto start = first_media ? *first_media - std::chrono::milliseconds(10)
-                                  : std::chrono::steady_clock::now();
   auto finish = [&](const char* reason) -> absl::StatusOr<VoiceRecording> {
     rec.end_reason = reason;
-    if (twilio) (void)ws.SendText(writer.Stop());
-    if (!options.hangup_message.empty() && rec.end_reason != "agent_ended") {
-      (void)ws.SendText(options.hangup_message);
-    }
-    ws.Close();
+    link.Finish(rec.end_reason);
     return std::move(rec);
   };
 
   for (;; ++tick) {
     if (options.cancel != nullptr && options.cancel->load()) {
-      ws.Close();
+      link.Abort();
       return absl::CancelledError("the voice session was cancelled: the service is stopping");
     }
     if (tick >= max_ticks) return finish("max_duration");
@@ -184,44 +274,8 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
                           : absl::Microseconds(std::chrono::duration_cast<std::chrono::microseconds>(
                                                    deadline - now)
                                                    .count());
-      absl::StatusOr<std::vector<WebSocketMessage>> got = ws.Poll(wait);
-      if (!got.ok()) {
-        if (got.status().code() == absl::StatusCode::kCancelled) return finish("agent_ended");
-        return got.status();
-      }
-      if (!early.empty()) {
-        got->insert(got->begin(), std::make_move_iterator(early.begin()),
-                    std::make_move_iterator(early.end()));
-        early.clear();
-      }
-      for (const WebSocketMessage& m : *got) {
-        if (dialect != nullptr) {
-          absl::StatusOr<MediaEvent> event = dialect->Parse(m.data);
-          if (!event.ok()) continue;
-          if (event->kind == MediaEvent::kMedia) {
-            for (int16_t s : MuLawDecode(event->mulaw)) playout.push_back(s);
-          } else if (event->kind == MediaEvent::kMark) {
-            ++rec.marks_played;
-          } else if (event->kind == MediaEvent::kStop) {
-            return finish("agent_ended");  // the call ended: the agent hung up
-          }
-          continue;
-        }
-        if (!twilio) {
-          if (m.binary) AppendLe16(m.data, &playout);
-          continue;
-        }
-        absl::StatusOr<TwilioAgentEvent> event = ParseTwilioAgentEvent(m.data);
-        if (!event.ok()) continue;  // not ours to judge: an agent may send other frames
-        if (event->kind == TwilioAgentEvent::kMedia) {
-          for (int16_t s : MuLawDecode(event->mulaw)) playout.push_back(s);
-        } else if (event->kind == TwilioAgentEvent::kMark) {
-          marks.emplace_back(played + playout.size(), event->mark);
-        } else if (event->kind == TwilioAgentEvent::kClear) {
-          playout.clear();
-          for (auto& mark : marks) mark.first = played;  // cleared audio counts as played
-        }
-      }
+      ASSIGN_OR_RETURN(const bool going_on, link.Receive(wait, &playout, played, &rec));
+      if (!going_on) return finish("agent_ended");
       if (std::chrono::steady_clock::now() >= deadline) break;
     }
 
@@ -234,10 +288,7 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
     }
     played += frame;
     rec.agent.insert(rec.agent.end(), agent_frame, agent_frame + frame);
-    while (!marks.empty() && marks.front().first <= played) {
-      if (twilio) RETURN_IF_ERROR(ws.SendText(writer.Mark(marks.front().second)));
-      marks.pop_front();
-    }
+    RETURN_IF_ERROR(link.Played(played));
     if (Rms(agent_frame, frame) > kSpeechRms) {
       last_agent_voice = tick;
       agent_answered = true;
@@ -309,7 +360,7 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
         preparing.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
       absl::StatusOr<Prepared> prepared = preparing.get();
       if (!prepared.ok()) {
-        ws.Close();
+        link.Abort();
         return prepared.status();
       }
       if (!prepared->agent_said.empty()) {
@@ -348,27 +399,92 @@ absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
       }
     }
     rec.caller.insert(rec.caller.end(), caller_frame, caller_frame + frame);
-    if (dialect != nullptr) {
-      absl::Status sent = yielded ? ws.SendText(dialect->Clear(stream_id)) : absl::OkStatus();
-      // A carrier ends the stream by closing the websocket when the call is over (Plivo sends
-      // no stop event first): a write that finds it closed is the agent's side hanging up,
-      // whether or not the read noticed first.
-      if (sent.ok()) {
-        sent = ws.SendText(
-            dialect->Media(stream_id, MuLawEncode(absl::MakeConstSpan(caller_frame, frame))));
+    ASSIGN_OR_RETURN(const bool sent, link.Send(absl::MakeConstSpan(caller_frame, frame), tick,
+                                                yielded, line_said, turns));
+    if (!sent) return finish("agent_ended");
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& ws,
+                                               SpeechSynthesizer& synthesizer,
+                                               const VoiceSessionOptions& options) {
+  MediaDialect* const dialect = options.dialect;
+  const bool twilio = dialect == nullptr && options.protocol != "pcm16";
+  VoiceRecording rec;
+  rec.sample_rate = twilio || dialect != nullptr ? kTwilioSampleRate : 16000;
+  TwilioStreamWriter writer(absl::StrCat("MZ", HexEncode(RandomBytes(16))),
+                            absl::StrCat("CA", HexEncode(RandomBytes(16))),
+                            absl::StrCat("AC", HexEncode(RandomBytes(16))));
+  if (twilio) {
+    RETURN_IF_ERROR(ws.SendText(writer.Connected()));
+    std::vector<std::pair<std::string, std::string>> parameters;
+    if (!options.auth_token.empty()) parameters.emplace_back("auth_token", options.auth_token);
+    RETURN_IF_ERROR(ws.SendText(writer.Start(parameters)));
+  }
+  // The carrier's stream: the session's clock starts with it. The carrier plays the call in
+  // real time and sends the agent's audio as it plays, 20 ms at a time; the clock is set so
+  // that each frame arrives in the middle of the tick that plays it (the first one half a
+  // frame after the clock starts), so none waits a tick behind another and the recording keeps
+  // the agent where the call had it. Messages after `start` are kept for the first tick.
+  std::string stream_id;
+  std::vector<WebSocketMessage> early;
+  std::optional<std::chrono::steady_clock::time_point> first_media;
+  if (dialect != nullptr) {
+    const absl::Time give_up = absl::Now() + options.answer_timeout;
+    // Until `start`, then until its first media (a carrier may send none while the agent is
+    // silent: the clock then starts a little later, without harm).
+    std::optional<absl::Time> media_give_up;
+    while (stream_id.empty() || !first_media) {
+      if (options.cancel != nullptr && options.cancel->load()) {
+        ws.Close();
+        return absl::CancelledError("the voice session was cancelled: the service is stopping");
       }
-      // The carrier says when the line has played out on the call.
-      if (sent.ok() && line_said) {
-        sent = ws.SendText(dialect->Mark(stream_id, absl::StrCat("line-", turns)));
+      if (stream_id.empty() && absl::Now() >= give_up) {
+        ws.Close();
+        return absl::DeadlineExceededError("the carrier's media stream never started");
       }
-      if (!sent.ok()) return finish("agent_ended");
-    } else if (twilio) {
-      RETURN_IF_ERROR(ws.SendText(
-          writer.Media(MuLawEncode(absl::MakeConstSpan(caller_frame, frame)), tick * 20)));
-    } else {
-      RETURN_IF_ERROR(ws.SendBinary(Pcm16Bytes(caller_frame, frame)));
+      if (media_give_up && absl::Now() >= *media_give_up) break;
+      // Poll() returns at the first message, so the arrival times hold; the wait only bounds
+      // how late a cancellation or the give-up time is noticed.
+      ASSIGN_OR_RETURN(std::vector<WebSocketMessage> got, ws.Poll(absl::Milliseconds(20)));
+      for (WebSocketMessage& m : got) {
+        absl::StatusOr<MediaEvent> event = dialect->Parse(m.data);
+        if (!stream_id.empty()) {
+          if (!first_media && event.ok() && event->kind == MediaEvent::kMedia) {
+            first_media = std::chrono::steady_clock::now();
+          }
+          early.push_back(std::move(m));
+          continue;
+        }
+        if (event.ok() && event->kind == MediaEvent::kStart) {
+          stream_id = event->stream_id;
+          rec.call_id = event->call_id;
+          media_give_up = absl::Now() + absl::Milliseconds(200);
+        }
+      }
     }
   }
+
+  const auto start =
+      first_media ? *first_media - std::chrono::milliseconds(10) : std::chrono::steady_clock::now();
+  WebSocketLink link(ws, options, twilio, writer, std::move(stream_id), std::move(early));
+  return RunTurns(link, synthesizer, options, std::move(rec), start, dialect != nullptr);
+}
+
+absl::StatusOr<VoiceRecording> RunVoiceSession(VoiceMediaLink& media,
+                                               SpeechSynthesizer& synthesizer,
+                                               const VoiceSessionOptions& options) {
+  VoiceRecording rec;
+  rec.sample_rate = media.sample_rate();
+  if (rec.sample_rate != 8000 && rec.sample_rate != 16000) {
+    media.End("error");
+    return absl::InvalidArgumentError("a voice session's media runs at 8 or 16 kHz");
+  }
+  MediaLinkAdapter link(media);
+  return RunTurns(link, synthesizer, options, std::move(rec), std::chrono::steady_clock::now(),
+                  false);
 }
 
 std::string EncodeStereoWav(const VoiceRecording& recording) {

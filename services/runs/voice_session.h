@@ -13,12 +13,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "calleval/v1/calls.pb.h"
 #include "services/runs/carrier.h"
 #include "services/runs/speech_synthesizer.h"
@@ -93,6 +95,29 @@ struct VoiceRecording {
 // Holds the conversation until it ends; kCancelled when `cancel` became true.
 absl::StatusOr<VoiceRecording> RunVoiceSession(WebSocketConnection& connection,
                                                SpeechSynthesizer& synthesizer,
+                                               const VoiceSessionOptions& options);
+
+// The media a voice session ticks over when it is not a websocket (a LiveKit room,
+// services/runs/livekit_room.h): PCM16 mono both ways at sample_rate(). The session calls it from
+// its own thread only, once per 20 ms tick.
+class VoiceMediaLink {
+ public:
+  virtual ~VoiceMediaLink() = default;
+  virtual int sample_rate() const = 0;
+  // Waits up to `wait` for the agent's audio and appends what arrived since the last call to
+  // `agent`; returns at the first arrival (the session's clock keeps the arrival times). kAborted
+  // once the agent's side ended the call (the agent left); any other error ends the session
+  // with it.
+  virtual absl::Status Receive(absl::Duration wait, std::deque<int16_t>* agent) = 0;
+  // One 20 ms frame of the caller. kAborted once the agent's side ended the call.
+  virtual absl::Status Send(absl::Span<const int16_t> frame) = 0;
+  // The session is over (`end_reason`, or "cancelled"/"error"): leave the call.
+  virtual void End(absl::string_view end_reason) = 0;
+};
+
+// The same conversation over a media link (options.protocol, auth_token, hangup_message,
+// dialect and barge_in_after are unused: the web channel's caller says its lines out).
+absl::StatusOr<VoiceRecording> RunVoiceSession(VoiceMediaLink& link, SpeechSynthesizer& synthesizer,
                                                const VoiceSessionOptions& options);
 
 // A canonical stereo PCM16 WAV file: agent left, caller right.

@@ -19,6 +19,7 @@ TEST(ServerConfigTest, ProviderApiUrlsDefaultToThePublicHosts) {
   EXPECT_EQ(config->plivo_api_url, "https://api.plivo.com");
   EXPECT_EQ(config->vapi_api_url, "https://api.vapi.ai");
   EXPECT_EQ(config->retell_api_url, "https://api.retellai.com");
+  EXPECT_EQ(config->retell_room_url, "wss://retell-ai-4ihahnq7.livekit.cloud");
 }
 
 TEST(ServerConfigTest, ProviderApiUrlsComeFromFlagsAndTheEnvironment) {

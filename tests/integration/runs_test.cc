@@ -274,17 +274,19 @@ TEST_F(RunsTest, ChannelsThisInstallationCannotServeFailWithAReason) {
   EXPECT_EQ(run["status"], "failed");
   EXPECT_NE(run["error"].get<std::string>().find("no web_channel"), std::string::npos);
 
-  const int64_t room_agent = CreateAgent(
-      {{"web_channel",
-        {{"transport", "livekit"}, {"room_management", "client"},
-         {"bot_runner_url", "https://bots.example.com/start"}}}});
+  const int64_t room_agent =
+      CreateAgent({{"web_channel",
+                    {{"transport", "daily"},
+                     {"room_management", "client"},
+                     {"bot_runner_url", "https://bots.example.com/start"}}}});
   const int64_t room_scenario =
       Create("/api/v1/scenarios", {{"agent_id", room_agent}, {"name", "r"}, {"goal", "g"}});
   run = WaitRun(client_->Post(absl::StrCat("/api/v1/scenarios/", room_scenario, "/run"),
                               json{{"channel", "web"}})
                     .json()["id"]);
   EXPECT_EQ(run["status"], "failed");
-  EXPECT_NE(run["error"].get<std::string>().find("WebRTC"), std::string::npos) << run.dump();
+  EXPECT_NE(run["error"].get<std::string>().find("Daily's room signalling"), std::string::npos)
+      << run.dump();
 
   const int64_t external = CreateAgent({{"agent_source", "external_vapi"}, {"assistant_id", "a1"}});
   const int64_t external_scenario =

@@ -1075,6 +1075,8 @@ TEST_P(AgentsStoreTest, WebChannelRejectionsOfTheSeed) {
           {"web_channel.bot_runner_url"});
   invalid(Request(base).Web({{"transport", "daily"}, {"room_management", "mine"}}),
           {"web_channel.room_management"});
+  invalid(Request(base).Web({{"transport", "livekit"}, {"agent_name", std::string(129, 'a')}}),
+          {"web_channel.agent_name"});
   invalid(Request(base).Web({{"transport", "sip"}}), {"web_channel.transport"});
   invalid(Request(base).Web({{"websocket_url", "wss://agent.example.com/x"}}),
           {"web_channel.transport"});
@@ -1109,6 +1111,17 @@ TEST_P(AgentsStoreTest, WebChannelPatchMergesKeyByKey) {
   EXPECT_EQ(Key(*patched, "protocol"), nullptr);
   EXPECT_EQ(Key(*patched, "bot_runner_url")->string_value(), "https://bots.example.com/run");
   EXPECT_FALSE(Key(*patched, "room_api_key_set")->bool_value());
+  // A rubric room names the LiveKit agent to dispatch; a client room has no use for it.
+  patched = store_->Update(
+      ws_, agent.id(),
+      Request().Web({{"room_management", "rubric"}, {"agent_name", "cleaning-agent"}}));
+  ASSERT_TRUE(patched.ok()) << patched.status();
+  EXPECT_EQ(Key(*patched, "agent_name")->string_value(), "cleaning-agent");
+  patched = store_->Update(ws_, agent.id(),
+                           Request().Web({{"room_management", "client"},
+                                          {"bot_runner_url", "https://bots.example.com/run"}}));
+  ASSERT_TRUE(patched.ok()) << patched.status();
+  EXPECT_EQ(Key(*patched, "agent_name"), nullptr);
   // The shorthand changes the transport; the new one's rules apply to the merged channel.
   patched = store_->Update(ws_, agent.id(), Request().Transport("vapi"));
   ASSERT_TRUE(patched.ok()) << patched.status();

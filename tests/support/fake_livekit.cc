@@ -9,14 +9,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <deque>
 #include <iostream>
 #include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/crypto.h"
+#include "services/runs/webrtc_peer.h"
 
 namespace calleval {
 namespace {
@@ -101,6 +106,217 @@ void SendResponse(runs::WebSocketConnection& connection, const livekit::SignalRe
   response.SerializeToString(&bytes);
   (void)connection.SendBinary(bytes);
 }
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kAgentRate = 16000;
+constexpr size_t kAgentFrame = kAgentRate / 50;  // 20 ms
+constexpr int kHearingRate = 16000;
+// The agent hears the caller speaking above this RMS (about -44 dBFS).
+constexpr double kLoudRms = 200;
+
+std::vector<int16_t> AgentTone(int ms, double hz) {
+  std::vector<int16_t> tone(static_cast<size_t>(kAgentRate / 1000 * ms));
+  for (size_t i = 0; i < tone.size(); ++i) {
+    tone[i] = static_cast<int16_t>(9000 * std::sin(2 * 3.14159265358979 * hz * i / kAgentRate));
+  }
+  return tone;
+}
+
+// What the session's thread and the peers' callbacks share: the signalling frames waiting to
+// be sent (the websocket is the session thread's), and what the agent heard.
+struct RoomShared {
+  std::mutex mu;
+  std::vector<livekit::SignalResponse> outbox;
+  bool caller_spoke = false;
+  Clock::time_point first_loud, last_loud;
+};
+
+// The test agent's two peers and its voice (FakeRoomAgentOptions).
+class FakeRoomAgent {
+ public:
+  FakeRoomAgent(FakeRoomAgentOptions options, std::function<void(Clock::time_point)> answered)
+      : options_(options),
+        answered_(std::move(answered)),
+        shared_(std::make_shared<RoomShared>()) {}
+  ~FakeRoomAgent() {
+    stopping_ = true;
+    if (voice_.joinable()) voice_.join();
+    if (out_) out_->Close();
+    if (in_) in_->Close();
+  }
+
+  std::vector<livekit::SignalResponse> TakeOutbox() {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    std::vector<livekit::SignalResponse> out;
+    out.swap(shared_->outbox);
+    return out;
+  }
+
+  // The subscriber connection's offer: the agent's track (unless it never publishes) and the
+  // data channels LiveKit's server opens.
+  absl::StatusOr<std::string> SubscriberOffer() {
+    runs::WebRtcPeerOptions options = PeerOptions();
+    options.send_audio = options_.publishes;
+    options.send_sample_rate = kAgentRate;
+    options.data_channels = true;
+    absl::StatusOr<std::unique_ptr<runs::WebRtcPeer>> peer =
+        runs::WebRtcPeer::Create(options, Callbacks(livekit::SUBSCRIBER, false));
+    if (!peer.ok()) return peer.status();
+    out_ = *std::move(peer);
+    for (const runs::IceCandidate& c : pending_out_) (void)out_->AddRemoteCandidate(c);
+    absl::StatusOr<std::string> offer = out_->CreateOffer();
+    started_ = Clock::now();
+    if (options_.publishes) voice_ = std::thread([this] { Speak(); });
+    return offer;
+  }
+  absl::Status SubscriberAnswer(const std::string& sdp) {
+    if (!out_) return absl::FailedPreconditionError("no subscriber offer was made");
+    return out_->SetAnswer(sdp);
+  }
+  absl::StatusOr<std::string> AnswerPublisher(const std::string& sdp) {
+    if (in_) return in_->AcceptOffer(sdp);
+    runs::WebRtcPeerOptions options = PeerOptions();
+    options.receive_sample_rate = kHearingRate;
+    absl::StatusOr<std::unique_ptr<runs::WebRtcPeer>> peer =
+        runs::WebRtcPeer::Create(options, Callbacks(livekit::PUBLISHER, true));
+    if (!peer.ok()) return peer.status();
+    in_ = *std::move(peer);
+    absl::StatusOr<std::string> answer = in_->AcceptOffer(sdp);
+    for (const runs::IceCandidate& c : pending_in_) (void)in_->AddRemoteCandidate(c);
+    return answer;
+  }
+  void AddCandidate(livekit::SignalTarget target, const runs::IceCandidate& c) {
+    if (target == livekit::SUBSCRIBER) {
+      if (out_)
+        (void)out_->AddRemoteCandidate(c);
+      else
+        pending_out_.push_back(c);
+    } else {
+      if (in_)
+        (void)in_->AddRemoteCandidate(c);
+      else
+        pending_in_.push_back(c);
+    }
+  }
+
+ private:
+  static runs::WebRtcPeerOptions PeerOptions() {
+    runs::WebRtcPeerOptions options;
+    options.guard.allowed_hosts = {"127.0.0.1"};
+    options.local_addresses = {"127.0.0.1"};
+    options.idle_timeout = absl::Minutes(5);  // the stand-in outlives its caller's silences
+    return options;
+  }
+
+  runs::WebRtcPeerCallbacks Callbacks(livekit::SignalTarget target, bool hears) {
+    runs::WebRtcPeerCallbacks callbacks;
+    std::shared_ptr<RoomShared> shared = shared_;
+    callbacks.on_ice_candidate = [shared, target](const runs::IceCandidate& c) {
+      if (c.candidate.empty()) return;
+      livekit::SignalResponse response;
+      response.mutable_trickle()->set_target(target);
+      response.mutable_trickle()->set_candidateinit(nlohmann::json{
+          {"candidate", c.candidate},
+          {"sdpMid", c.sdp_mid},
+          {"sdpMLineIndex", c.sdp_mline_index}}.dump());
+      std::lock_guard<std::mutex> lock(shared->mu);
+      shared->outbox.push_back(std::move(response));
+    };
+    if (hears) {
+      callbacks.on_audio = [shared](absl::Span<const int16_t> pcm) {
+        double energy = 0;
+        for (int16_t v : pcm) energy += static_cast<double>(v) * v;
+        if (pcm.empty() || std::sqrt(energy / pcm.size()) <= kLoudRms) return;
+        std::lock_guard<std::mutex> lock(shared->mu);
+        if (!shared->caller_spoke) shared->first_loud = Clock::now();
+        shared->caller_spoke = true;
+        shared->last_loud = Clock::now();
+      };
+    }
+    return callbacks;
+  }
+
+  // The agent's voice, paced in real time: frame n of a turn goes out at the turn's start plus
+  // n * 20 ms; an answer starts exactly `delay` after the caller's last loud frame.
+  void Speak() {
+    // Frames pushed before the connection would queue ahead of every later one, and the
+    // agent's voice would reach the caller late by that much for the rest of the call.
+    while (!stopping_ && out_->WaitForState(runs::PeerState::kConnected, absl::Milliseconds(50)) !=
+                             runs::PeerState::kConnected) {
+      const runs::PeerState state = out_->state();
+      if (state == runs::PeerState::kFailed || state == runs::PeerState::kDisconnected ||
+          state == runs::PeerState::kClosed) {
+        return;
+      }
+    }
+    std::deque<int16_t> saying;
+    for (int16_t v : AgentTone(1200, 300)) saying.push_back(v);
+    Clock::time_point base = Clock::now();
+    int64_t frame = 0;
+    bool interrupted = false;
+    const auto delay = absl::ToChronoMicroseconds(options_.delay);
+    const auto interrupt = absl::ToChronoMicroseconds(options_.interrupt_after);
+    const auto drop = absl::ToChronoMicroseconds(options_.drop_media_after);
+    while (!stopping_) {
+      const Clock::time_point now = Clock::now();
+      if (options_.drop_media_after > absl::ZeroDuration() && now - started_ >= drop) {
+        // Dead: nothing more leaves either connection, as when ICE drops.
+        out_->Close();
+        if (in_) in_->Close();
+        return;
+      }
+      std::optional<Clock::time_point> answer_at;
+      {
+        std::lock_guard<std::mutex> lock(shared_->mu);
+        if (shared_->caller_spoke && saying.empty()) {
+          answer_at = shared_->last_loud + delay;
+        }
+        if (shared_->caller_spoke && !interrupted &&
+            options_.interrupt_after > absl::ZeroDuration()) {
+          const Clock::time_point cue = shared_->first_loud + interrupt;
+          if (!answer_at || cue < *answer_at) answer_at = cue;
+        }
+      }
+      Clock::time_point next = base + std::chrono::milliseconds(20 * frame);
+      if (answer_at && *answer_at <= next) {
+        std::this_thread::sleep_until(*answer_at);
+        {
+          std::lock_guard<std::mutex> lock(shared_->mu);
+          if (!interrupted && options_.interrupt_after > absl::ZeroDuration() &&
+              *answer_at < shared_->last_loud + delay) {
+            interrupted = true;
+          }
+          shared_->caller_spoke = false;
+        }
+        saying.clear();
+        for (int16_t v : AgentTone(1000, 400)) saying.push_back(v);
+        base = *answer_at;
+        frame = 0;
+        next = base;
+        answered_(*answer_at);
+      }
+      std::this_thread::sleep_until(next);
+      int16_t pcm[kAgentFrame] = {0};
+      for (size_t i = 0; i < kAgentFrame && !saying.empty(); ++i) {
+        pcm[i] = saying.front();
+        saying.pop_front();
+      }
+      (void)out_->SendAudio(absl::MakeConstSpan(pcm, kAgentFrame));
+      ++frame;
+    }
+  }
+
+  const FakeRoomAgentOptions options_;
+  std::function<void(Clock::time_point)> answered_;
+  std::shared_ptr<RoomShared> shared_;
+  std::unique_ptr<runs::WebRtcPeer> out_;  // the subscriber connection: the agent speaks
+  std::unique_ptr<runs::WebRtcPeer> in_;   // the publisher connection: the agent hears
+  std::vector<runs::IceCandidate> pending_out_, pending_in_;
+  Clock::time_point started_;
+  std::atomic<bool> stopping_{false};
+  std::thread voice_;
+};
 
 }  // namespace
 
@@ -189,6 +405,17 @@ void FakeLiveKit::SetAnswerPings(bool answer) {
   answer_pings_ = answer;
 }
 
+void FakeLiveKit::EnableMedia(FakeRoomAgentOptions agent) {
+  std::lock_guard<std::mutex> lock(mu_);
+  media_ = true;
+  agent_ = agent;
+}
+
+std::vector<std::chrono::steady_clock::time_point> FakeLiveKit::answers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return answers_;
+}
+
 std::vector<std::string> FakeLiveKit::rooms() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> out;
@@ -255,6 +482,8 @@ void FakeLiveKit::Serve(int fd) {
     (void)::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
     ::close(fd);
   };
+  // The server API on the same port as the signalling, as a LiveKit server has them.
+  if (absl::StartsWith(path_query.first, "/twirp/")) return ServeTwirp(fd);
   if (path_query.first != "/rtc") return refuse(404, "not found");
   absl::StatusOr<nlohmann::json> claims =
       VerifyLiveKitToken(QueryValue(path_query.second, "access_token"), api_key_, api_secret_);
@@ -278,11 +507,67 @@ void FakeLiveKit::Serve(int fd) {
   ++sessions_ended_;
 }
 
+// One Twirp request read off the signalling port (one per connection, as LiveKit's SDKs send
+// them).
+void FakeLiveKit::ServeTwirp(int fd) {
+  std::string data;
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  size_t head_end = std::string::npos;
+  size_t length = 0;
+  while (absl::Now() < deadline) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 50) <= 0) continue;
+    char buffer[8192];
+    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    data.append(buffer, static_cast<size_t>(n));
+    if (head_end == std::string::npos && (head_end = data.find("\r\n\r\n")) != std::string::npos) {
+      for (absl::string_view line : absl::StrSplit(data.substr(0, head_end), "\r\n")) {
+        std::string lower = absl::AsciiStrToLower(line);
+        if (absl::StartsWith(lower, "content-length:")) {
+          length = static_cast<size_t>(std::stoul(lower.substr(15)));
+        }
+      }
+    }
+    if (head_end != std::string::npos && data.size() >= head_end + 4 + length) break;
+  }
+  TestHttpServer::Request request;
+  if (head_end != std::string::npos) {
+    std::vector<std::string> lines = absl::StrSplit(data.substr(0, head_end), "\r\n");
+    std::vector<std::string> request_line = absl::StrSplit(lines[0], ' ');
+    request.method = request_line[0];
+    request.target = request_line.size() > 1 ? request_line[1] : "";
+    request.path = request.target.substr(0, request.target.find('?'));
+    for (size_t i = 1; i < lines.size(); ++i) {
+      const size_t colon = lines[i].find(':');
+      if (colon == std::string::npos) continue;
+      request.headers.emplace_back(
+          absl::AsciiStrToLower(lines[i].substr(0, colon)),
+          std::string(absl::StripAsciiWhitespace(lines[i].substr(colon + 1))));
+    }
+    request.body = data.substr(head_end + 4, length);
+  }
+  TestHttpServer::Response response = HandleTwirp(request);
+  const std::string answer = absl::StrCat(
+      "HTTP/1.1 ", response.status, " ", response.status == 200 ? "OK" : "Error",
+      "\r\nContent-Type: ", response.content_type, "\r\nContent-Length: ", response.body.size(),
+      "\r\nConnection: close\r\n\r\n", response.body);
+  (void)::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
+  ::close(fd);
+}
+
 void FakeLiveKit::Session(runs::WebSocketConnection& connection, const Participant& participant) {
   bool answer_join;
+  std::unique_ptr<FakeRoomAgent> agent;
   {
     std::lock_guard<std::mutex> lock(mu_);
     answer_join = answer_join_;
+    if (media_) {
+      agent = std::make_unique<FakeRoomAgent>(agent_, [this](Clock::time_point at) {
+        std::lock_guard<std::mutex> lock(mu_);
+        answers_.push_back(at);
+      });
+    }
     if (answer_join) {
       livekit::SignalResponse join;
       livekit::JoinResponse* r = join.mutable_join();
@@ -305,13 +590,24 @@ void FakeLiveKit::Session(runs::WebSocketConnection& connection, const Participa
     livekit::SignalResponse offer;
     offer.mutable_offer()->set_type("offer");
     offer.mutable_offer()->set_sdp("v=0\r\ns=fake-livekit-subscriber\r\n");
+    if (agent) {
+      absl::StatusOr<std::string> sdp = agent->SubscriberOffer();
+      if (!sdp.ok()) {
+        std::cerr << "fake livekit: the agent's offer: " << sdp.status() << "\n";
+        return;
+      }
+      offer.mutable_offer()->set_sdp(*sdp);
+    }
     offer.mutable_offer()->set_id(1);
     SendResponse(connection, offer);
   }
   int candidates = 0;
   while (!stopping_) {
+    if (agent) {
+      for (const livekit::SignalResponse& r : agent->TakeOutbox()) SendResponse(connection, r);
+    }
     absl::StatusOr<std::vector<runs::WebSocketMessage>> messages =
-        connection.Poll(absl::Milliseconds(50));
+        connection.Poll(absl::Milliseconds(agent ? 10 : 50));
     if (!messages.ok()) return;
     for (const runs::WebSocketMessage& message : *messages) {
       livekit::SignalRequest request;
@@ -331,11 +627,38 @@ void FakeLiveKit::Session(runs::WebSocketConnection& connection, const Participa
           response.mutable_answer()->set_type("answer");
           response.mutable_answer()->set_sdp(
               absl::StrCat("v=0\r\ns=fake-livekit-publisher-answer\r\n"));
+          if (agent) {
+            absl::StatusOr<std::string> sdp = agent->AnswerPublisher(request.offer().sdp());
+            if (!sdp.ok()) {
+              std::cerr << "fake livekit: the agent's answer: " << sdp.status() << "\n";
+              return;
+            }
+            response.mutable_answer()->set_sdp(*sdp);
+          }
           response.mutable_answer()->set_id(request.offer().id());
           SendResponse(connection, response);
           break;
+        case livekit::SignalRequest::kAnswer:
+          if (agent) {
+            if (absl::Status s = agent->SubscriberAnswer(request.answer().sdp()); !s.ok()) {
+              std::cerr << "fake livekit: the caller's answer: " << s << "\n";
+              return;
+            }
+          }
+          break;
         case livekit::SignalRequest::kTrickle:
           if (request.trickle().final()) break;
+          if (agent) {
+            nlohmann::json init =
+                nlohmann::json::parse(request.trickle().candidateinit(), nullptr, false);
+            if (!init.is_object()) break;
+            runs::IceCandidate c;
+            c.candidate = init.value("candidate", "");
+            c.sdp_mid = init.value("sdpMid", "");
+            c.sdp_mline_index = init.value("sdpMLineIndex", 0);
+            agent->AddCandidate(request.trickle().target(), c);
+            break;
+          }
           ++candidates;
           response.mutable_trickle()->set_target(request.trickle().target());
           response.mutable_trickle()->set_candidateinit(nlohmann::json{

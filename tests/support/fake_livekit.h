@@ -3,7 +3,9 @@
 // A local stand-in for a LiveKit server, for tests only: the signalling websocket at /rtc
 // speaking LiveKit's protobuf frames (proto/livekit/signal.proto), and the Twirp server API
 // (RoomService CreateRoom/DeleteRoom, AgentDispatchService CreateDispatch), both on 127.0.0.1.
-// No media: the SDP it answers with is a placeholder, which is all the signalling needs.
+// Without media (the default) the SDP it answers with is a placeholder, which is all the
+// signalling needs; with EnableMedia() each participant's session is also a test agent on two
+// webrtcbin peers (services/runs/webrtc_peer.h) that answers with a known delay.
 //
 // Like a LiveKit server it checks every token: the HS256 signature under the API secret, iss =
 // the API key, nbf/exp, and the grant the request needs (video.roomJoin + room to join,
@@ -23,7 +25,9 @@
 //   auto signal = LiveKitSignal::Join(livekit.ws_url(), token, options);
 
 #include <atomic>
+#include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -47,6 +51,23 @@ absl::StatusOr<nlohmann::json> VerifyLiveKitToken(const std::string& token,
                                                   const std::string& secret,
                                                   absl::Time now = absl::Now());
 
+// The test agent in each room of a stand-in with media: it greets (1.2 s of a 300 Hz tone), then
+// answers (1 s of 400 Hz) each time the caller stops speaking, exactly `delay` after the end of
+// the caller's last loud frame (by the time it arrived, as an agent's voice activity detector
+// hears it). Between its turns it publishes silence, as LiveKit agents do.
+struct FakeRoomAgentOptions {
+  absl::Duration delay = absl::Milliseconds(600);
+  // > 0: once it has heard the caller's first line this long it answers at once, talking over
+  // the caller.
+  absl::Duration interrupt_after = absl::ZeroDuration();
+  // false: the agent joins but never publishes its audio track (the subscriber offer carries no
+  // audio).
+  bool publishes = true;
+  // > 0: this long after the join the agent's media connections stop dead, as a dropped ICE
+  // connection does (the signalling stays up).
+  absl::Duration drop_media_after = absl::ZeroDuration();
+};
+
 class FakeLiveKit {
  public:
   struct Dispatch {
@@ -69,7 +90,9 @@ class FakeLiveKit {
 
   const std::string& api_key() const { return api_key_; }
   const std::string& api_secret() const { return api_secret_; }
-  std::string ws_url() const;                            // ws://127.0.0.1:<port> (the room URL)
+  // ws://127.0.0.1:<port>: the room URL, where the server API answers too (api_url() is the
+  // same API on a port of its own).
+  std::string ws_url() const;
   std::string api_url() const { return http_.url(""); }  // http://127.0.0.1:<port>
   TestHttpServer& http() { return http_; }
 
@@ -79,6 +102,10 @@ class FakeLiveKit {
   void SetAnswerJoin(bool answer);
   // false: pings go unanswered.
   void SetAnswerPings(bool answer);
+  // Every session from now on has the test agent's media (see FakeRoomAgentOptions).
+  void EnableMedia(FakeRoomAgentOptions agent);
+  // The agent's answers so far, over all rooms, and when each one's first frame was sent.
+  std::vector<std::chrono::steady_clock::time_point> answers() const;
 
   std::vector<std::string> rooms() const;  // the rooms that exist, by name
   std::vector<std::string> deleted_rooms() const;
@@ -92,6 +119,7 @@ class FakeLiveKit {
  private:
   void AcceptLoop();
   void Serve(int fd);
+  void ServeTwirp(int fd);
   void Session(runs::WebSocketConnection& connection, const Participant& participant);
   TestHttpServer::Response HandleTwirp(const TestHttpServer::Request& request);
 
@@ -105,6 +133,9 @@ class FakeLiveKit {
   mutable std::mutex mu_;
   int ping_interval_ = 5, ping_timeout_ = 15;      // guarded by mu_
   bool answer_join_ = true, answer_pings_ = true;  // guarded by mu_
+  bool media_ = false;                             // guarded by mu_
+  FakeRoomAgentOptions agent_;                     // guarded by mu_
+  std::vector<std::chrono::steady_clock::time_point> answers_;  // guarded by mu_
   std::map<std::string, std::string> rooms_;       // name -> sid; guarded by mu_
   std::vector<std::string> deleted_rooms_;         // guarded by mu_
   std::vector<Dispatch> dispatches_;               // guarded by mu_

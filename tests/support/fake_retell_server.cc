@@ -30,6 +30,8 @@ FakeRetellServer::FakeRetellServer(std::string api_key) : api_key_(std::move(api
                      [this](const TestHttpServer::Request& r) { return Answer(r, true); });
   http_.Handle("/v2/create-phone-call",
                [this](const TestHttpServer::Request& r) { return CreatePhoneCall(r); });
+  http_.Handle("/v2/create-web-call",
+               [this](const TestHttpServer::Request& r) { return CreateWebCall(r); });
 }
 
 FakeRetellServer::~FakeRetellServer() { JoinCalls(); }
@@ -47,6 +49,41 @@ void FakeRetellServer::PlaceCallsWith(
     std::function<void(const std::string& from, const std::string& to)> dial) {
   std::lock_guard<std::mutex> lock(mu_);
   dial_ = std::move(dial);
+}
+
+void FakeRetellServer::HandWebCallsWith(std::function<std::string(const std::string&)> token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  web_token_ = std::move(token);
+}
+
+std::vector<json> FakeRetellServer::web_calls() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return web_calls_;
+}
+
+// https://docs.retellai.com/api-references/create-web-call: agent_id (required); the answer is
+// the call object with call_type "web_call" and the access_token that joins its room.
+TestHttpServer::Response FakeRetellServer::CreateWebCall(const TestHttpServer::Request& request) {
+  if (request.method != "POST") return RetellError(404, "Not Found");
+  if (request.Header("authorization") != "Bearer " + api_key_) {
+    return RetellError(401, "Invalid API Key");
+  }
+  json body = json::parse(request.body, nullptr, false);
+  if (!body.is_object() || !body.contains("agent_id") || !body["agent_id"].is_string()) {
+    return RetellError(400, "agent_id is required");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (agents_.count(body["agent_id"].get<std::string>()) == 0) {
+    return RetellError(404, "Agent not found");
+  }
+  if (!web_token_) return RetellError(500, "web calls are not set up on this stand-in");
+  web_calls_.push_back(body);
+  const std::string call_id = absl::StrCat("call_web_", web_calls_.size());
+  return JsonAnswer(201, json{{"call_type", "web_call"},
+                              {"call_id", call_id},
+                              {"agent_id", body["agent_id"]},
+                              {"call_status", "registered"},
+                              {"access_token", web_token_(call_id)}});
 }
 
 std::vector<json> FakeRetellServer::phone_calls() {

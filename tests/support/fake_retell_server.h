@@ -4,7 +4,8 @@
 // /get-agent/{agent_id} and GET /get-retell-llm/{llm_id} behind a Bearer API key, with errors
 // shaped like Retell's ({"status": "error", "message"}); and POST /v2/create-phone-call, whose
 // call Retell places from the agent's number over its telephony: here the test's phone network
-// (PlaceCallsWith), which a test wires to a local carrier's incoming call.
+// (PlaceCallsWith), which a test wires to a local carrier's incoming call; and POST
+// /v2/create-web-call, whose access token joins a room of the local LiveKit (HandWebCallsWith).
 
 #include <functional>
 #include <map>
@@ -29,6 +30,11 @@ class FakeRetellServer {
   void PlaceCallsWith(std::function<void(const std::string& from, const std::string& to)> dial);
   // Waits for the calls being placed (their `dial`s) to return.
   void JoinCalls();
+  // The access token of each web call create-web-call makes: `token(call_id)`. Unset,
+  // create-web-call answers 500 (the stand-in has no room to hand out).
+  void HandWebCallsWith(std::function<std::string(const std::string& call_id)> token);
+  // The create-web-call bodies received, in order.
+  std::vector<nlohmann::json> web_calls();
   // The create-phone-call bodies received, in order.
   std::vector<nlohmann::json> phone_calls();
 
@@ -42,6 +48,7 @@ class FakeRetellServer {
  private:
   TestHttpServer::Response Answer(const TestHttpServer::Request& request, bool llm);
   TestHttpServer::Response CreatePhoneCall(const TestHttpServer::Request& request);
+  TestHttpServer::Response CreateWebCall(const TestHttpServer::Request& request);
 
   std::string api_key_;
   std::mutex mu_;
@@ -49,6 +56,8 @@ class FakeRetellServer {
   std::map<std::string, nlohmann::json> llms_;    // guarded by mu_
   std::function<void(const std::string&, const std::string&)> dial_;  // guarded by mu_
   std::vector<nlohmann::json> phone_calls_;                           // guarded by mu_
+  std::function<std::string(const std::string&)> web_token_;          // guarded by mu_
+  std::vector<nlohmann::json> web_calls_;                             // guarded by mu_
   std::vector<std::thread> dialing_;                                  // guarded by mu_
   TestHttpServer http_;
 };
