@@ -697,7 +697,7 @@ TEST(PrintJsonTest, Call) {
            R"("call_timestamp":"","call_end_reason":null,"customer_number":null,"tag":null,)"
            R"("label":null,"metadata":null,"transcript":[],"transcript_source":null,)"
            R"("standard_metrics":[],"metric_results":[],"credits_used":0,"failure_reason":null,)"
-           R"("failure_message":null,"created_at":"","updated_at":"","metric_ids":[]})"},
+           R"("failure_message":null,"created_at":"","updated_at":"","metric_ids":[],"version":null})"},
       {R"pb(id: 42
             call_identifier: "crm-9931"
             client_id: 1
@@ -784,7 +784,7 @@ TEST(PrintJsonTest, Call) {
        R"({"set_metrics_name":null,"as_metrics_expected_value":null,)"
        R"("outcome_classification":null},"credits_used":0,"error":null,"agreement":null}],"credits_used":12,)"
        R"("failure_reason":null,"failure_message":null,"created_at":"c","updated_at":"u",)"
-       R"("metric_ids":[1,2],"ignored_metric_ids":[9]})"},
+       R"("metric_ids":[1,2],"ignored_metric_ids":[9],"version":null})"},
   });
 }
 
@@ -799,7 +799,7 @@ TEST(PrintJsonTest, RequestsNeverPrintBookkeeping) {
        R"("language_id":null,"instructions":null,"opening_message":{"mode":null,"text":null,)"
        R"("delay_ms":5},"first_message":null,"max_call_duration_seconds":null,)"
        R"("disabled_metric_ids":[],"silence_threshold_ms":null,"model":null,"voice":null,)"
-       R"("web_channel":null,"transport":null})"},
+       R"("web_channel":null,"transport":null,"version":null})"},
   });
   CheckPrints<v1::ListCallsRequest>({
       {"page: 1 tag: \"x\"",
