@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -121,6 +123,20 @@ LiveKitRoomCaller::~LiveKitRoomCaller() { End("error"); }
 
 void LiveKitRoomCaller::SignalLoop() {
   bool offered = false;
+  // The room's other participants that publish audio (the agent), by sid. When the last of them
+  // disconnects while the room stays open (an agent worker leaving, or hanging up), the call is
+  // over for the caller as when the server sends it a LeaveRequest.
+  const std::string own_sid = signal_->join().participant().sid();
+  std::set<std::string> speakers;
+  auto publishes_audio = [](const livekit::ParticipantInfo& p) {
+    return std::any_of(p.tracks().begin(), p.tracks().end(),
+                       [](const livekit::TrackInfo& t) { return t.type() == livekit::AUDIO; });
+  };
+  for (const livekit::ParticipantInfo& p : signal_->join().other_participants()) {
+    if (p.state() != livekit::ParticipantInfo::DISCONNECTED && publishes_audio(p)) {
+      speakers.insert(p.sid());
+    }
+  }
   while (true) {
     std::vector<std::pair<livekit::SignalTarget, std::string>> outbox;
     {
@@ -179,6 +195,23 @@ void LiveKitRoomCaller::SignalLoop() {
           // it (and says how many it refused if it never connects).
           (void)(r.trickle().target() == livekit::SUBSCRIBER ? subscriber_ : publisher_)
               ->AddRemoteCandidate(c);
+          break;
+        }
+        case livekit::SignalResponse::kUpdate: {
+          bool speaker_left = false;
+          for (const livekit::ParticipantInfo& p : r.update().participants()) {
+            if (p.sid() == own_sid) continue;
+            if (p.state() == livekit::ParticipantInfo::DISCONNECTED) {
+              speaker_left = speakers.erase(p.sid()) > 0 || speaker_left;
+            } else if (publishes_audio(p)) {
+              speakers.insert(p.sid());
+            }
+          }
+          if (speaker_left && speakers.empty()) {
+            absl::MutexLock lock(&state_->mu);
+            state_->left = true;
+            return;
+          }
           break;
         }
         case livekit::SignalResponse::kLeave: {

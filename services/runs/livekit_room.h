@@ -11,10 +11,9 @@
 // It is the VoiceMediaLink a voice session ticks over (voice_session.h). A signalling thread
 // carries the SDP and candidates and keeps the pings going; the session's thread reads the
 // agent's audio and sends the caller's. Errors the session sees, each saying what happened:
-//   - the server ends the caller's session (its LeaveRequest): kAborted, which the session takes
-//     as the agent ending the call. An agent participant that disconnects while the room stays
-//     open is not yet noticed from ParticipantUpdate: its silence ends the turn, and the run
-//     goes on to its answer timeout;
+//   - the server ends the caller's session (its LeaveRequest), or the last other participant
+//     publishing audio (the agent) disconnects while the room stays open (a ParticipantUpdate):
+//     kAborted, which the session takes as the agent ending the call;
 //   - no audio from the agent within `publish_timeout` of the join: kDeadlineExceeded
 //     ("the agent never published its audio ...");
 //   - a media connection that fails or drops, or signalling that breaks: kUnavailable with the

@@ -167,6 +167,26 @@ TEST(LiveKitRoomTest, AnAgentThatNeverPublishesFailsTheSession) {
   EXPECT_THAT(rec.status().message(), HasSubstr("never published its audio"));
 }
 
+// The agent leaves a room that stays open: the server's ParticipantUpdate ends the session as
+// the agent hanging up does. Its media stops at the same moment, so a caller that missed the
+// update would fail on the dropped connection instead (the test below).
+TEST(LiveKitRoomTest, AnAgentLeavingTheRoomEndsTheCall) {
+  FakeLiveKit livekit;
+  FakeRoomAgentOptions agent;
+  agent.leave_after = absl::Seconds(4);
+  livekit.EnableMedia(agent);
+  absl::StatusOr<std::unique_ptr<LiveKitRoomCaller>> room =
+      LiveKitRoomCaller::Join(Access(livekit, "room-leave"), RoomOptions());
+  ASSERT_TRUE(room.ok()) << room.status();
+  std::unique_ptr<SpeechSynthesizer> tts = NewEspeakSynthesizer();
+  VoiceSessionOptions session = Session();
+  session.caller_lines = {"Hello.", "Are you still there?", "Hello?", "Anyone?"};
+  session.answer_timeout = absl::Seconds(30);
+  absl::StatusOr<VoiceRecording> rec = RunVoiceSession(**room, *tts, session);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ(rec->end_reason, "agent_ended");
+}
+
 TEST(LiveKitRoomTest, AMediaConnectionThatDropsFailsTheSession) {
   FakeLiveKit livekit;
   FakeRoomAgentOptions agent;

@@ -559,11 +559,16 @@ void FakeLiveKit::ServeTwirp(int fd) {
 void FakeLiveKit::Session(runs::WebSocketConnection& connection, const Participant& participant) {
   bool answer_join;
   std::unique_ptr<FakeRoomAgent> agent;
+  FakeRoomAgentOptions agent_options;
   {
     std::lock_guard<std::mutex> lock(mu_);
     answer_join = answer_join_;
+    agent_options = agent_;
     if (media_) {
-      agent = std::make_unique<FakeRoomAgent>(agent_, [this](Clock::time_point at) {
+      FakeRoomAgentOptions options = agent_;
+      // Leaving, the agent's media stops as a dropped connection's does; the update says why.
+      if (options.leave_after > absl::ZeroDuration()) options.drop_media_after = options.leave_after;
+      agent = std::make_unique<FakeRoomAgent>(options, [this](Clock::time_point at) {
         std::lock_guard<std::mutex> lock(mu_);
         answers_.push_back(at);
       });
@@ -601,10 +606,35 @@ void FakeLiveKit::Session(runs::WebSocketConnection& connection, const Participa
     offer.mutable_offer()->set_id(1);
     SendResponse(connection, offer);
   }
+  // The agent in the room, as the server announces it: active, with its microphone when it
+  // publishes; DISCONNECTED once it leaves.
+  const absl::Time joined = absl::Now();
+  bool agent_left = false;
+  auto announce_agent = [&](livekit::ParticipantInfo::State state) {
+    livekit::SignalResponse update;
+    livekit::ParticipantInfo* info = update.mutable_update()->add_participants();
+    info->set_sid("PA_agent");
+    info->set_identity("agent");
+    info->set_kind(livekit::ParticipantInfo::AGENT);
+    info->set_state(state);
+    if (agent_options.publishes && state != livekit::ParticipantInfo::DISCONNECTED) {
+      livekit::TrackInfo* track = info->add_tracks();
+      track->set_sid("TR_agent_voice");
+      track->set_type(livekit::AUDIO);
+      track->set_source(livekit::MICROPHONE);
+    }
+    SendResponse(connection, update);
+  };
+  if (answer_join && agent) announce_agent(livekit::ParticipantInfo::ACTIVE);
   int candidates = 0;
   while (!stopping_) {
     if (agent) {
       for (const livekit::SignalResponse& r : agent->TakeOutbox()) SendResponse(connection, r);
+      if (!agent_left && agent_options.leave_after > absl::ZeroDuration() &&
+          absl::Now() - joined >= agent_options.leave_after) {
+        agent_left = true;
+        announce_agent(livekit::ParticipantInfo::DISCONNECTED);
+      }
     }
     absl::StatusOr<std::vector<runs::WebSocketMessage>> messages =
         connection.Poll(absl::Milliseconds(agent ? 10 : 50));

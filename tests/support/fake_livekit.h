@@ -66,6 +66,9 @@ struct FakeRoomAgentOptions {
   // > 0: this long after the join the agent's media connections stop dead, as a dropped ICE
   // connection does (the signalling stays up).
   absl::Duration drop_media_after = absl::ZeroDuration();
+  // > 0: this long after the join the agent leaves the room, which stays open: its media stops
+  // and the server tells the caller (a ParticipantUpdate with the agent DISCONNECTED).
+  absl::Duration leave_after = absl::ZeroDuration();
 };
 
 class FakeLiveKit {
