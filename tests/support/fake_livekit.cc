@@ -567,7 +567,8 @@ void FakeLiveKit::Session(runs::WebSocketConnection& connection, const Participa
     if (media_) {
       FakeRoomAgentOptions options = agent_;
       // Leaving, the agent's media stops as a dropped connection's does; the update says why.
-      if (options.leave_after > absl::ZeroDuration()) options.drop_media_after = options.leave_after;
+      if (options.leave_after > absl::ZeroDuration())
+        options.drop_media_after = options.leave_after;
       agent = std::make_unique<FakeRoomAgent>(options, [this](Clock::time_point at) {
         std::lock_guard<std::mutex> lock(mu_);
         answers_.push_back(at);
