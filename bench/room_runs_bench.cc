@@ -3,8 +3,10 @@
 // signalling, the server API, and a test agent on webrtcbin peers answering a known delay after
 // the caller stops), queues N web runs of one rubric-mode agent in one burst, and waits until
 // every run is over and its call scored. It reports runs completed, each measured agent latency
-// minus the delay, the wall time, the process's CPU time and resident memory (before, and the
-// peak), and the load average. The stand-in's peers run in this process too: a run's figures
+// minus the delay, the time from each run's start to the agent's first audio (the run workers'
+// calleval_room_first_audio_seconds histogram: its mean, and the bucket bounding the slowest),
+// the wall time, the process's CPU time and resident memory (before, and the peak), and the
+// load average. The stand-in's peers run in this process too: a run's figures
 // include the agent's side, about as much media work again as the caller's.
 //
 //   room_runs_bench [--runs N] [--agent-delay-ms D]
@@ -25,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cmd/calleval/server.h"
+#include "common/telemetry.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/http_client.h"
 #include "tests/support/fake_livekit.h"
@@ -166,6 +169,28 @@ int Run(int runs, int delay_ms) {
   if (!errors.empty()) {
     std::printf("latency error: %zu answers, min %+.1f ms, max %+.1f ms\n", errors.size(),
                 errors.front(), errors.back());
+  }
+  // The run worker's own figure (calleval_room_first_audio_seconds): from a run's start, its
+  // lease taken, to the agent's first audio; its buckets bound the slowest run.
+  const telemetry::Histogram::Snapshot first_audio =
+      telemetry::DefaultRegistry()
+          .Histogram("calleval_room_first_audio_seconds",
+                     "Time from a room run's start to the agent's first audio, by room management.",
+                     {"mode"})
+          .WithLabels({"rubric"})
+          .Collect();
+  if (first_audio.count > 0) {
+    double slowest_bound = 0;
+    for (size_t i = 0; i < first_audio.bounds.size(); ++i) {
+      if (first_audio.cumulative_counts[i] == first_audio.count) {
+        slowest_bound = first_audio.bounds[i];
+        break;
+      }
+    }
+    std::printf("first agent audio after the run's start: %llu runs, mean %.0f ms, each under %s\n",
+                static_cast<unsigned long long>(first_audio.count),
+                1000 * first_audio.sum / first_audio.count,
+                slowest_bound > 0 ? absl::StrCat(slowest_bound * 1000, " ms").c_str() : "60 s");
   }
   std::printf("wall: %.1f s; CPU: %.1f s (%.1f s a run, %.0f %% of one core a run over the wall)\n",
               wall, cpu, cpu / runs, 100 * cpu / runs / wall);

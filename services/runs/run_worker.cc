@@ -7,6 +7,7 @@
 #include "common/crypto.h"
 #include "common/errors.h"
 #include "common/log.h"
+#include "common/telemetry.h"
 #include "nlohmann/json.hpp"
 #include "services/agents/agent_rules.h"
 #include "services/runs/livekit_api.h"
@@ -342,6 +343,9 @@ absl::StatusOr<int64_t> RunWorkers::RoomRun(const RunJob& job, const v1::Scenari
                                             std::string* end_reason) {
   const RunDependencies& deps = options_.deps;
   if (absl::Status s = VoiceCallerAvailable(deps, scenario); !s.ok()) return s;
+  // From here (the run's lease taken, its agent read) to the agent's first audio: the room's
+  // making, the join and the media's setup (docs/operations.md, "Metrics").
+  const absl::Time run_start = absl::Now();
   auto text = [](const nlohmann::json& object, const char* key) {
     auto it = object.find(key);
     return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -418,6 +422,9 @@ absl::StatusOr<int64_t> RunWorkers::RoomRun(const RunJob& job, const v1::Scenari
     if (!token.ok()) return token.status();
     access = {server.url, *token};
   }
+  const std::string mode = platform != nullptr ? "retell"
+                           : api                ? "rubric"
+                                                : "client";
   LiveKitRoomOptions room_options;
   room_options.signal.websocket.guard = deps.url_guard;
   room_options.signal.websocket.ca_file = deps.agent_ca_file;
@@ -439,6 +446,15 @@ absl::StatusOr<int64_t> RunWorkers::RoomRun(const RunJob& job, const v1::Scenari
     } else {
       std::unique_ptr<SpeechSynthesizer> voice = CallerVoice();
       recording = RunVoiceSession(**caller, *voice, session);
+      const absl::Time first_audio = (*caller)->first_audio_at();
+      if (first_audio != absl::InfinitePast()) {
+        static telemetry::HistogramFamily& first_audio_seconds =
+            telemetry::DefaultRegistry().Histogram(
+                "calleval_room_first_audio_seconds",
+                "Time from a room run's start to the agent's first audio, by room management.",
+                {"mode"});
+        first_audio_seconds.WithLabels({mode}).ObserveDuration(first_audio - run_start);
+      }
       if (!recording.ok() && recording.status().code() != absl::StatusCode::kCancelled) {
         recording = absl::UnavailableError(
             absl::StrCat("the conversation broke off: ", recording.status().message()));
