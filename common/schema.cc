@@ -925,6 +925,15 @@ ALTER TABLE calls ADD COLUMN agent_version TEXT;
 ALTER TABLE scenarios ADD COLUMN source_call_id BIGINT;
 )sql";
 
+// Repeated batch runs and their baseline (docs/api.md §5.6): each scenario of a batch is queued
+// `repeat` times, and a batch may name the batch it is compared with. No foreign key on the
+// baseline: a batch is never deleted today, and one that were would leave its comparisons
+// answering 422 rather than blocking the delete.
+constexpr char kV23[] = R"sql(
+ALTER TABLE batch_runs ADD COLUMN repeat_count BIGINT NOT NULL DEFAULT 1;
+ALTER TABLE batch_runs ADD COLUMN baseline_batch_run_id BIGINT;
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
@@ -944,6 +953,7 @@ const std::vector<db::Migration>& SchemaMigrations() {
       {20, kV20Sqlite, kV20Postgres},
       {21, kV21, kV21},
       {22, kV22Sqlite, kV22Postgres},
+      {23, kV23, kV23},
   };
   return *migrations;
 }

@@ -191,11 +191,16 @@ absl::Status WireAgents(ServerState* s) {
         return calls->Get(workspace_id, absl::StrCat(call_id));
       };
     } else {
+      if (s->calls_store) {
+        s->replay_calls = std::make_unique<calls::InProcessRunCalls>(s->calls_store.get(), nullptr);
+      }
       replay_calls = [calls_store = s->calls_store.get()](int64_t workspace_id, int64_t call_id) {
         return calls_store->Get(workspace_id, absl::StrCat(call_id));
       };
     }
     s->agents_service->set_replay(std::move(replay_calls), s->llm.get());
+    // A batch run's comparison reads its calls' figures from the calls role the same way.
+    s->agents_service->set_comparison(s->replay_calls.get(), s->metric_definitions);
     s->agents_service->set_internal_credential(s->internal_credential);
   }
   return absl::OkStatus();

@@ -135,7 +135,9 @@ struct ServerState {
   std::unique_ptr<runs::RunQueue> run_queue;
   std::unique_ptr<runs::RunAgents> run_agents;
   std::unique_ptr<runs::RunCalls> run_calls;
-  // The calls a replay reads (AgentsService::set_replay) when the calls role is elsewhere.
+  // The calls a replay reads (AgentsService::set_replay) when the calls role is elsewhere, and
+  // the calls' figures a batch run's comparison reads (AgentsService::set_comparison), from the
+  // calls store here or the calls role elsewhere.
   std::unique_ptr<runs::RunCalls> replay_calls;
   // The phone lines the runs workers wait on, served under /media/ by this process's edge, or
   // without one by the media listener (--media-addr), which the edges relay to; null when the

@@ -32,7 +32,8 @@ inline constexpr MethodEntry<AgentsService> kAgentsMethods[] = {
     Unary<&AgentsService::DeleteAgent>("DeleteAgent", Execution::kPool, Access::kWorkspace),
     Unary<&AgentsService::ListAgents>("ListAgents", Execution::kPool, Access::kWorkspace),
     // A dozen rows; any valid key reads them (the request names no workspace).
-    Unary<&AgentsService::ListLanguages>("ListLanguages", Execution::kPointRead, Access::kWorkspace),
+    Unary<&AgentsService::ListLanguages>("ListLanguages", Execution::kPointRead,
+                                         Access::kWorkspace),
     Unary<&AgentsService::CreateScenario>("CreateScenario", Execution::kPool, Access::kWorkspace),
     Unary<&AgentsService::GetScenario>("GetScenario", Execution::kPointRead, Access::kWorkspace),
     Unary<&AgentsService::UpdateScenario, &ClientIdOfScenarioUpdate>(
@@ -46,6 +47,9 @@ inline constexpr MethodEntry<AgentsService> kAgentsMethods[] = {
     Unary<&AgentsService::CreateBatchRun>("CreateBatchRun", Execution::kPool, Access::kWorkspace),
     // Counts the batch's runs.
     Unary<&AgentsService::GetBatchRun>("GetBatchRun", Execution::kPool, Access::kWorkspace),
+    // Reads both batches' runs and their calls' figures, and computes the statistics.
+    Unary<&AgentsService::GetBatchRunComparison>("GetBatchRunComparison", Execution::kPool,
+                                                 Access::kWorkspace),
     Unary<&AgentsService::ListIntegrations>("ListIntegrations", Execution::kPool,
                                             Access::kWorkspace),
     Unary<&AgentsService::GetIntegration>("GetIntegration", Execution::kPointRead,

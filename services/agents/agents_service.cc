@@ -295,4 +295,19 @@ absl::Status AgentsService::GetBatchRun(const RequestContext& context,
   return absl::OkStatus();
 }
 
+absl::Status AgentsService::GetBatchRunComparison(const RequestContext& context,
+                                                  const v1::GetBatchRunComparisonRequest& request,
+                                                  v1::BatchRunComparison* response) {
+  ASSIGN_OR_RETURN(runs::RunsStore * runs, Runs());
+  if (comparison_calls_ == nullptr) {
+    return absl::UnavailableError("batch comparisons are not served here");
+  }
+  std::optional<int64_t> baseline;
+  if (request.has_baseline_batch_run_id()) baseline = request.baseline_batch_run_id();
+  ASSIGN_OR_RETURN(*response,
+                   runs::CompareBatchRuns(*runs, *comparison_calls_, comparison_definitions_,
+                                          context.workspace_id, request.id(), baseline));
+  return absl::OkStatus();
+}
+
 }  // namespace calleval::agents

@@ -21,6 +21,8 @@
 #include "services/agents/platform_events.h"
 #include "services/agents/platform_pull.h"
 #include "services/agents/scenarios_store.h"
+#include "services/runs/batch_report.h"
+#include "services/runs/run_calls.h"
 #include "services/runs/runs_store.h"
 
 namespace calleval::agents {
@@ -75,6 +77,14 @@ class AgentsService {
     replay_calls_ = std::move(calls);
     llm_ = llm;
   }
+  // What a batch run's comparison reads besides the runs: its runs' calls' figures from the
+  // calls service (its store in this process or its internal GetCallFigures) and the metrics'
+  // definitions. While `calls` is unset GetBatchRunComparison answers 503. Set before the
+  // service is registered.
+  void set_comparison(runs::RunCalls* calls, runs::ComparisonMetricDefinitions definitions) {
+    comparison_calls_ = calls;
+    comparison_definitions_ = std::move(definitions);
+  }
   // Admits the internal methods below for calls carrying this credential
   // (common/internal_credential.h); while unset they refuse every call. Set before the service
   // is registered.
@@ -119,6 +129,9 @@ class AgentsService {
                               const v1::CreateBatchRunRequest& request, v1::BatchRun* response);
   absl::Status GetBatchRun(const RequestContext& context, const v1::GetBatchRunRequest& request,
                            v1::BatchRun* response);
+  absl::Status GetBatchRunComparison(const RequestContext& context,
+                                     const v1::GetBatchRunComparisonRequest& request,
+                                     v1::BatchRunComparison* response);
   absl::Status ListIntegrations(const RequestContext& context,
                                 const v1::ListIntegrationsRequest& request,
                                 v1::ListIntegrationsResponse* response);
@@ -205,6 +218,8 @@ class AgentsService {
   PlatformEvents* platform_events_ = nullptr;
   std::unique_ptr<PlatformPull> platform_pull_;
   CallSource replay_calls_;
+  runs::RunCalls* comparison_calls_ = nullptr;
+  runs::ComparisonMetricDefinitions comparison_definitions_;
   LlmClient* llm_ = nullptr;
 };
 

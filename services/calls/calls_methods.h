@@ -45,8 +45,9 @@ inline constexpr MethodEntry<CallsService> kCallsMethods[] = {
                                                Access::kInternal),
     // Internal: the runs workers' calls, when the runs role runs in another process.
     Unary<&CallsService::IngestRunCall>("IngestRunCall", Execution::kPool, Access::kInternal),
-    Unary<&CallsService::GetWorkspaceCall>("GetWorkspaceCall", Execution::kPool,
-                                           Access::kInternal),
+    Unary<&CallsService::GetWorkspaceCall>("GetWorkspaceCall", Execution::kPool, Access::kInternal),
+    // Internal: a batch run's comparison, when the agents role runs in another process.
+    Unary<&CallsService::GetCallFigures>("GetCallFigures", Execution::kPool, Access::kInternal),
 };
 
 }  // namespace calleval::calls

@@ -210,6 +210,15 @@ absl::Status CallsService::GetWorkspaceCall(const RequestContext& /*context*/,
   return absl::OkStatus();
 }
 
+absl::Status CallsService::GetCallFigures(const RequestContext& /*context*/,
+                                          const v1::GetCallFiguresRequest& request,
+                                          v1::CallFiguresList* response) {
+  InProcessRunCalls calls(store_, nullptr);
+  const std::vector<int64_t> ids(request.call_ids().begin(), request.call_ids().end());
+  ASSIGN_OR_RETURN(*response, calls.Figures(request.workspace_id(), ids));
+  return absl::OkStatus();
+}
+
 v1::AnalysisJob ToProto(const AnalysisJob& job) {
   v1::AnalysisJob out;
   out.set_call_id(job.call_id);

@@ -102,6 +102,9 @@ class CallsService {
                              const v1::IngestRunCallRequest& request, v1::Call* response);
   absl::Status GetWorkspaceCall(const RequestContext& context,
                                 const v1::GetWorkspaceCallRequest& request, v1::Call* response);
+  absl::Status GetCallFigures(const RequestContext& context,
+                              const v1::GetCallFiguresRequest& request,
+                              v1::CallFiguresList* response);
 
  private:
   CallsStore* store_;

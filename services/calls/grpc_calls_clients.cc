@@ -42,6 +42,17 @@ class GrpcRunCalls final : public runs::RunCalls {
     return reply;
   }
 
+  absl::StatusOr<v1::CallFiguresList> Figures(int64_t workspace_id,
+                                              const std::vector<int64_t>& call_ids) override {
+    v1::GetCallFiguresRequest request;
+    request.set_workspace_id(workspace_id);
+    for (int64_t id : call_ids) request.add_call_ids(id);
+    v1::CallFiguresList reply;
+    RETURN_IF_ERROR(
+        FromGrpcStatus(stub_->GetCallFigures(ContextWithin(deadline_).get(), request, &reply)));
+    return reply;
+  }
+
  private:
   std::unique_ptr<v1::Calls::Stub> stub_;
   const absl::Duration deadline_;

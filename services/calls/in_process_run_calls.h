@@ -12,6 +12,9 @@
 
 namespace calleval::calls {
 
+// A call's figures as GetCallFigures answers them.
+v1::CallFigures CallFiguresOf(const v1::Call& call);
+
 class InProcessRunCalls final : public runs::RunCalls {
  public:
   // `on_ingest`, when set, runs after each stored call (wakes the scoring workers: a run's call
@@ -23,6 +26,8 @@ class InProcessRunCalls final : public runs::RunCalls {
                                   const runs::RunCallOrigin& origin,
                                   const std::optional<runs::RunRecording>& recording) override;
   absl::StatusOr<v1::Call> Get(int64_t workspace_id, const std::string& id_or_key) override;
+  absl::StatusOr<v1::CallFiguresList> Figures(int64_t workspace_id,
+                                              const std::vector<int64_t>& call_ids) override;
 
  private:
   CallsStore* store_;

@@ -1,13 +1,15 @@
 #pragma once
 
 // What the runs workers ask the calls service, which owns the calls table: ingest a run's
-// conversation as a call, and read a call back while it is scored. Answered by the calls store
+// conversation as a call, and read a call back while it is scored; and what a batch run's
+// comparison reads of its runs' calls. Answered by the calls store
 // of this process (calls::InProcessRunCalls) when the calls role runs here, by the Calls
 // service's internal methods otherwise (calls::NewGrpcRunCalls).
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "calleval/v1/calls.pb.h"
@@ -44,6 +46,11 @@ class RunCalls {
                                           const std::optional<RunRecording>& recording) = 0;
   // An all-digit key is tried as the integer id first, then as a call_identifier.
   virtual absl::StatusOr<v1::Call> Get(int64_t workspace_id, const std::string& id_or_key) = 0;
+  // What the workspace's calls among `call_ids` were scored (their custom metrics' results and
+  // the voice calls' mean latency), for a batch run's comparison; ids the workspace does not
+  // have are left out. The order is the order asked.
+  virtual absl::StatusOr<v1::CallFiguresList> Figures(int64_t workspace_id,
+                                                      const std::vector<int64_t>& call_ids) = 0;
 };
 
 }  // namespace calleval::runs

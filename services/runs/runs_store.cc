@@ -109,8 +109,10 @@ absl::StatusOr<bool> BatchHasRoom(db::Connection& c, int64_t batch_id) {
 }
 
 absl::StatusOr<v1::BatchRun> ReadBatch(db::Connection& c, int64_t workspace_id, int64_t id) {
-  ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT agent_id, channel, concurrency, created_at FROM "
-                                        "batch_runs WHERE id = ? AND workspace_id = ?"));
+  ASSIGN_OR_RETURN(auto stmt,
+                   c.Prepare("SELECT agent_id, channel, concurrency, created_at, repeat_count, "
+                             "baseline_batch_run_id FROM batch_runs WHERE id = ? AND "
+                             "workspace_id = ?"));
   stmt.Bind(1, id).Bind(2, workspace_id);
   ASSIGN_OR_RETURN(bool found, stmt.Step());
   if (!found) return NotFoundError(absl::StrCat("batch run ", id));
@@ -120,6 +122,8 @@ absl::StatusOr<v1::BatchRun> ReadBatch(db::Connection& c, int64_t workspace_id, 
   batch.set_channel(stmt.Text(1));
   batch.set_concurrency(static_cast<int32_t>(stmt.Int64(2)));
   batch.set_created_at(stmt.Text(3));
+  batch.set_repeat(static_cast<int32_t>(stmt.Int64(4)));
+  if (auto v = stmt.OptionalInt64(5)) batch.set_baseline_batch_run_id(*v);
   ASSIGN_OR_RETURN(auto runs, c.Prepare("SELECT id, status, passed FROM runs WHERE "
                                         "batch_run_id = ? ORDER BY id"));
   runs.Bind(1, id);
@@ -258,6 +262,13 @@ absl::StatusOr<v1::BatchRun> RunsStore::CreateBatch(int64_t workspace_id,
   if (concurrency < 1 || concurrency > kMaxBatchConcurrency) {
     issues.push_back({"concurrency", absl::StrCat("must be between 1 and ", kMaxBatchConcurrency)});
   }
+  const int repeat = request.has_repeat() ? request.repeat() : 1;
+  if (repeat < 1 || repeat > kMaxBatchRepeat) {
+    issues.push_back({"repeat", absl::StrCat("must be between 1 and ", kMaxBatchRepeat)});
+  } else if (static_cast<int64_t>(repeat) * request.scenario_ids_size() > kMaxBatchRuns) {
+    issues.push_back({"repeat", absl::StrCat("scenarios times repeat must be at most ",
+                                             kMaxBatchRuns, " runs")});
+  }
   std::optional<std::string> asked;
   if (request.has_channel()) asked = request.channel();
   absl::StatusOr<std::string> channel = ChannelFor(asked, *has_phone);
@@ -265,17 +276,39 @@ absl::StatusOr<v1::BatchRun> RunsStore::CreateBatch(int64_t workspace_id,
   if (!issues.empty()) {
     return ValidationError("validation_failed", "invalid batch run", std::move(issues));
   }
+  if (request.has_baseline_batch_run_id()) {
+    // Batch runs are never deleted, so one found here is still there at the insert.
+    absl::Status baseline = GetBatch(workspace_id, request.baseline_batch_run_id()).status();
+    if (absl::IsNotFound(baseline)) {
+      return ValidationError(
+          "batch_run_not_found",
+          absl::StrCat("no batch run ", request.baseline_batch_run_id(), " in this workspace"),
+          {{"baseline_batch_run_id", "must name a batch run of the workspace"}});
+    }
+    RETURN_IF_ERROR(baseline);
+  }
   return db::WriteResult<v1::BatchRun>(*db_, [&](db::Connection& c) -> absl::StatusOr<v1::BatchRun> {
     const std::string now = NowTimestamp();
     ASSIGN_OR_RETURN(auto insert,
                      c.Prepare("INSERT INTO batch_runs (workspace_id, agent_id, channel, "
-                               "concurrency, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id"));
+                               "concurrency, created_at, repeat_count, baseline_batch_run_id) "
+                               "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id"));
     insert.Bind(1, workspace_id).Bind(2, request.agent_id()).Bind(3, *channel);
     insert.Bind(4, static_cast<int64_t>(concurrency)).Bind(5, now);
+    insert.Bind(6, static_cast<int64_t>(repeat));
+    if (request.has_baseline_batch_run_id()) {
+      insert.Bind(7, request.baseline_batch_run_id());
+    } else {
+      insert.BindNull(7);
+    }
     ASSIGN_OR_RETURN(const int64_t batch, insert.RunReturningId());
-    for (int64_t scenario : request.scenario_ids()) {
-      RETURN_IF_ERROR(
-          InsertRun(c, workspace_id, scenario, request.agent_id(), batch, *channel, now).status());
+    // Round by round, so the first runs to finish already cover every scenario.
+    for (int round = 0; round < repeat; ++round) {
+      for (int64_t scenario : request.scenario_ids()) {
+        RETURN_IF_ERROR(
+            InsertRun(c, workspace_id, scenario, request.agent_id(), batch, *channel, now)
+                .status());
+      }
     }
     return ReadBatch(c, workspace_id, batch);
   });
@@ -285,6 +318,25 @@ absl::StatusOr<v1::BatchRun> RunsStore::GetBatch(int64_t workspace_id, int64_t i
   return db::ReadResult<v1::BatchRun>(*db_, [&](db::Connection& c) {
     return ReadBatch(c, workspace_id, id);
   });
+}
+
+absl::StatusOr<std::vector<v1::Run>> RunsStore::BatchRuns(int64_t workspace_id, int64_t id) {
+  return db::ReadResult<std::vector<v1::Run>>(
+      *db_, [&](db::Connection& c) -> absl::StatusOr<std::vector<v1::Run>> {
+        RETURN_IF_ERROR(ReadBatch(c, workspace_id, id).status());
+        static const std::string sql =
+            absl::StrCat("SELECT ", kRunColumns,
+                         " FROM runs WHERE batch_run_id = ? AND workspace_id = ? ORDER BY id");
+        ASSIGN_OR_RETURN(auto select, c.Prepare(sql));
+        select.Bind(1, id).Bind(2, workspace_id);
+        std::vector<v1::Run> runs;
+        while (true) {
+          ASSIGN_OR_RETURN(bool row, select.Step());
+          if (!row) break;
+          runs.push_back(RunFromRow(select));
+        }
+        return runs;
+      });
 }
 
 absl::StatusOr<std::optional<RunJob>> RunsStore::Lease(absl::Duration lease, int max_attempts,

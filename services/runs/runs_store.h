@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -22,6 +23,9 @@ namespace calleval::runs {
 inline constexpr int kDefaultBatchConcurrency = 4;
 inline constexpr int kMaxBatchConcurrency = 32;
 inline constexpr int kMaxBatchScenarios = 500;
+inline constexpr int kMaxBatchRepeat = 50;
+// Scenarios times repeat.
+inline constexpr int kMaxBatchRuns = 1000;
 
 // A run leased to one worker.
 struct RunJob {
@@ -90,11 +94,14 @@ class RunsStore {
   // Newest first, filtered by scenario and/or batch.
   absl::StatusOr<v1::ListRunsResponse> ListRuns(int64_t workspace_id,
                                                 const v1::ListRunsRequest& request);
-  // One queued run per scenario (each must belong to `agent_id`), at most `concurrency` of
-  // them in progress at once.
+  // `repeat` queued runs per scenario (each must belong to `agent_id`), at most `concurrency`
+  // of them in progress at once; `baseline_batch_run_id` must name a batch of the workspace
+  // (else 422 batch_run_not_found).
   absl::StatusOr<v1::BatchRun> CreateBatch(int64_t workspace_id,
                                            const v1::CreateBatchRunRequest& request);
   absl::StatusOr<v1::BatchRun> GetBatch(int64_t workspace_id, int64_t id);
+  // The batch's runs, oldest first (404 when the workspace has no such batch).
+  absl::StatusOr<std::vector<v1::Run>> BatchRuns(int64_t workspace_id, int64_t id);
 
   // The queue. Oldest queued run whose batch has room, or one whose lease expired. The token
   // carries `holder` (common/lease_heartbeat.h LeaseToken), for ReleaseLeasesOf.

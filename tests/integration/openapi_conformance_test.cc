@@ -308,6 +308,17 @@ TEST_F(OpenApiConformanceTest, EveryRouteAnswersAsDocumented) {
                 scenario_stats["total"]["runs"]["failed"].get<int64_t>(),
             1);
   Get("/api/v1/agents/{agent_id}/stats", absl::StrCat(agent_path, "/stats?bucket=week"));
+  // A repeated batch compared with the first (whether or not their runs are done yet).
+  const json repeated = Post("/api/v1/batch_runs", "/api/v1/batch_runs",
+                             {{"agent_id", agent_id},
+                              {"scenario_ids", {scenario_id}},
+                              {"channel", "text"},
+                              {"concurrency", 1},
+                              {"repeat", 2},
+                              {"baseline_batch_run_id", batch["id"]}},
+                             202);
+  Get("/api/v1/batch_runs/{id}/comparison",
+      absl::StrCat("/api/v1/batch_runs/", repeated["id"].get<int64_t>(), "/comparison"));
 
   // Integration settings: written, merged, read, listed, deleted.
   const json twilio = {{"account_sid", "AC0123456789abcdef0123456789abcdef"},

@@ -110,6 +110,9 @@ class NoCalls final : public RunCalls {
   absl::StatusOr<v1::Call> Get(int64_t, const std::string&) override {
     return absl::InternalError("no call is read in these tests");
   }
+  absl::StatusOr<v1::CallFiguresList> Figures(int64_t, const std::vector<int64_t>&) override {
+    return absl::InternalError("no batch is compared in these tests");
+  }
 };
 
 RunJob TextJob() {
@@ -233,6 +236,9 @@ class ScoredCall final : public RunCalls {
     result->set_metric_id(101);
     result->set_status("failed");
     return call;
+  }
+  absl::StatusOr<v1::CallFiguresList> Figures(int64_t, const std::vector<int64_t>&) override {
+    return absl::InternalError("no batch is compared in these tests");
   }
 };
 

@@ -156,7 +156,7 @@ TEST_P(AgentsServiceTest, EveryPublicMethodAuthenticatesAndResolvesTheWorkspace)
   const auto* service = testing::ServiceNamed(v1::Agents::service_full_name());
   EXPECT_THAT(
       testing::ExpectPublicMethodsRefuseUnauthenticated(server_->channel(), service, tenants_),
-      SizeIs(22));
+      SizeIs(23));
   // Languages are the same for every workspace.
   EXPECT_THAT(
       testing::ExpectPublicMethodsRefuseForeignWorkspace(server_->channel(), service, tenants_),
@@ -535,9 +535,9 @@ TEST_P(AgentsServiceTest, ScenariosAndRunsNotServedHereAreUnavailable) {
                                  ::testing::HasSubstr("Integration"),
                                  ::testing::HasSubstr("Replay")));
   }
-  // Five scenario methods, a call's replay, RunScenario, GetRun, ListRuns, the two batch methods
-  // and the five integration settings methods.
-  EXPECT_EQ(unavailable, 16);
+  // Five scenario methods, a call's replay, RunScenario, GetRun, ListRuns, the three batch
+  // methods and the five integration settings methods.
+  EXPECT_EQ(unavailable, 17);
   v1::ListAgentsResponse listed;
   ASSERT_GRPC_OK(v1::Agents::NewStub(server->channel())->ListAgents(Keyed().get(), {}, &listed));
 }

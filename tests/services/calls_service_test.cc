@@ -325,8 +325,9 @@ TEST_P(CallsServiceTest, QueueMethodsRefuseAnythingButTheInternalCredential) {
     }
   }
   // The analysis and transcription queues, ReleaseHolderLeases, the edge's
-  // GetRecordingLocation, and the runs workers' IngestRunCall and GetWorkspaceCall.
-  EXPECT_THAT(internal, SizeIs(14));
+  // GetRecordingLocation, the runs workers' IngestRunCall and GetWorkspaceCall, and the batch
+  // comparisons' GetCallFigures.
+  EXPECT_THAT(internal, SizeIs(15));
   EXPECT_EQ(Read("queued").analysis_status(), "pending");
   EXPECT_TRUE(LeaseAnalysis().has_value());  // still there for the credential
 }
@@ -771,6 +772,24 @@ TEST_P(CallsServiceTest, RunCallsAnswerTheSameInProcessAndOverGrpc) {
     EXPECT_EQ(by_key->id(), stored->id());
     EXPECT_EQ(calls->Get(tenants_.granted, "run-text-" + tag).status().code(),
               absl::StatusCode::kNotFound);
+
+    // The figures of a batch comparison: the workspace's calls in the order asked, the others
+    // left out.
+    absl::StatusOr<v1::CallFiguresList> figures =
+        calls->Figures(tenants_.own, {recorded->id(), 999999, stored->id()});
+    ASSERT_TRUE(figures.ok()) << figures.status();
+    ASSERT_EQ(figures->calls_size(), 2);
+    EXPECT_EQ(figures->calls(0).call_id(), recorded->id());
+    EXPECT_EQ(figures->calls(0).observation_type(), "voice");
+    EXPECT_EQ(figures->calls(1).call_id(), stored->id());
+    EXPECT_EQ(figures->calls(1).observation_type(), "text");
+    EXPECT_EQ(
+        figures->SerializeAsString(),
+        local.Figures(tenants_.own, {recorded->id(), 999999, stored->id()})->SerializeAsString());
+    absl::StatusOr<v1::CallFiguresList> foreign =
+        calls->Figures(tenants_.granted, {recorded->id(), stored->id()});
+    ASSERT_TRUE(foreign.ok()) << foreign.status();
+    EXPECT_EQ(foreign->calls_size(), 0);
   }
 
   // An API key stores and reads nothing.
@@ -787,6 +806,65 @@ TEST_P(CallsServiceTest, RunCallsAnswerTheSameInProcessAndOverGrpc) {
   EXPECT_EQ(stub_->GetWorkspaceCall(Keyed().get(), get, &refused).error_code(),
             grpc::UNAUTHENTICATED);
   EXPECT_EQ(store_->Get(tenants_.own, "run-keyed").status().code(), absl::StatusCode::kNotFound);
+  v1::GetCallFiguresRequest figures;
+  figures.set_workspace_id(tenants_.own);
+  figures.add_call_ids(1);
+  v1::CallFiguresList none;
+  EXPECT_EQ(stub_->GetCallFigures(Keyed().get(), figures, &none).error_code(),
+            grpc::UNAUTHENTICATED);
+}
+
+// What a batch comparison reads of a call: the custom metrics' results (a number or a boolean
+// as a value, the structured_output's outcome) and the latency metric's average.
+TEST(CallFiguresTest, TheCustomResultsAndTheMeanLatency) {
+  v1::Call call;
+  call.set_id(5);
+  call.set_observation_type("voice");
+  v1::StandardMetricResult* latency = call.add_standard_metrics();
+  latency->set_standard_metric_key("latency");
+  latency->set_status("completed");
+  latency->set_score(912.5);
+  v1::StandardMetricResult* wpm = call.add_standard_metrics();
+  wpm->set_standard_metric_key("words_per_minute");
+  wpm->set_status("completed");
+  wpm->set_score(150);
+  v1::MetricResult* judged = call.add_metric_results();
+  judged->set_metric_id(7);
+  judged->set_name("Confirmed");
+  judged->set_metrics_type("specific_text_/_phrase_check");
+  judged->set_result_type("boolean");
+  judged->set_status("completed");
+  judged->mutable_value()->set_bool_value(true);
+  judged->mutable_structured_output()->set_outcome_classification("meets_expectations");
+  v1::MetricResult* rating = call.add_metric_results();
+  rating->set_metric_id(8);
+  rating->set_result_type("rating");
+  rating->set_status("completed");
+  rating->mutable_value()->set_number_value(4);
+  v1::MetricResult* text = call.add_metric_results();
+  text->set_metric_id(9);
+  text->set_result_type("enum");
+  text->set_status("completed");
+  text->mutable_value()->set_string_value("polite");
+  v1::MetricResult* standard = call.add_metric_results();
+  standard->set_metric_id(12);
+  standard->set_metrics_type("standard");
+
+  const v1::CallFigures figures = CallFiguresOf(call);
+  EXPECT_EQ(figures.call_id(), 5);
+  EXPECT_EQ(figures.observation_type(), "voice");
+  EXPECT_DOUBLE_EQ(figures.latency_mean_ms(), 912.5);
+  ASSERT_EQ(figures.metrics_size(), 3);
+  EXPECT_EQ(figures.metrics(0).metric_id(), 7);
+  EXPECT_EQ(figures.metrics(0).name(), "Confirmed");
+  EXPECT_DOUBLE_EQ(figures.metrics(0).value(), 1);
+  EXPECT_EQ(figures.metrics(0).outcome(), "meets_expectations");
+  EXPECT_DOUBLE_EQ(figures.metrics(1).value(), 4);
+  EXPECT_FALSE(figures.metrics(1).has_outcome());
+  EXPECT_FALSE(figures.metrics(2).has_value());
+  // A latency that did not complete is no figure.
+  latency->set_status("not_applicable");
+  EXPECT_FALSE(CallFiguresOf(call).has_latency_mean_ms());
 }
 
 CALLEVAL_INSTANTIATE_ON_BOTH_BACKENDS(CallsServiceTest);

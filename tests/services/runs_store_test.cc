@@ -195,6 +195,100 @@ TEST_P(RunsStoreTest, ABatchHoldsNoMoreThanItsConcurrencyInProgress) {
   EXPECT_DOUBLE_EQ(done.summary().pass_rate(), 0.5);
 }
 
+// The field the first detail of a 422 names.
+std::string FirstField(const absl::Status& status) {
+  const v1::ErrorInfo info = ErrorInfoOf(status);
+  return info.details_size() > 0 ? info.details(0).field() : "";
+}
+
+TEST_P(RunsStoreTest, ABatchQueuesEachScenarioRepeatTimesAndKeepsItsBaseline) {
+  v1::CreateBatchRunRequest request;
+  request.set_agent_id(agent_);
+  request.add_scenario_ids(scenarios_[0]);
+  request.add_scenario_ids(scenarios_[1]);
+  request.set_channel("text");
+  auto baseline = store_->CreateBatch(ws_, request);
+  ASSERT_TRUE(baseline.ok()) << baseline.status();
+  EXPECT_EQ(baseline->repeat(), 1);
+  EXPECT_FALSE(baseline->has_baseline_batch_run_id());
+  EXPECT_EQ(baseline->run_ids_size(), 2);
+
+  request.set_repeat(3);
+  request.set_baseline_batch_run_id(baseline->id());
+  auto batch = store_->CreateBatch(ws_, request);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->repeat(), 3);
+  EXPECT_EQ(batch->baseline_batch_run_id(), baseline->id());
+  EXPECT_EQ(batch->summary().total(), 6);
+  const v1::BatchRun read = *store_->GetBatch(ws_, batch->id());
+  EXPECT_EQ(read.repeat(), 3);
+  EXPECT_EQ(read.baseline_batch_run_id(), baseline->id());
+  // Round by round: every scenario once, then again.
+  auto runs = store_->BatchRuns(ws_, batch->id());
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ(runs->size(), 6u);
+  for (size_t i = 0; i < runs->size(); ++i) {
+    EXPECT_EQ((*runs)[i].scenario_id(), scenarios_[i % 2]) << i;
+    EXPECT_EQ((*runs)[i].batch_run_id(), batch->id());
+  }
+  EXPECT_EQ(HttpStatusFor(store_->BatchRuns(ws_ + 1, batch->id()).status()), 404);
+  EXPECT_EQ(HttpStatusFor(store_->BatchRuns(ws_, batch->id() + 100).status()), 404);
+}
+
+TEST_P(RunsStoreTest, RepeatAndBaselineAreChecked) {
+  v1::CreateBatchRunRequest request;
+  request.set_agent_id(agent_);
+  request.add_scenario_ids(scenarios_[0]);
+  request.set_channel("text");
+  for (int repeat : {0, -1, 51}) {
+    request.set_repeat(repeat);
+    absl::Status refused = store_->CreateBatch(ws_, request).status();
+    EXPECT_EQ(HttpStatusFor(refused), 422) << repeat;
+    EXPECT_EQ(FirstField(refused), "repeat") << repeat;
+  }
+  request.set_repeat(50);
+  EXPECT_TRUE(store_->CreateBatch(ws_, request).ok());
+  // 21 scenarios x 50 runs is over the 1,000 runs a batch may hold; 20 x 50 is not.
+  request.clear_scenario_ids();
+  for (int i = 0; i < 21; ++i) request.add_scenario_ids(scenarios_[i % 3]);
+  absl::Status too_many = store_->CreateBatch(ws_, request).status();
+  EXPECT_EQ(HttpStatusFor(too_many), 422);
+  EXPECT_EQ(FirstField(too_many), "repeat");
+  request.mutable_scenario_ids()->RemoveLast();
+  EXPECT_EQ(store_->CreateBatch(ws_, request)->summary().total(), 1000);
+
+  request.clear_scenario_ids();
+  request.add_scenario_ids(scenarios_[0]);
+  request.clear_repeat();
+  request.set_baseline_batch_run_id(999999);
+  absl::Status missing = store_->CreateBatch(ws_, request).status();
+  EXPECT_EQ(HttpStatusFor(missing), 422);
+  EXPECT_EQ(ErrorInfoOf(missing).code(), "batch_run_not_found");
+  EXPECT_EQ(FirstField(missing), "baseline_batch_run_id");
+  // Another workspace's batch is as absent as one that does not exist.
+  accounts::AccountsStore accounts(db_.get());
+  const int64_t other_ws = accounts.CreateWorkspace("other", 0)->id;
+  v1::AgentFields agent;
+  agent.set_name("b");
+  agent.set_phone_number("+16502530001");
+  agent.set_language_id(1);
+  agent.set_instructions("i");
+  const int64_t other_agent = agents_->Create(other_ws, agent)->id();
+  v1::ScenarioFields scenario;
+  scenario.set_agent_id(other_agent);
+  scenario.set_name("s");
+  scenario.set_goal("g");
+  const int64_t other_scenario = scenarios_store_->Create(other_ws, scenario)->id();
+  v1::CreateBatchRunRequest theirs;
+  theirs.set_agent_id(other_agent);
+  theirs.add_scenario_ids(other_scenario);
+  theirs.set_channel("text");
+  auto their_batch = store_->CreateBatch(other_ws, theirs);
+  ASSERT_TRUE(their_batch.ok()) << their_batch.status();
+  request.set_baseline_batch_run_id(their_batch->id());
+  EXPECT_EQ(ErrorInfoOf(store_->CreateBatch(ws_, request).status()).code(), "batch_run_not_found");
+}
+
 TEST_P(RunsStoreTest, DefaultChannelFollowsThePhoneNumber) {
   auto run = store_->CreateRun(ws_, scenarios_[0], std::nullopt);
   ASSERT_TRUE(run.ok());
