@@ -323,7 +323,8 @@ const std::vector<Command>& Commands() {
                   &Remote<calleval::ctl::ExportOptions, &calleval::ctl::CallsExport>),
       MakeCommand("runs batch", "",
                   "Runs scenarios against an agent on a server as one batch; --wait reports on "
-                  "every run and gates on them (--min-pass-rate, --assert).",
+                  "every run and gates on them (--min-pass-rate, --assert); --baseline compares "
+                  "the batch with an earlier one and --fail-on gates on the verdict (exit 3).",
                   &calleval::ctl::BatchFlags,
                   &Remote<calleval::ctl::BatchOptions, &calleval::ctl::RunsBatch>),
   };

@@ -25,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -765,6 +766,50 @@ const std::vector<Flag<BatchOptions>>& BatchFlags() {
         "wait", &BatchOptions::wait,
         "waits until every run has ended, then reports (and applies the gates) on them"));
     {
+      Flag<BatchOptions> flag = cli::IntFlag<BatchOptions, int64_t>(
+          "repeat", "N", &BatchOptions::repeat, 1, 50,
+          "runs each scenario N times (scenarios x N at most 1000)");
+      flag.get = [](const BatchOptions& o) {
+        return o.repeat == 0 ? std::string() : absl::StrCat(o.repeat);
+      };
+      flag.empty_default = "1";
+      flags->push_back(std::move(flag));
+    }
+    {
+      Flag<BatchOptions> flag = cli::IntFlag<BatchOptions, int64_t>(
+          "baseline", "ID", &BatchOptions::baseline, 1, std::numeric_limits<int64_t>::max(),
+          "the batch run this one is compared with; with --wait the comparison is printed "
+          "once every run has ended");
+      flag.get = [](const BatchOptions& o) {
+        return o.baseline == 0 ? std::string() : absl::StrCat(o.baseline);
+      };
+      flags->push_back(std::move(flag));
+    }
+    {
+      Flag<BatchOptions> flag;
+      flag.name = "fail-on";
+      flag.value_name = "VERDICT,...";
+      flag.description = absl::StrCat(
+          "exit ", kComparisonGateExit,
+          " when the comparison's verdict is one of these (regressed, inconclusive, improved, "
+          "unchanged); needs --baseline, implies --wait");
+      flag.get = [](const BatchOptions& o) { return absl::StrJoin(o.fail_on, ","); };
+      flag.set = [](absl::string_view v, BatchOptions* o) -> absl::Status {
+        o->fail_on.clear();
+        for (absl::string_view s : absl::StrSplit(v, ',', absl::SkipWhitespace())) {
+          s = absl::StripAsciiWhitespace(s);
+          if (s != "regressed" && s != "inconclusive" && s != "improved" && s != "unchanged") {
+            return UsageError(absl::StrCat(
+                "not a verdict: ", s, " (takes regressed, inconclusive, improved, unchanged)"));
+          }
+          o->fail_on.emplace_back(s);
+        }
+        if (o->fail_on.empty()) return UsageError("names no verdict");
+        return absl::OkStatus();
+      };
+      flags->push_back(std::move(flag));
+    }
+    {
       Flag<BatchOptions> flag;
       flag.name = "min-pass-rate";
       flag.value_name = "FRACTION";
@@ -789,8 +834,73 @@ const std::vector<Flag<BatchOptions>>& BatchFlags() {
   return *flags;
 }
 
-int RunsBatch(const std::vector<std::string>&, const BatchOptions& options) {
+namespace {
+
+std::string Fixed(const json& value, int decimals) {
+  if (!value.is_number()) return "-";
+  return absl::StrFormat("%.*f", decimals, value.get<double>());
+}
+
+std::string Signed(const json& value, int decimals) {
+  if (!value.is_number()) return "-";
+  return absl::StrFormat("%+.*f", decimals, value.get<double>());
+}
+
+std::string PValue(const json& value) {
+  if (value.is_number() && value.get<double>() < 0.0001) return "<0.0001";
+  return Fixed(value, 4);
+}
+
+}  // namespace
+
+std::string ComparisonTable(const json& comparison) {
+  std::string out = absl::StrCat(
+      "batch run ", IntField(comparison, "batch_run_id"), " against baseline ",
+      IntField(comparison, "baseline_batch_run_id"), ": ", StringField(comparison, "verdict"),
+      comparison.value("complete", false) ? "" : " (not every run has ended)", "\n");
+  std::vector<std::vector<std::string>> rows = {
+      {"scenario", "metric", "baseline -> current", "difference [95% ci]", "p", "runs", "verdict"}};
+  if (comparison.contains("scenarios") && comparison["scenarios"].is_array()) {
+    for (const json& scenario : comparison["scenarios"]) {
+      if (!scenario.contains("metrics") || !scenario["metrics"].is_array()) continue;
+      for (const json& figure : scenario["metrics"]) {
+        // Means in their own unit (ms, a rating): one decimal; pass rates: three.
+        const int decimals = StringField(figure, "kind") == "mean" ? 1 : 3;
+        rows.push_back(
+            {absl::StrCat(IntField(scenario, "scenario_id")), StringField(figure, "metric"),
+             absl::StrCat(Fixed(figure.value("baseline", json()), decimals), " -> ",
+                          Fixed(figure.value("current", json()), decimals)),
+             absl::StrCat(Signed(figure.value("difference", json()), decimals), " [",
+                          Signed(figure.value("ci_low", json()), decimals), ", ",
+                          Signed(figure.value("ci_high", json()), decimals), "]"),
+             PValue(figure.value("p_value", json())),
+             absl::StrCat(IntField(figure, "baseline_runs"), "/", IntField(figure, "current_runs")),
+             StringField(figure, "verdict")});
+      }
+    }
+  }
+  std::vector<size_t> widths(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      absl::StrAppend(&line, i == 0 ? "" : "  ", row[i],
+                      i + 1 == row.size() ? "" : std::string(widths[i] - row[i].size(), ' '));
+    }
+    absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+int RunsBatch(const std::vector<std::string>&, const BatchOptions& given) {
   constexpr char kCommand[] = "runs batch";
+  BatchOptions options = given;
+  if (!options.fail_on.empty()) {
+    if (options.baseline == 0) return Usage("--fail-on needs --baseline", kCommand);
+    options.wait = true;  // the verdict needs every run ended
+  }
   auto connection = Connection(options);
   if (!connection.ok()) return Usage(connection.status().message(), kCommand);
   auto assertions = ParseAssertions(options, options.wait);
@@ -802,6 +912,8 @@ int RunsBatch(const std::vector<std::string>&, const BatchOptions& options) {
   json body = {{"agent_id", options.agent}, {"scenario_ids", options.scenarios}};
   if (!options.channel.empty()) body["channel"] = options.channel;
   if (options.concurrency > 0) body["concurrency"] = options.concurrency;
+  if (options.repeat > 0) body["repeat"] = options.repeat;
+  if (options.baseline > 0) body["baseline_batch_run_id"] = options.baseline;
   if (options.workspace != 0) body["client_id"] = options.workspace;
   auto batch = client.PostJson("/api/v1/batch_runs", body);
   if (!batch.ok()) return Fail(batch.status().message());
@@ -923,6 +1035,21 @@ int RunsBatch(const std::vector<std::string>&, const BatchOptions& options) {
                  {"passed", passed},             {"pass_rate", pass_rate}};
   totals["min_pass_rate"] = options.min_pass_rate < 0 ? json(nullptr) : json(options.min_pass_rate);
   std::cout << totals.dump() << "\n";
+  // The comparison with the baseline, once every run has ended (or the wait gave up).
+  std::string verdict;
+  bool compared = false;
+  if (options.baseline > 0) {
+    auto comparison = client.GetJson(
+        absl::StrCat("/api/v1/batch_runs/", batch_id, "/comparison", WorkspaceQuery(options, "?")));
+    if (comparison.ok()) {
+      compared = true;
+      verdict = StringField(*comparison, "verdict");
+      std::cout << ComparisonTable(*comparison);
+    } else {
+      std::cerr << kProgram << ": the comparison with batch run " << options.baseline
+                << " failed: " << comparison.status().message() << "\n";
+    }
+  }
   std::cout.flush();
   int exit_status = FinishReport(report, options, started);
   if (options.min_pass_rate >= 0 && pass_rate < options.min_pass_rate) {
@@ -930,6 +1057,16 @@ int RunsBatch(const std::vector<std::string>&, const BatchOptions& options) {
               << run_ids.size() << " runs) is below --min-pass-rate " << options.min_pass_rate
               << "\n";
     exit_status = std::max(exit_status, 1);
+  }
+  if (!options.fail_on.empty()) {
+    if (!compared) {
+      exit_status = std::max(exit_status, 1);
+    } else if (std::find(options.fail_on.begin(), options.fail_on.end(), verdict) !=
+               options.fail_on.end()) {
+      std::cerr << kProgram << ": the comparison with batch run " << options.baseline << " is "
+                << verdict << " (--fail-on " << absl::StrJoin(options.fail_on, ",") << ")\n";
+      exit_status = kComparisonGateExit;
+    }
   }
   return exit_status;
 }

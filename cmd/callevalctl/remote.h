@@ -13,6 +13,7 @@
 
 #include "absl/time/time.h"
 #include "cmd/flags.h"
+#include "nlohmann/json.hpp"
 
 namespace calleval::ctl {
 
@@ -47,7 +48,20 @@ struct BatchOptions : RemoteOptions {
   int64_t concurrency = 0;  // 0: the server's default
   bool wait = false;
   double min_pass_rate = -1;  // < 0: no gate
+  int64_t repeat = 0;         // 0: the server's default (1)
+  int64_t baseline = 0;       // 0: none
+  // Verdicts of the comparison with the baseline that fail the command (exit 3); implies
+  // waiting.
+  std::vector<std::string> fail_on;
 };
+
+// The exit status of `runs batch` when the comparison's verdict is one of --fail-on.
+inline constexpr int kComparisonGateExit = 3;
+
+// The comparison of a batch run with its baseline (GET /api/v1/batch_runs/{id}/comparison) as
+// `runs batch` prints it: a line with the verdict, then a table of every figure. Exposed for its
+// test.
+std::string ComparisonTable(const nlohmann::json& comparison);
 
 const std::vector<cli::Flag<PushOptions>>& PushFlags();
 const std::vector<cli::Flag<ExportOptions>>& ExportFlags();

@@ -51,7 +51,7 @@ CTL_COMMANDS = {
                      "--format", "--output"},
     "runs batch": {"--url", "--key", "--workspace", "--timeout", "--assert", "--junit",
                    "--summary", "--agent", "--scenarios", "--channel", "--concurrency", "--wait",
-                   "--min-pass-rate"},
+                   "--min-pass-rate", "--repeat", "--baseline", "--fail-on"},
 }
 
 

@@ -8,7 +8,8 @@ again leaves exactly one call per manifest line and reports the earlier ones as 
 server rate-limiting to 2 requests per second answers 429 with Retry-After and every call still
 goes in; `calls export` prints what the list API lists, as JSON lines and as CSV; `runs batch`
 runs text scenarios against an internal agent played by a local OpenAI-compatible stand-in,
-and --min-pass-rate passes or fails the batch.
+and --min-pass-rate passes or fails the batch; with --repeat and --baseline it prints the
+comparison with the baseline and --fail-on regressed exits 3 once the agent got worse.
 """
 import csv
 import http.server
@@ -42,6 +43,8 @@ CSV_FIXED_COLUMNS = ["id", "call_identifier", "agent_id", "call_timestamp", "obs
                      "label", "credits_used", "failure_reason"]
 # A caller line that makes the stand-in LLM refuse the agent's turn: that run fails.
 REFUSED = "PLEASE-REFUSE"
+# In an agent's instructions: the stand-in's agent no longer says that the caller is booked.
+WORSE = "WORSE-AGENT-VERSION"
 
 
 def ctl(*args, env=None, timeout=300):
@@ -102,7 +105,8 @@ class Api:
 
 class FakeLlm(http.server.BaseHTTPRequestHandler):
     """POST /v1/chat/completions: the agent says a line and never ends the call; a request
-    whose messages hold REFUSED is refused with HTTP 400, as a provider refuses a prompt."""
+    whose messages hold REFUSED is refused with HTTP 400, as a provider refuses a prompt; an
+    agent whose instructions hold WORSE leaves out that the caller is booked."""
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
@@ -111,8 +115,8 @@ class FakeLlm(http.server.BaseHTTPRequestHandler):
             answer, status = {"error": {"message": "refused", "type": "invalid_request_error",
                                         "param": None, "code": None}}, 400
         else:
-            content = json.dumps({"message": "Certainly, you are booked for Monday.",
-                                  "end_call": False})
+            line = "Certainly." if WORSE in text else "Certainly, you are booked for Monday."
+            content = json.dumps({"message": line, "end_call": False})
             answer, status = {
                 "id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()),
                 "model": body.get("model", "m"),
@@ -388,6 +392,94 @@ class PushTest(ServerTestCase):
             "--agent", str(agent), "--scenarios", f"{book}", "--min-pass-rate", "0.5"))
         self.assertEqual(result.returncode, 2, result.stderr)
         self.assertIn("--min-pass-rate needs --wait", result.stderr)
+
+    def test_runs_batch_gates_on_the_comparison_with_a_baseline(self):
+        status, agent = self.api("POST", "/api/v1/agents", {
+            "name": "compared", "phone_number": "+14155550100", "language_id": 1,
+            "instructions": "Book appointments for the clinic's patients.",
+            "opening_message": {"text": "Smile Clinic, how can I help?"}})
+        self.assertEqual(status, 201, agent)
+        agent = agent["id"]
+        status, metric = self.api("POST", "/api/v1/metrics", {
+            "name": f"Said booked {agent}", "metrics_type": "specific_text_/_phrase_check",
+            "phrases": ["booked"], "speaker": "AI Assistant", "agent_ids": [agent],
+            "structured_output": [
+                {"condition": "equals", "set_metrics_name": "booked",
+                 "as_metrics_expected_value": "true",
+                 "outcome_classification": "meets_expectations"},
+                {"condition": "equals", "set_metrics_name": "booked",
+                 "as_metrics_expected_value": "false",
+                 "outcome_classification": "requires_attention"}]})
+        self.assertEqual(status, 201, metric)
+        status, scenario = self.api("POST", "/api/v1/scenarios", {
+            "agent_id": agent, "name": "book", "caller_script": ["I need an appointment."],
+            "metric_ids": [metric["id"]]})
+        self.assertEqual(status, 201, scenario)
+        batch = ("--agent", str(agent), "--scenarios", str(scenario["id"]), "--channel", "text",
+                 "--repeat", "10", "--concurrency", "10", "--timeout", "240")
+
+        def split(stdout):
+            """The run lines and the totals line (JSON), then the comparison's table."""
+            lines = stdout.splitlines()
+            json_lines = [json.loads(line) for line in lines if line.startswith("{")]
+            table = [line for line in lines if line.strip() and not line.startswith("{")]
+            return json_lines, table
+
+        result = ctl("runs", "batch", *self.remote(*batch, "--wait"))
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        lines, table = split(result.stdout)
+        self.assertEqual(table, [])
+        self.assertEqual(lines[-1]["total"], 10)
+        self.assertEqual(lines[-1]["passed"], 10)
+        baseline = lines[-1]["batch_run_id"]
+
+        # The same agent again: unchanged, the gate holds.
+        result = ctl("runs", "batch", *self.remote(*batch, "--baseline", str(baseline),
+                                                   "--fail-on", "regressed,inconclusive"))
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        lines, table = split(result.stdout)
+        self.assertEqual(len(lines), 11)
+        self.assertEqual(table[0], f"batch run {lines[-1]['batch_run_id']} against baseline "
+                                   f"{baseline}: unchanged")
+        self.assertEqual(table[1].split(), ["scenario", "metric", "baseline", "->", "current",
+                                            "difference", "[95%", "ci]", "p", "runs",
+                                            "verdict"])
+        self.assertEqual(len(table), 4, table)  # passed and the phrase check
+        self.assertEqual(table[2].split()[:5], [str(scenario["id"]), "passed", "1.000", "->",
+                                                "1.000"])
+        self.assertEqual(table[2].split()[-2:], ["10/10", "unchanged"])
+        status, compared = self.api(
+            "GET", f"/api/v1/batch_runs/{lines[-1]['batch_run_id']}/comparison")
+        self.assertEqual((status, compared["verdict"]), (200, "unchanged"), compared)
+
+        # A worse version of the agent: regressed, exit 3.
+        status, body = self.api("PATCH", f"/api/v1/agents/{agent}", {
+            "instructions": f"Book appointments. {WORSE}"})
+        self.assertEqual(status, 200, body)
+        result = ctl("runs", "batch", *self.remote(*batch, "--baseline", str(baseline),
+                                                   "--fail-on", "regressed"))
+        self.assertEqual(result.returncode, 3, result.stdout + result.stderr)
+        lines, table = split(result.stdout)
+        self.assertEqual(lines[-1]["passed"], 0)
+        self.assertTrue(table[0].endswith(": regressed"), table)
+        self.assertEqual(table[2].split()[:5], [str(scenario["id"]), "passed", "1.000", "->",
+                                                "0.000"])
+        self.assertEqual(table[2].split()[-1], "regressed")
+        self.assertIn(f"the comparison with batch run {baseline} is regressed "
+                      "(--fail-on regressed)", result.stderr)
+        # Not in --fail-on: the command passes, the table still says it.
+        result = ctl("runs", "batch", *self.remote(*batch, "--baseline", str(baseline),
+                                                   "--fail-on", "improved"))
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+
+        # Usage errors: exit 2.
+        result = ctl("runs", "batch", *self.remote(*batch, "--fail-on", "regressed"))
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("--fail-on needs --baseline", result.stderr)
+        result = ctl("runs", "batch", *self.remote(*batch, "--baseline", str(baseline),
+                                                   "--fail-on", "worse"))
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("not a verdict: worse", result.stderr)
 
 
 class RateLimitedPushTest(ServerTestCase):
