@@ -325,4 +325,32 @@ export interface BatchRun {
   run_ids: number[];
   summary: { total: number; completed: number; failed: number; passed: number; pass_rate: number | null };
   created_at: string;
+  repeat: number;
+  baseline_batch_run_id: number | null;
+}
+
+export type Verdict = "improved" | "regressed" | "unchanged" | "inconclusive";
+
+/** One figure of one scenario in a batch run's comparison with its baseline (docs/api.md §5.6). */
+export interface ComparedFigure {
+  metric_id: number | null;
+  metric: string;
+  kind: "pass_rate" | "mean";
+  baseline: number | null;
+  current: number | null;
+  difference: number | null;
+  ci_low: number | null;
+  ci_high: number | null;
+  p_value: number | null;
+  baseline_runs: number;
+  current_runs: number;
+  verdict: Verdict;
+}
+
+export interface BatchRunComparison {
+  batch_run_id: number;
+  baseline_batch_run_id: number;
+  complete: boolean;
+  scenarios: { scenario_id: number; metrics: ComparedFigure[] }[];
+  verdict: Verdict;
 }

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useState } from "preact/hooks";
-import type { Agent, BatchRun, Metric, MetricList, Pagination, Run, Scenario } from "../api";
+import type { Agent, BatchRun, BatchRunComparison, ComparedFigure, Metric, MetricList, Pagination, Run, Scenario } from "../api";
 import { Empty, ErrorBanner, Loading, Pager, StatusBadge } from "../components";
 import { formatDateTime } from "../format";
 import { usePolling } from "../poll";
@@ -27,6 +27,8 @@ export function ScenariosPage({ route }: { route: Route }) {
   const [chosen, setChosen] = useState<Set<number>>(new Set());
   const [channel, setChannel] = useState("text");
   const [concurrency, setConcurrency] = useState(4);
+  const [repeat, setRepeat] = useState(1);
+  const [baseline, setBaseline] = useState("");
   const load = useCallback(() =>
     api.get<{ data: Scenario[]; pagination: Pagination }>("/api/v1/scenarios",
       { agent_id: agentId || undefined, page, per_page: 25 }).then(setList, setError), [api, agentId, page]);
@@ -46,7 +48,8 @@ export function ScenariosPage({ route }: { route: Route }) {
   const runBatch = async () => {
     try {
       const batch = await api.write<BatchRun>("POST", "/api/v1/batch_runs", {
-        agent_id: picked[0].agent_id, scenario_ids: picked.map((s) => s.id), channel, concurrency,
+        agent_id: picked[0].agent_id, scenario_ids: picked.map((s) => s.id), channel, concurrency, repeat,
+        baseline_batch_run_id: baseline ? Number(baseline) : undefined,
       });
       navigate(href(`/batch_runs/${batch.id}`));
     } catch (err) {
@@ -76,6 +79,14 @@ export function ScenariosPage({ route }: { route: Route }) {
         <label>Concurrency
           <input type="number" name="concurrency" min={1} max={32} value={concurrency}
             onInput={(e) => setConcurrency(Number((e.target as HTMLInputElement).value) || 1)} />
+        </label>
+        <label>Repeat
+          <input type="number" name="repeat" min={1} max={50} value={repeat}
+            onInput={(e) => setRepeat(Number((e.target as HTMLInputElement).value) || 1)} />
+        </label>
+        <label>Baseline batch
+          <input type="number" name="baseline_batch_run_id" min={1} placeholder="none" value={baseline}
+            onInput={(e) => setBaseline((e.target as HTMLInputElement).value)} />
         </label>
         <button type="button" disabled={!oneAgent} onClick={runBatch}
           title={picked.length > 0 && !oneAgent ? "A batch runs scenarios of one agent" : undefined}>
@@ -211,14 +222,70 @@ function RunsTable({ runs }: { runs: Run[] }) {
   );
 }
 
+function percent(v: number | null): string {
+  return v === null ? "–" : `${Math.round(v * 1000) / 10}%`;
+}
+
+/** A figure's value: a pass rate as a percentage, a mean as is (ms for latency). */
+function figureValue(f: ComparedFigure, v: number | null, signed = false): string {
+  if (v === null) return "–";
+  const sign = signed && v > 0 ? "+" : "";
+  if (f.kind === "pass_rate") return sign + (signed ? `${Math.round(v * 1000) / 10} pts` : percent(v));
+  return sign + String(Math.round(v * 10) / 10);
+}
+
+function VerdictBadge({ verdict }: { verdict: string }) {
+  return <span class={`badge verdict-${verdict}`}>{verdict}</span>;
+}
+
+/** The batch compared with its baseline: one row per scenario and figure, with its verdict. */
+function ComparisonTable({ comparison }: { comparison: BatchRunComparison }) {
+  return (
+    <section class="comparison" aria-label="Comparison with the baseline">
+      <h2>Compared with <a href={href(`/batch_runs/${comparison.baseline_batch_run_id}`)}>batch run
+        #{comparison.baseline_batch_run_id}</a> <VerdictBadge verdict={comparison.verdict} /></h2>
+      {!comparison.complete && <p class="muted">Not every run has ended yet: the figures cover the runs done so far.</p>}
+      {comparison.scenarios.length === 0 ? <Empty>No scenario was run in both batches.</Empty> : (
+        <div class="table-wrap">
+          <table class="comparison">
+            <thead><tr><th scope="col">Scenario</th><th scope="col">Figure</th><th scope="col">Baseline</th>
+              <th scope="col">This batch</th><th scope="col">Difference (95% interval)</th>
+              <th scope="col" class="opt">p</th><th scope="col" class="opt">Runs</th><th scope="col">Verdict</th></tr></thead>
+            <tbody>
+              {comparison.scenarios.flatMap((sc) => sc.metrics.map((f) => (
+                <tr key={`${sc.scenario_id}-${f.metric}`} data-verdict={f.verdict}>
+                  <td><a href={href(`/scenarios/${sc.scenario_id}`)}>#{sc.scenario_id}</a></td>
+                  <td>{f.metric}</td>
+                  <td>{figureValue(f, f.baseline)}</td>
+                  <td>{figureValue(f, f.current)}</td>
+                  <td>{figureValue(f, f.difference, true)}{f.ci_low !== null && f.ci_high !== null &&
+                    <span class="muted"> ({figureValue(f, f.ci_low, true)} to {figureValue(f, f.ci_high, true)})</span>}</td>
+                  <td class="opt">{f.p_value === null ? "–" : f.p_value < 0.0001 ? "<0.0001" : f.p_value.toFixed(4)}</td>
+                  <td class="opt">{f.baseline_runs} / {f.current_runs}</td>
+                  <td><VerdictBadge verdict={f.verdict} /></td>
+                </tr>
+              )))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
+
 export function BatchRunPage({ id }: { id: string }) {
   const { api } = useSession();
   const [batch, setBatch] = useState<BatchRun | null>(null);
   const [runs, setRuns] = useState<Run[]>([]);
+  const [comparison, setComparison] = useState<BatchRunComparison | null>(null);
   const [error, setError] = useState<unknown>(null);
   const load = useCallback(async () => {
     const b = await api.get<BatchRun>(`/api/v1/batch_runs/${id}`);
     const r = await api.get<{ data: Run[] }>("/api/v1/runs", { batch_run_id: id, per_page: 100 });
+    // A batch with a baseline: its comparison, read again while runs end.
+    if (b.baseline_batch_run_id !== null) {
+      setComparison(await api.get<BatchRunComparison>(`/api/v1/batch_runs/${id}/comparison`));
+    }
     let changed = true;
     setBatch((before) => {
       changed = JSON.stringify(before?.summary) !== JSON.stringify(b.summary) || before?.status !== b.status;
@@ -243,8 +310,10 @@ export function BatchRunPage({ id }: { id: string }) {
         <p><strong>{done}</strong> of {s.total} runs ended · {s.failed} could not run</p>
         <p class="pass-rate" data-testid="pass-rate">Pass rate: <strong>{s.pass_rate === null ? "–" :
           `${Math.round(s.pass_rate * 100)}%`}</strong> ({s.passed} of {s.completed} completed runs passed)</p>
-        <p class="muted">Channel {batch.channel}, {batch.concurrency} at a time, started {formatDateTime(batch.created_at)}.</p>
+        <p class="muted">Channel {batch.channel}, {batch.concurrency} at a time{batch.repeat > 1 ?
+          `, each scenario ${batch.repeat} times` : ""}, started {formatDateTime(batch.created_at)}.</p>
       </div>
+      {comparison && <ComparisonTable comparison={comparison} />}
       <RunsTable runs={runs} />
     </main>
   );
