@@ -4,10 +4,12 @@
 // the test double. The scenario's metric is a phrase check on what the agent said, which needs
 // no LLM, so each conversation passes or fails on the reply alone.
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +38,7 @@ constexpr char kWorseReply[] = R"({"message": "Done. Anything else?", "end_call"
 // prompt carries the transcript, never the instructions).
 constexpr char kGoodVersion[] = "Agent under test, version good-7f3a.";
 constexpr char kWorseVersion[] = "Agent under test, version worse-91c2.";
+constexpr char kNoisyVersion[] = "Agent under test, version noisy-5d08.";
 
 constexpr int kRepeat = 10;
 
@@ -51,6 +54,10 @@ class BatchRunComparisonTest : public ::testing::Test {
                         kWorseReply, kGoodReply, kWorseReply, kWorseReply});
     // Anything else (the standard LLM metrics' judges) gets an answer that is no verdict; those
     // metrics are not compared.
+    // An agent that forgets the phrase 3 times in 7: a cycle that 10 runs do not divide, so
+    // consecutive batches of it pass different numbers of runs (5 or 6 of 10).
+    llm_->AnswerInTurn(kNoisyVersion, {kGoodReply, kWorseReply, kGoodReply, kGoodReply, kWorseReply,
+                                       kGoodReply, kWorseReply});
     llm_->SetDefault(R"({"note": "not a judge"})");
     dir_ = new std::string(testing::MakeTempDir("batch-comparison"));
     ServerConfig config = testing::TestServerConfig(*dir_);
@@ -95,12 +102,13 @@ class BatchRunComparisonTest : public ::testing::Test {
     int64_t metric = 0;
     int64_t scenario = 0;
   };
-  static Setup MakeAgent(HttpClient& client, const std::string& name) {
+  static Setup MakeAgent(HttpClient& client, const std::string& name,
+                         const std::string& instructions = kGoodVersion) {
     Setup made;
     made.agent = Create(client, "/api/v1/agents",
                         {{"name", name},
                          {"language_id", 1},
-                         {"instructions", kGoodVersion},
+                         {"instructions", instructions},
                          {"version", "good"},
                          {"opening_message", {{"text", "Smile Clinic, how can I help?"}}},
                          {"phone_number", "+14155550123"}});
@@ -269,6 +277,32 @@ TEST_F(BatchRunComparisonTest, AnUntouchedAgentIsUnchangedAndAWorseOneRegressed)
   EXPECT_EQ(improved["baseline_batch_run_id"], worse_id);
   EXPECT_EQ(improved["verdict"], "improved") << improved.dump();
   EXPECT_DOUBLE_EQ(FigureOf(improved, "passed")["difference"].get<double>(), 0.7);
+}
+
+// Batches of an agent left alone differ by chance only: none of the 21 comparisons between 7 of
+// them (every pair, the later against the earlier) calls a figure improved or regressed.
+TEST_F(BatchRunComparisonTest, AnAgentLeftAloneRaisesNoFalseAlarm) {
+  const Setup made = MakeAgent(*client_, "Noisy", kNoisyVersion);
+  std::vector<int64_t> batches;
+  std::set<int> pass_counts;
+  for (int i = 0; i < 7; ++i) {
+    const int64_t id = StartBatch(made, std::nullopt)["id"];
+    pass_counts.insert(WaitBatch(id)["summary"]["passed"].get<int>());
+    batches.push_back(id);
+  }
+  EXPECT_GT(pass_counts.size(), 1u) << "the batches should differ";
+  int comparisons = 0;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    for (size_t j = i + 1; j < batches.size(); ++j) {
+      const json comparison =
+          Comparison(batches[j], absl::StrCat("?baseline_batch_run_id=", batches[i]));
+      ++comparisons;
+      EXPECT_THAT(comparison["verdict"].get<std::string>(),
+                  ::testing::AnyOf("unchanged", "inconclusive"))
+          << comparison.dump();
+    }
+  }
+  EXPECT_EQ(comparisons, 21);
 }
 
 TEST_F(BatchRunComparisonTest, BatchesAndBaselinesOutsideTheWorkspaceAreRefused) {
