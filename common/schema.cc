@@ -925,6 +925,13 @@ ALTER TABLE calls ADD COLUMN agent_version TEXT;
 ALTER TABLE scenarios ADD COLUMN source_call_id BIGINT;
 )sql";
 
+// The voice platform's own version of an external agent (docs/api.md §5.10), as the platform
+// reported it for the call: on the run whose call it was, and on the call.
+constexpr char kV25[] = R"sql(
+ALTER TABLE runs ADD COLUMN platform_version TEXT;
+ALTER TABLE calls ADD COLUMN platform_version TEXT;
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
@@ -944,6 +951,7 @@ const std::vector<db::Migration>& SchemaMigrations() {
       {20, kV20Sqlite, kV20Postgres},
       {21, kV21, kV21},
       {22, kV22Sqlite, kV22Postgres},
+      {25, kV25, kV25},
   };
   return *migrations;
 }
