@@ -934,6 +934,13 @@ ALTER TABLE batch_runs ADD COLUMN repeat_count BIGINT NOT NULL DEFAULT 1;
 ALTER TABLE batch_runs ADD COLUMN baseline_batch_run_id BIGINT;
 )sql";
 
+// The voice platform's own version of an external agent (docs/api.md §5.10), as the platform
+// reported it for the call: on the run whose call it was, and on the call.
+constexpr char kV25[] = R"sql(
+ALTER TABLE runs ADD COLUMN platform_version TEXT;
+ALTER TABLE calls ADD COLUMN platform_version TEXT;
+)sql";
+
 }  // namespace
 
 const std::vector<db::Migration>& SchemaMigrations() {
@@ -954,6 +961,7 @@ const std::vector<db::Migration>& SchemaMigrations() {
       {21, kV21, kV21},
       {22, kV22Sqlite, kV22Postgres},
       {23, kV23, kV23},
+      {25, kV25, kV25},
   };
   return *migrations;
 }

@@ -47,9 +47,12 @@ absl::Status WirePlatformEvents(ServerState* s) {
     runs::RunCalls* calls = s->event_calls.get();
     s->platform_events = std::make_unique<agents::PlatformEventHandler>(
         s->agents_store.get(), s->integrations_store.get(),
-        [calls](int64_t workspace_id, const v1::IngestCallRequest& call) {
-          // No run made it: the origin names none (Calls/IngestRunCall's run_id 0).
-          return calls->Ingest(workspace_id, call, runs::RunCallOrigin{}, std::nullopt);
+        [calls](int64_t workspace_id, const v1::IngestCallRequest& call,
+                const std::optional<std::string>& platform_version) {
+          // No run made it: the origin names none (Calls/IngestRunCall's run_id 0), only the
+          // platform's version of the agent.
+          return calls->Ingest(workspace_id, call, runs::RunCallOrigin{0, 0, platform_version},
+                               std::nullopt);
         });
     if (s->agents_service) s->agents_service->set_platform_events(s->platform_events.get());
   } else if (HasRole(config, "edge")) {

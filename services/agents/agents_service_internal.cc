@@ -179,6 +179,7 @@ absl::Status AgentsService::FinishRun(const RequestContext& /*context*/,
   runs::RunOutcome outcome{request.status(), std::nullopt, request.end_reason(), request.error()};
   if (request.has_passed()) outcome.passed = request.passed();
   if (request.has_agent_version()) outcome.agent_version = request.agent_version();
+  if (request.has_platform_version()) outcome.platform_version = request.platform_version();
   return runs::StoreRunQueue(store).Finish(request.run_id(), request.token(), outcome);
 }
 

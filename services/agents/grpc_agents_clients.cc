@@ -198,6 +198,7 @@ class GrpcRunQueue final : public runs::RunQueue {
     request.set_end_reason(outcome.end_reason);
     request.set_error(outcome.error);
     if (outcome.agent_version) request.set_agent_version(*outcome.agent_version);
+    if (outcome.platform_version) request.set_platform_version(*outcome.platform_version);
     google::protobuf::Empty reply;
     return FromGrpcStatus(stub_->FinishRun(ContextWithin(deadline_).get(), request, &reply));
   }

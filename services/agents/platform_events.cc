@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "services/agents/platforms.h"
 
 namespace calleval::agents {
 namespace {
@@ -236,6 +237,8 @@ absl::StatusOr<PlatformEvent> ParseRetellEvent(absl::string_view body) {
   event.assistant_id = StringOf(*call, "agent_id");
   if (event.assistant_id.empty()) return MissingField("call.agent_id");
 
+  event.platform_version = RetellAgentVersion(*call);
+
   v1::IngestCallRequest& out = event.call;
   out.set_call_identifier(absl::StrCat("retell-", event.platform_call_id));
   SetRecording(StringOf(*call, "recording_multi_channel_url"), StringOf(*call, "recording_url"),
@@ -382,7 +385,7 @@ absl::StatusOr<v1::PlatformEventResponse> PlatformEventHandler::Handle(
     verified = true;
     v1::IngestCallRequest call = event.call;
     call.set_agent_id(agent.agent_id);
-    absl::StatusOr<v1::Call> made = sink_(agent.workspace_id, call);
+    absl::StatusOr<v1::Call> made = sink_(agent.workspace_id, call, event.platform_version);
     if (absl::IsAlreadyExists(made.status())) continue;  // a redelivery: stored the first time
     if (!made.ok()) return made.status();
     stored = true;

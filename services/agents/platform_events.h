@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -43,6 +44,9 @@ struct PlatformEvent {
   std::string platform_call_id;
   // The call as ingested, but for agent_id.
   v1::IngestCallRequest call;
+  // The platform's version of the agent that took the call (Retell's `call.agent_version`);
+  // none from Vapi, whose assistants have no version.
+  std::optional<std::string> platform_version;
 };
 
 // Reads a Vapi server message (`{"message": {"type": ...}}`). 400 `malformed_json` when the body
@@ -75,10 +79,12 @@ class PlatformEvents {
 };
 
 // Stores a verified event's call in a workspace, through the calls service (its store in this
-// process, its internal IngestRunCall method otherwise). ALREADY_EXISTS when the workspace has
-// a call with that call_identifier.
-using PlatformCallSink = std::function<absl::StatusOr<v1::Call>(
-    int64_t workspace_id, const v1::IngestCallRequest& call)>;
+// process, its internal IngestRunCall method otherwise), with the platform's version of the
+// agent (the call's platform_version). ALREADY_EXISTS when the workspace has a call with that
+// call_identifier.
+using PlatformCallSink =
+    std::function<absl::StatusOr<v1::Call>(int64_t workspace_id, const v1::IngestCallRequest& call,
+                                           const std::optional<std::string>& platform_version)>;
 
 // The handler itself, over this process's agents and integrations stores.
 class PlatformEventHandler final : public PlatformEvents {

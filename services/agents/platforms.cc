@@ -103,6 +103,29 @@ std::string LanguageOf(const json& transcriber) { return StringAt(transcriber, "
 
 }  // namespace
 
+std::optional<std::string> RetellAgentVersion(const json& call) {
+  if (!call.is_object()) return std::nullopt;
+  auto it = call.find("agent_version");
+  if (it == call.end()) return std::nullopt;
+  if (it->is_number_unsigned()) return absl::StrCat(it->get<uint64_t>());
+  if (it->is_number_integer()) {
+    const int64_t version = it->get<int64_t>();
+    if (version < 0) return std::nullopt;
+    return absl::StrCat(version);
+  }
+  if (it->is_string()) {
+    const std::string text = it->get<std::string>();
+    // Digits only and short: the version is shown and compared, never free text.
+    if (text.empty() || text.size() > 20) return std::nullopt;
+    for (char c : text) {
+      if (c < '0' || c > '9') return std::nullopt;
+    }
+    return text;
+  }
+  // A float, even a whole one, is not how Retell writes a version.
+  return std::nullopt;
+}
+
 std::string PlatformErrorMessage(absl::string_view body) {
   std::string message;
   json parsed = json::parse(body.begin(), body.end(), nullptr, false);
@@ -221,7 +244,8 @@ absl::StatusOr<RetellWebCall> CreateRetellWebCall(const std::string& api_url,
   absl::StatusOr<json> call = Request("Retell", "POST", Base(api_url) + "/v2/create-web-call",
                                       api_key, body.dump(), "POST /v2/create-web-call", options);
   if (!call.ok()) return call.status();
-  RetellWebCall out{StringAt(*call, "call_id"), StringAt(*call, "access_token")};
+  RetellWebCall out{StringAt(*call, "call_id"), StringAt(*call, "access_token"),
+                    RetellAgentVersion(*call)};
   if (out.call_id.empty() || out.access_token.empty()) {
     return absl::UnavailableError(
         "Retell answered POST /v2/create-web-call without a call_id and an access_token");
@@ -229,22 +253,22 @@ absl::StatusOr<RetellWebCall> CreateRetellWebCall(const std::string& api_url,
   return out;
 }
 
-absl::StatusOr<std::string> CreateRetellPhoneCall(const std::string& api_url,
-                                                  const std::string& api_key,
-                                                  const std::string& from_number,
-                                                  const std::string& to_number,
-                                                  const std::string& agent_id,
-                                                  const PlatformRequestOptions& options) {
+absl::StatusOr<RetellPhoneCall> CreateRetellPhoneCall(const std::string& api_url,
+                                                      const std::string& api_key,
+                                                      const std::string& from_number,
+                                                      const std::string& to_number,
+                                                      const std::string& agent_id,
+                                                      const PlatformRequestOptions& options) {
   const json body = {
       {"from_number", from_number}, {"to_number", to_number}, {"override_agent_id", agent_id}};
   absl::StatusOr<json> call = Request("Retell", "POST", Base(api_url) + "/v2/create-phone-call",
                                       api_key, body.dump(), "POST /v2/create-phone-call", options);
   if (!call.ok()) return call.status();
-  const std::string id = StringAt(*call, "call_id");
-  if (id.empty()) {
+  RetellPhoneCall out{StringAt(*call, "call_id"), RetellAgentVersion(*call)};
+  if (out.call_id.empty()) {
     return absl::UnavailableError("Retell answered POST /v2/create-phone-call without a call_id");
   }
-  return id;
+  return out;
 }
 
 }  // namespace calleval::agents

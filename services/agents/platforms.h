@@ -16,11 +16,13 @@
 // Callers map them onto their own errors: these codes are never answered as they are.
 
 #include <atomic>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "nlohmann/json.hpp"
 
 namespace calleval::agents {
 
@@ -68,10 +70,18 @@ absl::StatusOr<VapiWebsocketCall> CreateVapiWebsocketCall(
     const std::string& api_url, const std::string& api_key, const std::string& assistant_id,
     const PlatformRequestOptions& options = {});
 
-// A Retell web call: its id and the access token that joins its LiveKit room.
+// Retell's agent_version in one of its call objects (the answers of create-web-call and
+// create-phone-call, the `call` of its webhooks): the version of the agent that takes the call,
+// as text ("7"). None when the object has none, or one that is not a whole number (Retell's are
+// integers; a request may name one as a string of digits, which is read too).
+std::optional<std::string> RetellAgentVersion(const nlohmann::json& call);
+
+// A Retell web call: its id, the access token that joins its LiveKit room, and the version of
+// the agent that takes it.
 struct RetellWebCall {
   std::string call_id;
   std::string access_token;
+  std::optional<std::string> agent_version;
 };
 
 // POST {api_url}/v2/create-web-call with {"agent_id"}. Not retried: a retry could start a second
@@ -81,15 +91,21 @@ absl::StatusOr<RetellWebCall> CreateRetellWebCall(const std::string& api_url,
                                                   const std::string& agent_id,
                                                   const PlatformRequestOptions& options = {});
 
+// A phone call Retell places: its id and the version of the agent that makes it.
+struct RetellPhoneCall {
+  std::string call_id;
+  std::optional<std::string> agent_version;
+};
+
 // POST {api_url}/v2/create-phone-call with {"from_number", "to_number", "override_agent_id"}:
 // Retell's agent `agent_id` calls `to_number` from `from_number` (a number the Retell account
-// owns). The call's id (call_id). Not retried: a retry could place a second call.
-absl::StatusOr<std::string> CreateRetellPhoneCall(const std::string& api_url,
-                                                  const std::string& api_key,
-                                                  const std::string& from_number,
-                                                  const std::string& to_number,
-                                                  const std::string& agent_id,
-                                                  const PlatformRequestOptions& options = {});
+// owns). Not retried: a retry could place a second call.
+absl::StatusOr<RetellPhoneCall> CreateRetellPhoneCall(const std::string& api_url,
+                                                      const std::string& api_key,
+                                                      const std::string& from_number,
+                                                      const std::string& to_number,
+                                                      const std::string& agent_id,
+                                                      const PlatformRequestOptions& options = {});
 
 // The platform's message from an error body: Vapi's {"message": "..." | [...], "error"},
 // Retell's {"message"} or {"error_message"}; shortened. For tests and the callers' messages.

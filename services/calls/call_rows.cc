@@ -89,6 +89,7 @@ v1::Call CallFromRow(const db::Statement& s, const RecordingSigner* signer) {
   call.set_created_at(s.Text(25));
   call.set_updated_at(s.Text(26));
   SetOptional(s, 27, [&](std::string v) { call.set_version(std::move(v)); });
+  SetOptional(s, 28, [&](std::string v) { call.set_platform_version(std::move(v)); });
   return call;
 }
 

@@ -23,7 +23,7 @@ inline constexpr absl::string_view kCallColumns =
     "analysis_status, transcription_status, recording_url, recording_state, duration_seconds, "
     "call_timestamp, call_end_reason, customer_number, tag, label, metadata, transcript, "
     "transcript_source, metric_ids, standard_metrics, metric_results, credits_used, "
-    "failure_reason, failure_message, created_at, updated_at, agent_version";
+    "failure_reason, failure_message, created_at, updated_at, agent_version, platform_version";
 
 // The writes of one call's rows (its leases, results, settling, deletion) run READ COMMITTED,
 // like the queue claims and the ingest: each locks the call's row before it reads what it decides on (CheckLease's FOR UPDATE),

@@ -194,11 +194,11 @@ absl::Status CallsService::IngestRunCall(const RequestContext& /*context*/,
     recording = runs::RunRecording{request.recording_key(), request.recording_content_type(),
                                    request.recording_bytes()};
   }
+  runs::RunCallOrigin origin{request.run_id(), request.scenario_id()};
+  if (request.has_platform_version()) origin.platform_version = request.platform_version();
   InProcessRunCalls calls(store_, on_ingest_);
   ASSIGN_OR_RETURN(*response,
-                   calls.Ingest(request.workspace_id(), request.call(),
-                                runs::RunCallOrigin{request.run_id(), request.scenario_id()},
-                                recording));
+                   calls.Ingest(request.workspace_id(), request.call(), origin, recording));
   return absl::OkStatus();
 }
 

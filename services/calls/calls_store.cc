@@ -43,19 +43,19 @@ constexpr absl::string_view kInsertCall =
     "call_direction, analysis_status, transcription_status, recording_url, recording_state, "
     "duration_seconds, call_timestamp, call_end_reason, customer_number, tag, label, metadata, "
     "transcript, transcript_source, metric_ids, created_at, updated_at, silence_threshold_ms, "
-    "call_time, run_id, scenario_id, query_rows, agent_version) VALUES (?1, ?2, ?3, ?4, ?5, "
-    "'pending', ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, "
-    "?23, ?24, 1, ?25) ON "
+    "call_time, run_id, scenario_id, query_rows, agent_version, platform_version) VALUES (?1, ?2, "
+    "?3, ?4, ?5, 'pending', ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "
+    "?20, ?21, ?22, ?23, ?24, 1, ?25, ?26) ON "
     "CONFLICT (workspace_id, call_identifier) DO NOTHING RETURNING id";
 
-// PostgreSQL only: that INSERT and the call's planned metrics (?26 the metric ids, ?27 their
+// PostgreSQL only: that INSERT and the call's planned metrics (?27 the metric ids, ?28 their
 // credit costs, arrays in plan order) in one statement: the rows WritePlannedMetrics writes.
 const std::string& InsertCallWithPlan() {
   static const std::string sql = absl::StrCat(
       "WITH new_call AS (", kInsertCall,
       "), plan AS (INSERT INTO call_metrics (call_id, metric_id, credit_cost, status, "
       "plan_order) SELECT new_call.id, p.metric_id, p.credit_cost, 'pending', p.plan_order FROM "
-      "new_call, unnest(CAST(?26 AS BIGINT[]), CAST(?27 AS BIGINT[])) WITH ORDINALITY AS "
+      "new_call, unnest(CAST(?27 AS BIGINT[]), CAST(?28 AS BIGINT[])) WITH ORDINALITY AS "
       "p(metric_id, credit_cost, plan_order) ON CONFLICT (call_id, metric_id) DO NOTHING) "
       "SELECT id FROM new_call");
   return sql;
@@ -257,11 +257,11 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
         }
         insert.Bind(22, call_time);
         insert.Bind(23, origin.run_id).Bind(24, origin.scenario_id);
-        insert.Bind(25, agent.version);
+        insert.Bind(25, agent.version).Bind(26, origin.platform_version);
         // The unique (workspace_id, call_identifier) decides a duplicate, also between two
         // ingests of one identifier at once: no row back means it was there already.
         if (one_statement) {
-          insert.Bind(26, IdArray(planned)).Bind(27, IdArray(planned_costs));
+          insert.Bind(27, IdArray(planned)).Bind(28, IdArray(planned_costs));
         }
         ASSIGN_OR_RETURN(bool inserted, insert.Step());
         if (!inserted) return kDuplicate;
@@ -334,6 +334,7 @@ absl::StatusOr<v1::Call> CallsStore::Ingest(int64_t workspace_id,
   call.set_created_at(now);
   call.set_updated_at(now);
   if (agent.version) call.set_version(*agent.version);
+  if (origin.platform_version) call.set_platform_version(*origin.platform_version);
   return call;
 }
 

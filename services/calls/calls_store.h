@@ -104,10 +104,13 @@ struct TranscriptionJob {
 inline constexpr int64_t kStandardMetricCost = 1;
 
 // The run a call was made by, when the runs role ingests its conversation: stats of a scenario
-// count the calls of its runs. Never taken from a pushed call's metadata.
+// count the calls of its runs. Never taken from a pushed call's metadata. With it, the voice
+// platform's version of the agent that took the call (a run's or a platform's production call,
+// runs::RunCallOrigin), recorded as the call's platform_version.
 struct RunOrigin {
   std::optional<int64_t> run_id;
   std::optional<int64_t> scenario_id;
+  std::optional<std::string> platform_version;
 };
 
 // A call's stored recording: its object in the blob store, and what the call's row says of it.

@@ -21,6 +21,7 @@ class GrpcRunCalls final : public runs::RunCalls {
     *request.mutable_call() = call;
     request.set_run_id(origin.run_id);
     request.set_scenario_id(origin.scenario_id);
+    if (origin.platform_version) request.set_platform_version(*origin.platform_version);
     if (recording.has_value()) {
       request.set_recording_key(recording->key);
       request.set_recording_content_type(recording->content_type);

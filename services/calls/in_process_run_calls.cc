@@ -45,6 +45,7 @@ absl::StatusOr<v1::Call> InProcessRunCalls::Ingest(
   // services/agents/platform_events.h) counts in no scenario's stats.
   if (origin.run_id != 0) run_origin.run_id = origin.run_id;
   if (origin.scenario_id != 0) run_origin.scenario_id = origin.scenario_id;
+  run_origin.platform_version = origin.platform_version;
   std::optional<StoredRecording> stored;
   if (recording.has_value()) {
     stored = StoredRecording{recording->key, recording->content_type, recording->bytes};

@@ -122,6 +122,7 @@ absl::StatusOr<PlatformWebCall> StartPlatformWebCall(RunAgents& agents, int64_t 
     // A Retell web call is a LiveKit room: the caller joins it with the call's token.
     out.room_url = urls.retell_room;
     out.room_token = call->access_token;
+    out.platform_version = call->agent_version;
     out.channel.fields = {{"transport", "livekit"}, {"room_management", "client"}};
     return out;
   }
@@ -166,9 +167,11 @@ absl::StatusOr<PlatformWebCall> StartPlatformWebCall(RunAgents& agents, int64_t 
   return out;
 }
 
-absl::Status RequestRetellCall(RunAgents& agents, int64_t workspace_id, const v1::Agent& agent,
-                               const ProviderApiUrls& urls, const std::string& number,
-                               const std::atomic<bool>* cancel) {
+absl::StatusOr<agents::RetellPhoneCall> RequestRetellCall(RunAgents& agents, int64_t workspace_id,
+                                                          const v1::Agent& agent,
+                                                          const ProviderApiUrls& urls,
+                                                          const std::string& number,
+                                                          const std::atomic<bool>* cancel) {
   absl::StatusOr<std::string> key = ApiKey(agents, workspace_id, agent, "retell");
   if (!key.ok()) return key.status();
   if (key->empty()) {
@@ -178,12 +181,12 @@ absl::Status RequestRetellCall(RunAgents& agents, int64_t workspace_id, const v1
   }
   agents::PlatformRequestOptions options;
   options.cancel = cancel;
-  absl::StatusOr<std::string> call = agents::CreateRetellPhoneCall(
+  absl::StatusOr<agents::RetellPhoneCall> call = agents::CreateRetellPhoneCall(
       urls.retell, *key, agent.phone_number(), number, agent.assistant_id(), options);
   if (!call.ok()) return PlatformFailure(call.status());
   LogInfo("run: Retell asked to call",
-          {{"agent_id", agent.id()}, {"retell_call_id", *call}, {"to", number}});
-  return absl::OkStatus();
+          {{"agent_id", agent.id()}, {"retell_call_id", call->call_id}, {"to", number}});
+  return call;
 }
 
 }  // namespace calleval::runs

@@ -14,7 +14,12 @@
 // URL comes from the platform's answer, so it must be on the host of the operator's --vapi-api-url
 // (wss:// when that is https://) and passes the public-address guard like any agent URL.
 //
-// external_retell over `web` fails with the reason: Retell web calls are LiveKit rooms.
+// external_retell over `web`: the agent is pulled as a Vapi assistant is, a web call is created
+// (POST /v2/create-web-call), and the run joins the call's LiveKit room with its access token.
+//
+// Retell versions its agents and says which version takes each call (agent_version, an integer,
+// in the call object it answers): the run records it as the platform_version of the run and of
+// its call (docs/api.md §5.10). Vapi's API has no version of an assistant: none is recorded.
 //
 // The API key: the agent's web_channel.platform_api_key wins over the workspace's integration
 // settings (api_key of provider vapi / retell). The platform's refusals (bad key, unknown
@@ -22,10 +27,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "calleval/v1/agents.pb.h"
+#include "services/agents/platforms.h"
 #include "services/agents/web_channel.h"
 #include "services/runs/carrier.h"
 #include "services/runs/run_agents.h"
@@ -45,6 +52,8 @@ struct PlatformWebCall {
   // server and the call's access token.
   std::string room_url;
   std::string room_token;
+  // The platform's version of the agent taking the call (Retell's agent_version); none for Vapi.
+  std::optional<std::string> platform_version;
 };
 
 // The error an agents role that could not answer gives (not the run's fault): the run is given
@@ -62,10 +71,13 @@ absl::StatusOr<PlatformWebCall> StartPlatformWebCall(RunAgents& agents, int64_t 
 // Asks Retell to have the external_retell `agent` call `number` (one of the workspace's, which
 // a phone run awaits the call on) from the agent's phone_number: POST /v2/create-phone-call with
 // the agent's assistant_id as override_agent_id and the API key as for a web run. Errors as
-// StartPlatformWebCall's (the platform's refusal with its message).
-absl::Status RequestRetellCall(RunAgents& agents, int64_t workspace_id, const v1::Agent& agent,
-                               const ProviderApiUrls& urls, const std::string& number,
-                               const std::atomic<bool>* cancel);
+// StartPlatformWebCall's (the platform's refusal with its message). Retell's call: its id and the
+// version of the agent that places it.
+absl::StatusOr<agents::RetellPhoneCall> RequestRetellCall(RunAgents& agents, int64_t workspace_id,
+                                                          const v1::Agent& agent,
+                                                          const ProviderApiUrls& urls,
+                                                          const std::string& number,
+                                                          const std::atomic<bool>* cancel);
 
 // Whether `websocket_url` (from the platform's answer) may be dialled for a platform whose API
 // is at `api_url`: ws(s) on the same host, and never ws:// when the API is https://.

@@ -16,10 +16,14 @@
 
 namespace calleval::runs {
 
-// The run a call comes from: a scenario's stats count the calls of its runs.
+// Where a call comes from: the run that made it (a scenario's stats count the calls of its
+// runs; 0 for none), and the voice platform's version of the external agent that took it, as the
+// platform reported it (Retell's agent_version). Never from the call's own fields: a client
+// pushing a call could claim any.
 struct RunCallOrigin {
   int64_t run_id = 0;
   int64_t scenario_id = 0;
+  std::optional<std::string> platform_version = std::nullopt;
 };
 
 // A run's recording, put in the installation's blob store by the runs worker itself (under

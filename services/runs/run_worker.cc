@@ -76,8 +76,11 @@ v1::IngestCallRequest RunCallRequest(const RunJob& job, const v1::Scenario& scen
 absl::StatusOr<int64_t> IngestRunCall(RunCalls& calls, const RunJob& job,
                                       const v1::IngestCallRequest& ingest,
                                       const std::optional<RunRecording>& recording) {
-  absl::StatusOr<v1::Call> call = calls.Ingest(
-      job.workspace_id, ingest, RunCallOrigin{job.run_id, job.scenario_id}, recording);
+  // The platform's version of the agent comes from what the platform answered the run, never
+  // from the call's metadata.
+  absl::StatusOr<v1::Call> call =
+      calls.Ingest(job.workspace_id, ingest,
+                   RunCallOrigin{job.run_id, job.scenario_id, job.platform_version}, recording);
   if (!call.ok() && call.status().code() == absl::StatusCode::kAlreadyExists) {
     // A lease that died between the ingest and SetCall: the call is there already.
     call = calls.Get(job.workspace_id, ingest.call_identifier());
@@ -472,9 +475,8 @@ absl::StatusOr<int64_t> RunWorkers::RoomRun(const RunJob& job, const v1::Scenari
   return IngestRecording(job, scenario, *recording, recording->end_reason, platform);
 }
 
-absl::StatusOr<int64_t> RunWorkers::PhoneRun(const RunJob& job, const v1::Scenario& scenario,
-                                             const v1::Agent& agent,
-                                             const CarrierAccount& account,
+absl::StatusOr<int64_t> RunWorkers::PhoneRun(RunJob& job, const v1::Scenario& scenario,
+                                             const v1::Agent& agent, const CarrierAccount& account,
                                              std::string* end_reason) {
   const RunDependencies& deps = options_.deps;
   if (absl::Status s = VoiceCallerAvailable(deps, scenario); !s.ok()) return s;
@@ -499,8 +501,11 @@ absl::StatusOr<int64_t> RunWorkers::PhoneRun(const RunJob& job, const v1::Scenar
   absl::Status platform_refused;  // Retell's answer when asked to place the agent's call
   if (call.agent_calls_in && agent.agent_source() == agents::rules::kExternalRetell) {
     call.request_call = [&](const std::string& number) {
-      platform_refused = RequestRetellCall(*deps.agents, job.workspace_id, agent,
-                                           deps.provider_urls, number, workers_.cancel_flag());
+      absl::StatusOr<agents::RetellPhoneCall> placed =
+          RequestRetellCall(*deps.agents, job.workspace_id, agent, deps.provider_urls, number,
+                            workers_.cancel_flag());
+      platform_refused = placed.status();
+      if (placed.ok()) job.platform_version = placed->agent_version;
       return platform_refused;
     };
   }
@@ -600,6 +605,7 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
         if (Cancelled(platform.status())) return std::nullopt;
         return Failed(std::string(platform.status().message()));
       }
+      job.platform_version = platform->platform_version;
       call_id = platform->room_url.empty()
                     ? WebsocketRun(job, *scenario, platform->agent, platform->channel, &*platform,
                                    &end_reason)
@@ -679,6 +685,10 @@ std::optional<RunOutcome> RunWorkers::Execute(RunJob& job, const LeaseHeartbeat:
       absl::SleepFor(absl::Milliseconds(250));
       continue;
     }
+    // A run resumed after its call was ingested learns the platform's version from the call.
+    if (!job.platform_version && call->has_platform_version()) {
+      job.platform_version = call->platform_version();
+    }
     const std::string& status = call->analysis_status();
     if (status == "completed") {
       std::vector<int64_t> ids;
@@ -729,8 +739,12 @@ bool RunWorkers::WorkOnce() {
     });
   }
   std::optional<RunOutcome> outcome = Execute(leased, held.get());
-  // The version the run spoke to is the agent's as read at its start (Execute).
-  if (outcome) outcome->agent_version = leased.agent_version;
+  // The version the run spoke to is the agent's as read at its start (Execute), and the
+  // platform's as the platform answered when the run's call was made.
+  if (outcome) {
+    outcome->agent_version = leased.agent_version;
+    outcome->platform_version = leased.platform_version;
+  }
   if (held && held->lost()) {
     // The lease expired and another worker took the run: its report would be refused.
     LogWarn("run: lease lost, outcome dropped", {{"run_id", leased.run_id}});

@@ -150,7 +150,8 @@ class RunWorkers {
   // of the workspace's numbers (having Retell place it, for an external_retell agent),
   // records both sides and ingests the recording; the call's id. A call that never became a
   // conversation (busy, no_answer, voicemail, carrier_error) is an error with `end_reason` set.
-  absl::StatusOr<int64_t> PhoneRun(const RunJob& job, const v1::Scenario& scenario,
+  // The version of the agent Retell says places its call goes on `job` (platform_version).
+  absl::StatusOr<int64_t> PhoneRun(RunJob& job, const v1::Scenario& scenario,
                                    const v1::Agent& agent, const CarrierAccount& account,
                                    std::string* end_reason);
   // The voice caller of a run, for both voice channels: the scenario's lines, or the LLM

@@ -17,7 +17,7 @@ namespace {
 
 constexpr absl::string_view kRunColumns =
     "id, scenario_id, agent_id, batch_run_id, channel, status, call_id, passed, started_at, "
-    "ended_at, end_reason, error, created_at, agent_version";
+    "ended_at, end_reason, error, created_at, agent_version, platform_version";
 
 v1::Run RunFromRow(const db::Statement& s) {
   v1::Run r;
@@ -35,6 +35,7 @@ v1::Run RunFromRow(const db::Statement& s) {
   if (auto v = s.OptionalText(11)) r.set_error(*v);
   r.set_created_at(s.Text(12));
   if (auto v = s.OptionalText(13)) r.set_version(*v);
+  if (auto v = s.OptionalText(14)) r.set_platform_version(*v);
   return r;
 }
 
@@ -450,7 +451,7 @@ absl::Status RunsStore::Finish(int64_t run_id, absl::string_view token,
     ASSIGN_OR_RETURN(auto stmt,
                      c.Prepare("UPDATE runs SET status = ?, passed = ?, end_reason = ?, "
                                "error = ?, ended_at = ?, lease_token = NULL, lease_until = NULL, "
-                               "agent_version = ? WHERE id = ?"));
+                               "agent_version = ?, platform_version = ? WHERE id = ?"));
     stmt.Bind(1, outcome.status);
     if (outcome.passed) {
       stmt.Bind(2, static_cast<int64_t>(*outcome.passed ? 1 : 0));
@@ -467,7 +468,10 @@ absl::Status RunsStore::Finish(int64_t run_id, absl::string_view token,
     } else {
       stmt.Bind(4, outcome.error);
     }
-    stmt.Bind(5, NowTimestamp()).Bind(6, outcome.agent_version).Bind(7, run_id);
+    stmt.Bind(5, NowTimestamp())
+        .Bind(6, outcome.agent_version)
+        .Bind(7, outcome.platform_version)
+        .Bind(8, run_id);
     return stmt.Run();
   });
 }

@@ -39,6 +39,9 @@ struct RunJob {
   std::optional<int64_t> call_id;  // set once the conversation was ingested
   // Not stored with the lease: the runs worker notes the agent's version label at the start.
   std::optional<std::string> agent_version;
+  // Nor this: the platform's version of an external agent, as the platform answered the
+  // request that made the run's call (Retell's agent_version), or as the run's call records it.
+  std::optional<std::string> platform_version;
 };
 
 // How a run ended.
@@ -49,6 +52,8 @@ struct RunOutcome {
   std::string error;
   // The agent's version label the worker read at the run's start; none: the agent has none.
   std::optional<std::string> agent_version = std::nullopt;
+  // The platform's version of the agent the run's call reached; none: the platform told none.
+  std::optional<std::string> platform_version = std::nullopt;
 };
 
 // Runs by outcome, for stats (services/calls/stats_store.h).

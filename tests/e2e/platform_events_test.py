@@ -6,10 +6,11 @@ them. Retell's are signed by Retell's own SDK (tools/retell/sign.js, retell-sdk 
 lock file), so the service is held to Retell's wire format; Vapi's carry the server URL's secret
 the ways Vapi sends it (X-Vapi-Secret, a bearer token, an HMAC credential's signature), which no
 SDK of Vapi's computes. Each verified event makes one call of the agent whose assistant_id it
-names, with the turns, metadata and stereo recording mapped; the recording is fetched in the
-background from a loopback server. A redelivery answers 200 and makes nothing; a forged or
-stale signature is 401 and stores nothing; an assistant no agent has is acknowledged (200,
-"ignored") and stores nothing; other event types are acknowledged and ignored.
+names, with the turns, metadata, stereo recording and (Retell's) agent version mapped; the
+recording is fetched in the background from a loopback server. A redelivery answers 200 and
+makes nothing; a forged or stale signature is 401 and stores nothing; an assistant no agent has
+is acknowledged (200, "ignored") and stores nothing; other event types are acknowledged and
+ignored.
 """
 import hashlib
 import hmac
@@ -251,6 +252,8 @@ class PlatformEventsTest(unittest.TestCase):
         self.assertEqual(call["call_timestamp"], "2026-11-28T10:00:00Z")
         self.assertEqual(call["metadata"], {"platform": "vapi", "ended_reason":
                                             "customer-ended-call", "cost": 0.1234})
+        # Vapi's assistants have no version.
+        self.assertIsNone(call["platform_version"])
         self.assertEqual(call["transcript"], [
             {"role": "AI Assistant", "content": "Smile Clinic, how can I help?",
              "start_time": 0.5, "end_time": 2.5},
@@ -318,7 +321,7 @@ class PlatformEventsTest(unittest.TestCase):
     def retell_event(self, call_id, agent_id="agent_retell_1", event="call_analyzed"):
         return json.dumps({"event": event, "call": {
             "call_type": "phone_call", "call_id": call_id, "agent_id": agent_id,
-            "call_status": "ended", "direction": "outbound",
+            "agent_version": 4, "call_status": "ended", "direction": "outbound",
             "from_number": "+14155550100", "to_number": "+14155550142",
             "start_timestamp": 1764324000000, "end_timestamp": 1764324031500,
             "duration_ms": 31500,
@@ -354,6 +357,8 @@ class PlatformEventsTest(unittest.TestCase):
         self.assertEqual(call["call_timestamp"], "2025-11-28T10:00:00Z")
         self.assertEqual(call["metadata"], {"platform": "retell", "ended_reason": "agent_hangup",
                                             "cost": 0.125})
+        # Retell's agent_version: the version of its agent that took the call.
+        self.assertEqual(call["platform_version"], "4")
         self.assertEqual(call["transcript"], [
             {"role": "AI Assistant", "content": "Hello, this is Ava.", "start_time": 0.4,
              "end_time": 1.6},

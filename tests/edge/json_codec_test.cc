@@ -691,13 +691,15 @@ void CheckPrints(const std::vector<PrintCase>& cases) {
 
 TEST(PrintJsonTest, Call) {
   CheckPrints<v1::Call>({
-      {"", R"({"id":0,"call_identifier":"","client_id":0,"agent_id":0,"observation_type":"",)"
-           R"("call_direction":"","analysis_status":"","transcription_status":"",)"
-           R"("recording_url":null,"presigned_recording_url":null,"duration_seconds":null,)"
-           R"("call_timestamp":"","call_end_reason":null,"customer_number":null,"tag":null,)"
-           R"("label":null,"metadata":null,"transcript":[],"transcript_source":null,)"
-           R"("standard_metrics":[],"metric_results":[],"credits_used":0,"failure_reason":null,)"
-           R"("failure_message":null,"created_at":"","updated_at":"","metric_ids":[],"version":null})"},
+      {"",
+       R"({"id":0,"call_identifier":"","client_id":0,"agent_id":0,"observation_type":"",)"
+       R"("call_direction":"","analysis_status":"","transcription_status":"",)"
+       R"("recording_url":null,"presigned_recording_url":null,"duration_seconds":null,)"
+       R"("call_timestamp":"","call_end_reason":null,"customer_number":null,"tag":null,)"
+       R"("label":null,"metadata":null,"transcript":[],"transcript_source":null,)"
+       R"("standard_metrics":[],"metric_results":[],"credits_used":0,"failure_reason":null,)"
+       R"("failure_message":null,"created_at":"","updated_at":"","metric_ids":[],"version":null,)"
+       R"("platform_version":null})"},
       {R"pb(id: 42
             call_identifier: "crm-9931"
             client_id: 1
@@ -767,7 +769,8 @@ TEST(PrintJsonTest, Call) {
             created_at: "c"
             updated_at: "u"
             metric_ids: [ 1, 2 ]
-            ignored_metric_ids: [ 9 ])pb",
+            ignored_metric_ids: [ 9 ]
+            platform_version: "7")pb",
        R"({"id":42,"call_identifier":"crm-9931","client_id":1,"agent_id":9007199254740993,)"
        R"("observation_type":"voice","call_direction":"inbound","analysis_status":"completed",)"
        R"("transcription_status":"completed","recording_url":"https://example.com/r.wav",)"
@@ -784,7 +787,31 @@ TEST(PrintJsonTest, Call) {
        R"({"set_metrics_name":null,"as_metrics_expected_value":null,)"
        R"("outcome_classification":null},"credits_used":0,"error":null,"agreement":null}],"credits_used":12,)"
        R"("failure_reason":null,"failure_message":null,"created_at":"c","updated_at":"u",)"
-       R"("metric_ids":[1,2],"ignored_metric_ids":[9],"version":null})"},
+       R"("metric_ids":[1,2],"ignored_metric_ids":[9],"version":null,"platform_version":"7"})"},
+  });
+}
+
+// A run's agent versions: the workspace's label and the platform's, null when there is none.
+TEST(PrintJsonTest, Run) {
+  CheckPrints<v1::Run>({
+      {"", R"({"id":0,"scenario_id":0,"agent_id":0,"batch_run_id":null,"channel":"","status":"",)"
+           R"("call_id":null,"passed":null,"started_at":null,"ended_at":null,"end_reason":null,)"
+           R"("error":null,"created_at":"","version":null,"platform_version":null})"},
+      {R"pb(id: 5
+            scenario_id: 2
+            agent_id: 3
+            channel: "web"
+            status: "completed"
+            call_id: 44
+            passed: true
+            end_reason: "script_finished"
+            created_at: "c"
+            version: "prompt-v7"
+            platform_version: "12")pb",
+       R"({"id":5,"scenario_id":2,"agent_id":3,"batch_run_id":null,"channel":"web",)"
+       R"("status":"completed","call_id":44,"passed":true,"started_at":null,"ended_at":null,)"
+       R"("end_reason":"script_finished","error":null,"created_at":"c","version":"prompt-v7",)"
+       R"("platform_version":"12"})"},
   });
 }
 

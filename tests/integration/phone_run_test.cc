@@ -364,6 +364,8 @@ TEST_P(PhoneRunTest, AnAgentOnAVoicePlatformIsDialledAtItsNumber) {
     json run = WaitRun(id);
     EXPECT_EQ(run["status"], "completed") << run.dump();
     EXPECT_EQ(run["end_reason"], "completed") << run.dump();
+    // Neither platform was asked anything, so neither told a version of its agent.
+    EXPECT_TRUE(run["platform_version"].is_null()) << run.dump();
   }
   ASSERT_TRUE(WaitForEnd(Number(8)));
   ASSERT_TRUE(WaitForEnd(Number(9)));
@@ -487,7 +489,9 @@ TEST_P(PhoneRunTest, AnAwaitedCallThatNeverComesEndsNoAnswer) {
 }
 
 // A Retell agent that calls out: the run asks Retell to have it call the awaited number
-// (create-phone-call), and Retell's call comes in through the carrier like any other.
+// (create-phone-call), and Retell's call comes in through the carrier like any other. Retell's
+// answer names the version of the agent placing the call: the run's and the call's
+// platform_version.
 TEST_P(PhoneRunTest, RetellIsAskedToPlaceTheAgentsCall) {
   PutSettings();
   ASSERT_EQ(
@@ -498,6 +502,7 @@ TEST_P(PhoneRunTest, RetellIsAskedToPlaceTheAgentsCall) {
                    json{{"general_prompt", "Book cleanings."},
                         {"begin_message", "Hello, Sparkle here."},
                         {"start_speaker", "agent"}});
+  retell_.SetAgentVersion("assistant-" + agent_number.substr(1), 3);
   retell_.PlaceCallsWith(
       [this](const std::string& from, const std::string& to) { DialIn(from, to); });
   const int64_t run_id = Run(PhoneScenario(agent_number, {"Hi, I would like to book a cleaning."},
@@ -512,6 +517,10 @@ TEST_P(PhoneRunTest, RetellIsAskedToPlaceTheAgentsCall) {
   EXPECT_EQ(asked[0]["override_agent_id"], "assistant-" + agent_number.substr(1));
   ASSERT_TRUE(WaitForEnd(agent_number));
   EXPECT_EQ(CallFrom(agent_number).answers, 1);
+  EXPECT_EQ(run["platform_version"], "3") << run.dump();
+  const json call =
+      client_->Get(absl::StrCat("/api/public/v1/calls/", run["call_id"].get<int64_t>())).json();
+  EXPECT_EQ(call["platform_version"], "3") << call.dump();
   ExpectAgentLatency(*client_, run, carrier() + " Retell call");
 }
 

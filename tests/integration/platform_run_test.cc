@@ -195,6 +195,8 @@ TEST_F(PlatformRunTest, VapiWebRunIsScoredAndItsLatencyIsTheAssistantsDelay) {
   ASSERT_EQ(run["status"], "completed") << run.dump();
   EXPECT_EQ(run["end_reason"], "script_finished");
   EXPECT_EQ(run["passed"], true);
+  // Vapi's API has no version of an assistant: none on the run nor on its call.
+  EXPECT_TRUE(run["platform_version"].is_null()) << run.dump();
   ASSERT_EQ(vapi_.calls().size(), 1u);
   const json created = vapi_.calls()[0];
   EXPECT_EQ(created["assistantId"], "asst-sparkle");
@@ -214,6 +216,7 @@ TEST_F(PlatformRunTest, VapiWebRunIsScoredAndItsLatencyIsTheAssistantsDelay) {
   EXPECT_EQ(call["observation_type"], "voice");
   EXPECT_EQ(call["analysis_status"], "completed");
   EXPECT_EQ(call["metadata"]["platform"], "vapi") << call["metadata"].dump();
+  EXPECT_TRUE(call["platform_version"].is_null()) << call.dump();
   ASSERT_EQ(vapi_.call_ids().size(), 1u);
   EXPECT_EQ(call["metadata"]["platform_call_id"], vapi_.call_ids()[0]);
   ASSERT_TRUE(call["presigned_recording_url"].is_string()) << call.dump();

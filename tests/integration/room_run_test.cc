@@ -133,6 +133,9 @@ TEST(RoomRunTest, RubricRoomIsCreatedJoinedScoredAndDeleted) {
   EXPECT_EQ(livekit.dispatches()[0].room, livekit.deleted_rooms()[0]);
   std::cerr << "run queued to completed: " << r.elapsed << "\n";
   EXPECT_EQ(r.run["end_reason"], "script_finished");
+  // An agent of the workspace's own is on no platform.
+  EXPECT_TRUE(r.run["platform_version"].is_null()) << r.run.dump();
+  EXPECT_TRUE(r.call["platform_version"].is_null());
   ExpectLatency(r.call);
   ASSERT_EQ(livekit.participants().size(), 1u);
   EXPECT_EQ(livekit.deleted_rooms().size(), 1u);
@@ -168,7 +171,8 @@ TEST(RoomRunTest, ClientRoomComesFromTheBotRunner) {
 }
 
 // A Retell web call is a LiveKit room: the run creates the call (POST /v2/create-web-call) and
-// joins the room its access token opens, at the installation's --retell-room-url.
+// joins the room its access token opens, at the installation's --retell-room-url. The version
+// of the agent Retell says takes the call is the run's and the call's platform_version.
 TEST(RoomRunTest, RetellWebCallIsJoinedAndScored) {
   FakeLiveKit livekit;
   FakeRoomAgentOptions agent;
@@ -179,6 +183,7 @@ TEST(RoomRunTest, RetellWebCallIsJoinedAndScored) {
                   json{{"general_prompt", "You book cleanings."},
                        {"begin_message", "Hello, how can I help?"},
                        {"start_speaker", "agent"}});
+  retell.SetAgentVersion("agent_room", 7);
   retell.HandWebCallsWith([&livekit](const std::string& call_id) {
     return *runs::MintLiveKitToken(runs::CallerToken(livekit.api_key(), livekit.api_secret(),
                                                      "retell-" + call_id, "caller-" + call_id));
@@ -191,6 +196,10 @@ TEST(RoomRunTest, RetellWebCallIsJoinedAndScored) {
       },
       json{{"agent_source", "external_retell"}, {"assistant_id", "agent_room"}});
   ASSERT_EQ(r.run["status"], "completed") << r.run.dump();
+  EXPECT_EQ(r.run["platform_version"], "7") << r.run.dump();
+  EXPECT_EQ(r.call["platform_version"], "7");
+  // The workspace's own label is another thing: this agent has none.
+  EXPECT_TRUE(r.run["version"].is_null()) << r.run.dump();
   ExpectLatency(r.call);
   ASSERT_EQ(retell.web_calls().size(), 1u);
   EXPECT_EQ(retell.web_calls()[0]["agent_id"], "agent_room");

@@ -235,11 +235,15 @@ class ScoredCall final : public RunCalls {
     v1::MetricResult* result = call.add_metric_results();
     result->set_metric_id(101);
     result->set_status("failed");
+    if (platform_version) call.set_platform_version(*platform_version);
     return call;
   }
   absl::StatusOr<v1::CallFiguresList> Figures(int64_t, const std::vector<int64_t>&) override {
     return absl::InternalError("no batch is compared in these tests");
   }
+
+  // The platform's version of the agent, as the call recorded it at its ingest.
+  std::optional<std::string> platform_version;
 };
 
 TEST(RunWorkersTest, AMetricsServiceThatCannotAnswerIsAskedAgainBeforeTheRunIsJudged) {
@@ -270,6 +274,31 @@ TEST(RunWorkersTest, AMetricsServiceThatCannotAnswerIsAskedAgainBeforeTheRunIsJu
   EXPECT_FALSE(*outcomes[0].passed);
   absl::MutexLock lock(&mu);
   EXPECT_EQ(asked, 3);
+}
+
+// A run resumed after its call was ingested (an earlier lease made the platform's call) still
+// records the platform's version of the agent: the call has it.
+TEST(RunWorkersTest, AResumedRunTakesThePlatformsVersionFromItsCall) {
+  RunJob job = TextJob();
+  job.call_id = 42;
+  FakeRunQueue queue(job);
+  ReadableRunAgents agents;
+  ScoredCall calls;
+  calls.platform_version = "7";
+  RunWorkers::Options options = OptionsWith(&agents, &calls);
+  options.deps.metric_definitions =
+      [](int64_t, const std::vector<int64_t>& ids) -> absl::StatusOr<std::vector<v1::Metric>> {
+    v1::Metric judged;
+    judged.set_id(ids.at(0));
+    return std::vector<v1::Metric>{judged};
+  };
+  RunWorkers workers(&queue, options);
+  workers.Start();
+  const std::vector<RunOutcome> outcomes = queue.WaitForOutcome();
+  workers.Stop();
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].status, "completed");
+  EXPECT_EQ(outcomes[0].platform_version, "7");
 }
 
 // The agent's web channel, with its credentials, comes from the agents role too: while it

@@ -858,7 +858,10 @@ TEST_P(AgentsServiceTest, RunQueueAnswersTheSameInProcessAndOverGrpc) {
     EXPECT_EQ((**leased).run_id, job.run_id);
     EXPECT_EQ((**leased).attempts, 1);
     EXPECT_EQ((**leased).call_id, std::optional<int64_t>(77));
-    const runs::RunOutcome passed{"completed", true, "script_finished", ""};
+    runs::RunOutcome passed{"completed", true, "script_finished", ""};
+    // The agent's label and the platform's version of it travel with the outcome.
+    passed.agent_version = "prompt-v2";
+    passed.platform_version = "7";
     EXPECT_EQ(queue->Finish(job.run_id, job.token, passed).code(),
               absl::StatusCode::kFailedPrecondition);  // the released lease's token
     EXPECT_EQ(read_run(job.run_id).status(), "in_progress");
@@ -868,6 +871,8 @@ TEST_P(AgentsServiceTest, RunQueueAnswersTheSameInProcessAndOverGrpc) {
     EXPECT_EQ(finished.status(), "completed");
     EXPECT_TRUE(finished.passed());
     EXPECT_EQ(finished.end_reason(), "script_finished");
+    EXPECT_EQ(finished.version(), "prompt-v2");
+    EXPECT_EQ(finished.platform_version(), "7");
 
     // A restarted holder gives back what its previous life held; another holder's stay.
     const v1::Run second = queue_run();

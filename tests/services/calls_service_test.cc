@@ -727,10 +727,14 @@ TEST_P(CallsServiceTest, RunCallsAnswerTheSameInProcessAndOverGrpc) {
     voice.set_call_identifier("run-voice-" + tag);
     voice.set_agent_id(agent_id_);
     const runs::RunRecording recording = put("runs/voice-" + tag);
+    // With the version of the agent the platform said took the call (Retell's agent_version).
     absl::StatusOr<v1::Call> recorded =
-        calls->Ingest(tenants_.own, voice, runs::RunCallOrigin{50 + n, 8}, recording);
+        calls->Ingest(tenants_.own, voice, runs::RunCallOrigin{50 + n, 8, "7"}, recording);
     ASSERT_TRUE(recorded.ok()) << recorded.status();
     EXPECT_EQ(recorded->observation_type(), "voice");
+    EXPECT_EQ(recorded->platform_version(), "7");
+    EXPECT_EQ(Read("run-voice-" + tag).platform_version(), "7");
+    EXPECT_FALSE(stored->has_platform_version());
     EXPECT_FALSE(recorded->has_recording_url());
     absl::StatusOr<StoredRecording> kept = store_->GetRecording(recorded->id());
     ASSERT_TRUE(kept.ok()) << kept.status();

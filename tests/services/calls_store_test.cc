@@ -137,6 +137,36 @@ TEST_P(CallsStoreTest, IngestRecordsTheAgentsVersion) {
   auto plain = store_->Ingest(workspace_, Request("unversioned", false));
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_FALSE(store_->Get(workspace_, "unversioned")->has_version());
+  EXPECT_FALSE(store_->Get(workspace_, "unversioned")->has_platform_version());
+}
+
+// The platform's version of an external agent comes with the call's origin, never from its
+// fields: a run's call (Retell's agent_version as the run was answered) and a platform's
+// production call (as its webhook says) record it; a pushed call has none.
+TEST_P(CallsStoreTest, IngestRecordsThePlatformsVersionFromTheOrigin) {
+  RunOrigin run;
+  run.run_id = 3;
+  run.scenario_id = 4;
+  run.platform_version = "7";
+  auto from_run = store_->Ingest(workspace_, Request("run-3", false), nullptr, run);
+  ASSERT_TRUE(from_run.ok()) << from_run.status();
+  EXPECT_EQ(from_run->platform_version(), "7");
+  auto read = store_->Get(workspace_, "run-3");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->platform_version(), "7");
+  EXPECT_EQ(from_run->SerializeAsString(), read->SerializeAsString());
+
+  RunOrigin production;
+  production.platform_version = "12";
+  auto from_platform =
+      store_->Ingest(workspace_, Request("retell-call-1", false), nullptr, production);
+  ASSERT_TRUE(from_platform.ok()) << from_platform.status();
+  EXPECT_EQ(store_->Get(workspace_, "retell-call-1")->platform_version(), "12");
+
+  auto pushed = store_->Ingest(workspace_, Request("pushed", false));
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_FALSE(pushed->has_platform_version());
+  EXPECT_FALSE(store_->Get(workspace_, "pushed")->has_platform_version());
 }
 
 TEST_P(CallsStoreTest, IngestAnswerEqualsWhatIsReadBack) {

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,7 +42,7 @@ constexpr char kVapiReport[] = R"({"message": {
     {"role": "tool_calls", "secondsFromStart": 3}]}}})";
 
 constexpr char kRetellEvent[] = R"({"event": "call_analyzed", "call": {
-  "call_id": "r-1", "agent_id": "agent-1", "direction": "inbound",
+  "call_id": "r-1", "agent_id": "agent-1", "agent_version": 7, "direction": "inbound",
   "from_number": "+14155550142", "to_number": "+14155550100",
   "start_timestamp": 1764324000000, "end_timestamp": 1764324010400,
   "recording_url": "https://r.example/mono.wav", "disconnection_reason": "user_hangup",
@@ -88,6 +89,8 @@ TEST(ParsePlatformEventTest, VapiReportBecomesACall) {
                       {"ended_reason", R"("assistant-ended-call")"},
                       {"cost", "0.25"}}));
   EXPECT_FALSE(call.has_agent_id());
+  // Vapi's assistants have no version.
+  EXPECT_EQ(event->platform_version, std::nullopt);
 }
 
 TEST(ParsePlatformEventTest, RetellCallAnalyzedBecomesACall) {
@@ -95,6 +98,8 @@ TEST(ParsePlatformEventTest, RetellCallAnalyzedBecomesACall) {
   ASSERT_TRUE(event.ok()) << event.status();
   EXPECT_TRUE(event->makes_call);
   EXPECT_EQ(event->assistant_id, "agent-1");
+  // The version of the agent that took the call, as text.
+  EXPECT_EQ(event->platform_version, "7");
   const v1::IngestCallRequest& call = event->call;
   EXPECT_EQ(call.call_identifier(), "retell-r-1");
   // No multi-channel recording: the mixed one.
@@ -198,8 +203,8 @@ class PlatformEventHandlerTest : public ::testing::TestWithParam<db::Backend> {
     integrations_ = std::make_unique<IntegrationsStore>(database_->db(), RandomBytes(32));
     handler_ = std::make_unique<PlatformEventHandler>(
         agents_.get(), integrations_.get(),
-        [this](int64_t workspace_id, const v1::IngestCallRequest& call)
-            -> absl::StatusOr<v1::Call> {
+        [this](int64_t workspace_id, const v1::IngestCallRequest& call,
+               const std::optional<std::string>& platform_version) -> absl::StatusOr<v1::Call> {
           const std::string key = absl::StrCat(workspace_id, "/", call.call_identifier());
           for (const auto& [stored_key, agent] : stored_) {
             if (stored_key == key) {
@@ -207,6 +212,7 @@ class PlatformEventHandlerTest : public ::testing::TestWithParam<db::Backend> {
             }
           }
           stored_.emplace_back(key, call.agent_id());
+          versions_.push_back(platform_version);
           v1::Call made;
           made.set_id(static_cast<int64_t>(stored_.size()));
           return made;
@@ -251,6 +257,7 @@ class PlatformEventHandlerTest : public ::testing::TestWithParam<db::Backend> {
   std::unique_ptr<IntegrationsStore> integrations_;
   std::unique_ptr<PlatformEventHandler> handler_;
   std::vector<std::pair<std::string, int64_t>> stored_;  // "workspace/identifier", agent
+  std::vector<std::optional<std::string>> versions_;     // each stored call's platform_version
   absl::Time now_ = absl::FromUnixSeconds(1764324000);
   int64_t ours_ = 0, theirs_ = 0;
 };
@@ -272,6 +279,8 @@ TEST_P(PlatformEventHandlerTest, OnlyTheWorkspaceWhoseSecretSignsGetsTheCall) {
   ASSERT_EQ(stored_.size(), 1u);
   EXPECT_EQ(stored_[0].first, absl::StrCat(ours_, "/retell-r-1"));
   EXPECT_EQ(stored_[0].second, our_agent);
+  // Retell's agent_version goes with the call to the calls service.
+  EXPECT_THAT(versions_, ElementsAre(std::optional<std::string>("7")));
 
   // Redelivered: acknowledged, nothing new.
   handled = handler_->Handle(Retell(kRetellEvent, "key-ours"));
@@ -317,6 +326,7 @@ TEST_P(PlatformEventHandlerTest, UnknownAssistantsAndOtherEventsAreIgnored) {
   EXPECT_EQ(handled->outcome(), "stored");
   ASSERT_EQ(stored_.size(), 1u);
   EXPECT_EQ(stored_[0].second, agent);
+  EXPECT_THAT(versions_, ElementsAre(std::nullopt));
 
   request.set_provider("twilio");
   EXPECT_EQ(ErrorInfoOf(handler_->Handle(request).status()).code(), "unknown_provider");

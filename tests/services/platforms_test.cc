@@ -129,10 +129,13 @@ TEST_F(PlatformsTest, RetellPlacesTheAgentsPhoneCall) {
   std::vector<std::pair<std::string, std::string>> placed;
   retell_.PlaceCallsWith(
       [&placed](const std::string& from, const std::string& to) { placed.emplace_back(from, to); });
-  absl::StatusOr<std::string> call = CreateRetellPhoneCall(
+  retell_.SetAgentVersion("agent_1", 4);
+  absl::StatusOr<RetellPhoneCall> call = CreateRetellPhoneCall(
       retell_.base_url(), "retell-key", "+14155550123", "+14155552671", "agent_1");
   ASSERT_TRUE(call.ok()) << call.status();
-  EXPECT_EQ(call->rfind("call_", 0), 0u) << *call;
+  EXPECT_EQ(call->call_id.rfind("call_", 0), 0u) << call->call_id;
+  // The version of the agent placing the call, as Retell answers it.
+  EXPECT_EQ(call->agent_version, "4");
   retell_.JoinCalls();
   ASSERT_EQ(retell_.phone_calls().size(), 1u);
   EXPECT_EQ(retell_.phone_calls()[0], (json{{"from_number", "+14155550123"},
@@ -157,6 +160,22 @@ TEST_F(PlatformsTest, RetellPlacesTheAgentsPhoneCall) {
                 .code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(retell_.phone_calls().size(), 1u);
+}
+
+// Retell's agent_version: an integer in its call objects (text "7" on the run and the call).
+TEST(RetellAgentVersionTest, WholeNumbersOnly) {
+  EXPECT_EQ(RetellAgentVersion(json{{"agent_version", 7}}), "7");
+  EXPECT_EQ(RetellAgentVersion(json{{"agent_version", 0}}), "0");
+  EXPECT_EQ(RetellAgentVersion(json::parse(R"({"agent_version": 9007199254740993})")),
+            "9007199254740993");
+  // A request may name a version as a string of digits; read the same way.
+  EXPECT_EQ(RetellAgentVersion(json{{"agent_version", "12"}}), "12");
+  for (const char* absent :
+       {R"({})", R"({"agent_version": null})", R"({"agent_version": -1})",
+        R"({"agent_version": 1.5})", R"({"agent_version": "v2"})", R"({"agent_version": ""})",
+        R"({"agent_version": [1]})", R"({"agent_version": "123456789012345678901"})", R"([1])"}) {
+    EXPECT_EQ(RetellAgentVersion(json::parse(absent)), std::nullopt) << absent;
+  }
 }
 
 TEST(PlatformErrorMessageTest, PlatformShapes) {

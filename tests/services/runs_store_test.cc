@@ -154,17 +154,27 @@ TEST_P(RunsStoreTest, TheCallIdSurvivesARetriedLease) {
   EXPECT_EQ(done.call_id(), 77);
   EXPECT_EQ(done.end_reason(), "max_turns");
   EXPECT_FALSE(done.has_version());
+  EXPECT_FALSE(done.has_platform_version());
 }
 
-// The agent's version label the worker read at the run's start is stored with its outcome.
+// The agent's version label the worker read at the run's start is stored with its outcome, and
+// so is the platform's version of the agent its call reached.
 TEST_P(RunsStoreTest, TheOutcomeRecordsTheAgentsVersion) {
   auto run = store_->CreateRun(ws_, scenarios_[0], std::string("text"));
   auto leased = store_->Lease(absl::Minutes(1), 3);
   ASSERT_TRUE(leased.ok() && leased->has_value());
   runs::RunOutcome outcome{"completed", true, "script_finished", ""};
   outcome.agent_version = "prompt-v7";
+  outcome.platform_version = "12";
   ASSERT_TRUE(store_->Finish(run->id(), (*leased)->token, outcome).ok());
   EXPECT_EQ(store_->GetRun(ws_, run->id())->version(), "prompt-v7");
+  // The platform's version of the agent, as the platform answered the run (Retell's).
+  EXPECT_EQ(store_->GetRun(ws_, run->id())->platform_version(), "12");
+  v1::ListRunsRequest list;
+  absl::StatusOr<v1::ListRunsResponse> listed = store_->ListRuns(ws_, list);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->data_size(), 1);
+  EXPECT_EQ(listed->data(0).platform_version(), "12");
 }
 
 TEST_P(RunsStoreTest, ABatchHoldsNoMoreThanItsConcurrencyInProgress) {

@@ -73,15 +73,15 @@ TestHttpServer::Response FakeRetellServer::CreateWebCall(const TestHttpServer::R
     return RetellError(400, "agent_id is required");
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (agents_.count(body["agent_id"].get<std::string>()) == 0) {
-    return RetellError(404, "Agent not found");
-  }
+  auto agent = agents_.find(body["agent_id"].get<std::string>());
+  if (agent == agents_.end()) return RetellError(404, "Agent not found");
   if (!web_token_) return RetellError(500, "web calls are not set up on this stand-in");
   web_calls_.push_back(body);
   const std::string call_id = absl::StrCat("call_web_", web_calls_.size());
   return JsonAnswer(201, json{{"call_type", "web_call"},
                               {"call_id", call_id},
                               {"agent_id", body["agent_id"]},
+                              {"agent_version", agent->second["version"]},
                               {"call_status", "registered"},
                               {"access_token", web_token_(call_id)}});
 }
@@ -108,24 +108,26 @@ TestHttpServer::Response FakeRetellServer::CreatePhoneCall(const TestHttpServer:
   }
   std::lock_guard<std::mutex> lock(mu_);
   const std::string agent_id = body.value("override_agent_id", "");
-  if (!agent_id.empty() && agents_.find(agent_id) == agents_.end()) {
-    return RetellError(404, "Agent not found");
-  }
+  auto agent = agents_.find(agent_id);
+  if (!agent_id.empty() && agent == agents_.end()) return RetellError(404, "Agent not found");
   phone_calls_.push_back(body);
   const std::string from = body["from_number"], to = body["to_number"];
   if (dial_) dialing_.emplace_back([dial = dial_, from, to] { dial(from, to); });
-  return JsonAnswer(201, json{{"call_type", "phone_call"},
-                              {"call_id", absl::StrCat("call_", HexEncode(RandomBytes(12)))},
-                              {"agent_id", agent_id},
-                              {"call_status", "registered"},
-                              {"from_number", from},
-                              {"to_number", to},
-                              {"direction", "outbound"}});
+  json call{
+      {"call_type", "phone_call"}, {"call_id", absl::StrCat("call_", HexEncode(RandomBytes(12)))},
+      {"agent_id", agent_id},      {"call_status", "registered"},
+      {"from_number", from},       {"to_number", to},
+      {"direction", "outbound"}};
+  // Without an override the number's own agent takes the call, which this stand-in does not
+  // model: no version to tell.
+  if (agent != agents_.end()) call["agent_version"] = agent->second["version"];
+  return JsonAnswer(201, call);
 }
 
 void FakeRetellServer::AddAgent(const std::string& agent_id, json agent, const std::string& llm_id,
                                 json llm) {
   agent["agent_id"] = agent_id;
+  agent["version"] = 0;
   agent["response_engine"] = {{"type", "retell-llm"}, {"llm_id", llm_id}, {"version", 0}};
   agent["last_modification_timestamp"] = 1703413636133;
   llm["llm_id"] = llm_id;
@@ -133,6 +135,11 @@ void FakeRetellServer::AddAgent(const std::string& agent_id, json agent, const s
   std::lock_guard<std::mutex> lock(mu_);
   agents_[agent_id] = std::move(agent);
   llms_[llm_id] = std::move(llm);
+}
+
+void FakeRetellServer::SetAgentVersion(const std::string& agent_id, int64_t version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  agents_.at(agent_id)["version"] = version;
 }
 
 TestHttpServer::Response FakeRetellServer::Answer(const TestHttpServer::Request& request,

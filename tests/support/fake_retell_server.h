@@ -6,7 +6,11 @@
 // call Retell places from the agent's number over its telephony: here the test's phone network
 // (PlaceCallsWith), which a test wires to a local carrier's incoming call; and POST
 // /v2/create-web-call, whose access token joins a room of the local LiveKit (HandWebCallsWith).
+// Each agent has a version, as Retell's do (0 until SetAgentVersion): get-agent answers it as
+// `version`, and the call objects create-web-call and create-phone-call answer carry it as
+// `agent_version`, an integer, as Retell's do.
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -44,6 +48,8 @@ class FakeRetellServer {
   // An agent whose response engine is the Retell LLM `llm` (as get-retell-llm answers it).
   void AddAgent(const std::string& agent_id, nlohmann::json agent, const std::string& llm_id,
                 nlohmann::json llm);
+  // The agent's version from now on (an agent added earlier).
+  void SetAgentVersion(const std::string& agent_id, int64_t version);
 
  private:
   TestHttpServer::Response Answer(const TestHttpServer::Request& request, bool llm);

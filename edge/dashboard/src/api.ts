@@ -202,6 +202,8 @@ export interface Call {
   updated_at: string;
   // The agent's version label when the call was ingested.
   version?: string | null;
+  // The voice platform's own version of the agent that took the call (Retell's).
+  platform_version?: string | null;
 }
 
 export interface CallList {
@@ -314,6 +316,8 @@ export interface Run {
   created_at: string;
   // The agent's version label when the run started.
   version?: string | null;
+  // The voice platform's own version of the agent the run's call reached (Retell's).
+  platform_version?: string | null;
 }
 
 export interface BatchRun {

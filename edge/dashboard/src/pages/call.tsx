@@ -75,6 +75,9 @@ export function CallPage({ id }: { id: string }) {
           <div><dt>Credits used</dt><dd>{call.credits_used}</dd></div>
           {call.call_end_reason && <div><dt>Ended</dt><dd>{call.call_end_reason}</dd></div>}
           {call.version && <div><dt>Agent version</dt><dd>{call.version}</dd></div>}
+          {call.platform_version && (
+            <div><dt>Platform version</dt><dd>{call.platform_version}</dd></div>
+          )}
         </dl>
       </header>
       <ErrorBanner error={error} />
