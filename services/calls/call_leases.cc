@@ -605,6 +605,7 @@ absl::Status CallsStore::RecordAnalysis(int64_t call_id, absl::string_view token
   }));
   // Once the results are committed; left owed on failure, for the next sweep.
   ApplyOwedRefundsOf(call_id).IgnoreError();
+  if (options_.on_settled) options_.on_settled(call_id);
   return absl::OkStatus();
 }
 
@@ -624,6 +625,7 @@ absl::Status CallsStore::FailAnalysis(int64_t call_id, absl::string_view token,
     return EndTranscription(c, call_id, absl::StrCat("the call's analysis failed: ", reason));
   }));
   ApplyOwedRefundsOf(call_id).IgnoreError();  // like RecordAnalysis
+  if (options_.on_settled) options_.on_settled(call_id);
   return absl::OkStatus();
 }
 
