@@ -118,6 +118,14 @@ absl::Status WireRuns(ServerState* s) {
       s->run_agents = std::make_unique<agents::InProcessRunAgents>(
           s->agents_store.get(), s->scenarios_store.get(), s->integrations_store.get());
     }
+    // A run that ended re-evaluates its workspace's alert rules when the calls role runs here
+    // (else the calls role's periodic evaluation sees it).
+    s->run_queue = std::make_unique<runs::NotifyingRunQueue>(
+        std::move(s->run_queue), [s](int64_t workspace_id) {
+          if (calls::AlertWorkers* alerts = s->alert_hook.load()) {
+            alerts->MarkWorkspace(workspace_id);
+          }
+        });
     if (AskedOverGrpc(config, "calls", config.calls_addr)) {
       s->run_calls =
           calls::NewGrpcRunCalls(CreateInternalChannel(config.calls_addr, s->internal_credential));

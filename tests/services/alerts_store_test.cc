@@ -16,6 +16,7 @@
 #include "services/agents/agents_store.h"
 #include "services/agents/scenarios_store.h"
 #include "services/calls/calls_store.h"
+#include "services/runs/runs_store.h"
 #include "tests/services/in_process_directories.h"
 #include "tests/support/test_database.h"
 
@@ -87,12 +88,16 @@ class AlertsStoreTest : public ::testing::TestWithParam<db::Backend> {
       }
       return out;
     };
+    runs_ = std::make_unique<runs::RunsStore>(db_.get(), &directories_->scenario_directory);
+    runs::RunsStore* runs = runs_.get();
+    alert_options.runs = [runs](const runs::RunCountQuery& q) { return runs->CountRuns(q); };
     alert_options.max_rules_per_workspace = 5;
     alerts_ = std::make_unique<AlertsStore>(db_.get(), alert_options);
   }
 
   void TearDown() override {
     alerts_.reset();
+    runs_.reset();
     calls_.reset();
     directories_.reset();
     db_.reset();
@@ -166,6 +171,7 @@ class AlertsStoreTest : public ::testing::TestWithParam<db::Backend> {
   std::unique_ptr<db::Database> db_;
   std::unique_ptr<testing::InProcessDirectories> directories_;
   std::unique_ptr<CallsStore> calls_;
+  std::unique_ptr<runs::RunsStore> runs_;
   std::unique_ptr<AlertsStore> alerts_;
   int64_t workspace_ = 0, other_workspace_ = 0, agent_ = 0, other_agent_ = 0;
   int calls_made_ = 0;
@@ -324,6 +330,45 @@ TEST_P(AlertsStoreTest, FiguresOverATimeWindowAndAnAgent) {
   got = alerts_->Get(workspace_, failed_rule->id());
   EXPECT_DOUBLE_EQ(got->last_value(), 0.25);
   EXPECT_EQ(got->state(), "ok");
+}
+
+// pass_rate: the runs of the rule's scenario created in the window, counted by the runs store.
+TEST_P(AlertsStoreTest, PassRateOverTheScenariosRuns) {
+  v1::ScenarioFields scenario_fields;
+  scenario_fields.set_agent_id(agent_);
+  scenario_fields.set_name("s");
+  scenario_fields.set_goal("g");
+  const int64_t scenario = directories_->scenarios.Create(workspace_, scenario_fields)->id();
+  AlertsStore::Options options = alerts_->options();
+  options.scenarios = [scenario](int64_t, int64_t id) -> absl::StatusOr<int64_t> {
+    if (id == scenario) return 1;
+    return NotFoundError("scenario");
+  };
+  AlertsStore store(db_.get(), options);
+  auto request = Rule("pass_rate", "<", 0.9, "1d");
+  request.set_scenario_id(scenario);
+  request.set_min_samples(3);
+  auto rule = store.Create(workspace_, request);
+  ASSERT_TRUE(rule.ok()) << rule.status();
+  // Three passed, one failed, one errored (not counted): 0.75.
+  const std::vector<runs::RunOutcome> outcomes = {{"completed", true, "done", ""},
+                                                  {"completed", true, "done", ""},
+                                                  {"completed", false, "done", ""},
+                                                  {"completed", true, "done", ""},
+                                                  {"failed", std::nullopt, "", "hung up"}};
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    ASSERT_TRUE(runs_->CreateRun(workspace_, scenario, std::string("text")).ok());
+    auto job = runs_->Lease(absl::Minutes(1), 3);
+    ASSERT_TRUE(job.ok() && job->has_value());
+    ASSERT_TRUE(runs_->Finish((*job)->run_id, (*job)->token, outcomes[i]).ok());
+    auto event = store.Evaluate(rule->id(), absl::Now());
+    ASSERT_TRUE(event.ok()) << event.status();
+    // Two completed runs are fewer than min_samples; at three (2 of 3 passed) it fires.
+    EXPECT_EQ(*event, i == 2 ? "firing" : "") << i;
+  }
+  auto got = store.Get(workspace_, rule->id());
+  EXPECT_EQ(got->state(), "firing");
+  EXPECT_DOUBLE_EQ(got->last_value(), 0.75);
 }
 
 // Two evaluators of one rule: the transition is recorded and queued once.
