@@ -70,7 +70,8 @@ absl::StatusOr<AlertFigure> ParseAlertFigure(absl::string_view text) {
     const absl::string_view outcome = rest.substr(dot + 1);
     if (id.empty() || !absl::SimpleAtoi(id, &figure.metric_id) || figure.metric_id <= 0 ||
         !absl::ascii_isdigit(id[0])) {
-      return Invalid("figure", "names a metric by its numeric id: metric.<metric_id>.<outcome>_rate");
+      return Invalid("figure",
+                     "names a metric by its numeric id: metric.<metric_id>.<outcome>_rate");
     }
     if (outcome.empty() || outcome.size() > 100) return Invalid("figure", kMust);
     for (char ch : outcome) {
@@ -98,8 +99,9 @@ bool AlertConditionHolds(absl::string_view op, double value, double threshold) {
 }
 
 absl::StatusOr<AlertWindow> ParseAlertWindow(absl::string_view text) {
-  constexpr absl::string_view kMust = "must be a duration <n>m, <n>h or <n>d (5m to 30d) or "
-                                      "a count \"<n> calls\" (10 to 10000)";
+  constexpr absl::string_view kMust =
+      "must be a duration <n>m, <n>h or <n>d (5m to 30d) or "
+      "a count \"<n> calls\" (10 to 10000)";
   AlertWindow window;
   absl::string_view rest = absl::StripAsciiWhitespace(text);
   if (absl::ConsumeSuffix(&rest, " calls")) {
@@ -208,22 +210,19 @@ std::string AlertBody(absl::string_view format, const AlertNotice& notice) {
   const std::string figure = notice.rule.value("figure", "");
   const std::string op = notice.rule.value("op", "");
   const bool firing = notice.event == "firing";
-  const std::string title =
-      absl::StrCat(firing ? "Alert firing: " : "Alert resolved: ", name);
+  const std::string title = absl::StrCat(firing ? "Alert firing: " : "Alert resolved: ", name);
   const std::string text =
-      absl::StrCat(SlackEscape(title), " (", figure, " ", SlackEscape(op), " ", FormatValue(notice.threshold), " over ",
-                   notice.window, "; now ", FormatValue(notice.value), " from ", notice.samples,
-                   " samples)");
+      absl::StrCat(SlackEscape(title), " (", figure, " ", SlackEscape(op), " ",
+                   FormatValue(notice.threshold), " over ", notice.window, "; now ",
+                   FormatValue(notice.value), " from ", notice.samples, " samples)");
   nlohmann::json fields = nlohmann::json::array();
   fields.push_back({{"type", "mrkdwn"},
                     {"text", absl::StrCat("*Condition*\n`", figure, " ", SlackEscape(op), " ",
                                           FormatValue(notice.threshold), "`")}});
-  fields.push_back({{"type", "mrkdwn"},
-                    {"text", absl::StrCat("*Value*\n", FormatValue(notice.value))}});
   fields.push_back(
-      {{"type", "mrkdwn"}, {"text", absl::StrCat("*Window*\n", notice.window)}});
-  fields.push_back(
-      {{"type", "mrkdwn"}, {"text", absl::StrCat("*Samples*\n", notice.samples)}});
+      {{"type", "mrkdwn"}, {"text", absl::StrCat("*Value*\n", FormatValue(notice.value))}});
+  fields.push_back({{"type", "mrkdwn"}, {"text", absl::StrCat("*Window*\n", notice.window)}});
+  fields.push_back({{"type", "mrkdwn"}, {"text", absl::StrCat("*Samples*\n", notice.samples)}});
   nlohmann::json blocks = nlohmann::json::array();
   blocks.push_back(
       {{"type", "header"},
@@ -232,10 +231,10 @@ std::string AlertBody(absl::string_view format, const AlertNotice& notice) {
   blocks.push_back(
       {{"type", "context"},
        {"elements",
-        nlohmann::json::array({{{"type", "mrkdwn"},
-                                {"text", absl::StrCat("calleval alert rule ",
-                                                      notice.rule.value("id", int64_t{0}),
-                                                      " at ", notice.at)}}})}});
+        nlohmann::json::array(
+            {{{"type", "mrkdwn"},
+              {"text", absl::StrCat("calleval alert rule ", notice.rule.value("id", int64_t{0}),
+                                    " at ", notice.at)}}})}});
   nlohmann::json body = {{"text", text}, {"blocks", blocks}};
   return body.dump();
 }

@@ -18,12 +18,12 @@ namespace calleval::calls {
 // What a rule watches.
 struct AlertFigure {
   enum class Kind {
-    kLatencyP50,      // latency.p50_ms
-    kLatencyP95,      // latency.p95_ms
-    kLatencyMean,     // latency.mean_ms
-    kPassRate,        // pass_rate: runs passed / (passed + failed)
-    kCallsFailedRate, // calls.failed_rate: calls settled failed / settled
-    kMetricOutcome,   // metric.<id>.<outcome>_rate
+    kLatencyP50,       // latency.p50_ms
+    kLatencyP95,       // latency.p95_ms
+    kLatencyMean,      // latency.mean_ms
+    kPassRate,         // pass_rate: runs passed / (passed + failed)
+    kCallsFailedRate,  // calls.failed_rate: calls settled failed / settled
+    kMetricOutcome,    // metric.<id>.<outcome>_rate
   };
   Kind kind = Kind::kLatencyP95;
   int64_t metric_id = 0;  // kMetricOutcome
@@ -67,10 +67,10 @@ struct AlertDamping {
 // What a rule remembers between evaluations.
 struct AlertState {
   std::string state = "insufficient_data";  // ok | firing | insufficient_data
-  int streak = 0;                 // counted evaluations in a row pointing to a change
-  int64_t streak_time = 0;        // Unix seconds of the last counted evaluation (0: none)
-  int64_t streak_mark = 0;        // the newest sample seen by it
-  int64_t resolved_time = 0;      // Unix seconds of the last resolution (0: never)
+  int streak = 0;                           // counted evaluations in a row pointing to a change
+  int64_t streak_time = 0;                  // Unix seconds of the last counted evaluation (0: none)
+  int64_t streak_mark = 0;                  // the newest sample seen by it
+  int64_t resolved_time = 0;                // Unix seconds of the last resolution (0: never)
 };
 
 // One evaluation: `holds` is the condition on the figure, nullopt when there were fewer samples

@@ -47,9 +47,11 @@ void AlertWorkers::Start() {
   started_ = true;
   const absl::Duration poll =
       std::min(options_.poll_interval, store_->options().evaluation_interval);
-  evaluator_.Start(1, poll, [this] { return EvaluateOnce(absl::Now()); }, "alert_evaluation");
-  senders_.Start(std::max(1, options_.senders), std::min(poll, absl::Seconds(1)),
-                 [this] { return SendOnce(absl::Now()); }, "alert_delivery");
+  evaluator_.Start(
+      1, poll, [this] { return EvaluateOnce(absl::Now()); }, "alert_evaluation");
+  senders_.Start(
+      std::max(1, options_.senders), std::min(poll, absl::Seconds(1)),
+      [this] { return SendOnce(absl::Now()); }, "alert_delivery");
 }
 
 void AlertWorkers::Stop() {
@@ -168,9 +170,10 @@ bool AlertWorkers::SendOnce(absl::Time now) {
   }
   Deliveries(delivered ? "delivered" : (next->has_value() ? "retried" : "abandoned")).Increment();
   if (!delivered) {
-    LogWarn("alert webhook delivery failed",
-            {{"rule_id", job.rule_id}, {"delivery_id", job.id}, {"attempt", job.attempt},
-             {"error", error}});
+    LogWarn("alert webhook delivery failed", {{"rule_id", job.rule_id},
+                                              {"delivery_id", job.id},
+                                              {"attempt", job.attempt},
+                                              {"error", error}});
   }
   return true;
 }

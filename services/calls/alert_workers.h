@@ -37,8 +37,7 @@ class AlertWorkers {
     std::vector<std::string> resolve_override;
   };
 
-  AlertWorkers(AlertsStore* store, Options options)
-      : store_(store), options_(std::move(options)) {}
+  AlertWorkers(AlertsStore* store, Options options) : store_(store), options_(std::move(options)) {}
   ~AlertWorkers() { Stop(); }
 
   void Start();

@@ -222,7 +222,8 @@ absl::StatusOr<v1::AlertRule> AlertsStore::Create(int64_t workspace_id,
     if (metrics.empty()) {
       return ValidationError(
           "validation_failed", absl::StrCat("metric ", figure->metric_id, " not found"),
-          {{"figure", absl::StrCat("metric ", figure->metric_id, " is not a metric of the workspace")}});
+          {{"figure",
+            absl::StrCat("metric ", figure->metric_id, " is not a metric of the workspace")}});
     }
   }
   if (options_.credentials_key.size() != 32) {
@@ -513,13 +514,12 @@ absl::StatusOr<std::string> AlertsStore::Evaluate(int64_t rule_id, absl::Time no
           // The outcome is text: compared in SQL through a bound parameter after the ints.
           ASSIGN_OR_RETURN(
               auto stmt,
-              prepare(absl::StrCat(with,
-                                   "SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN m.outcome = ",
-                                   after,
-                                   " THEN 1 ELSE 0 END), 0) AS BIGINT), "
-                                   "CAST(COALESCE(MAX(w.id), 0) AS BIGINT) FROM w JOIN "
-                                   "call_metrics m ON m.call_id = w.id WHERE m.metric_id = ",
-                                   next, " AND m.outcome IS NOT NULL"),
+              prepare(absl::StrCat(
+                          with, "SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN m.outcome = ", after,
+                          " THEN 1 ELSE 0 END), 0) AS BIGINT), "
+                          "CAST(COALESCE(MAX(w.id), 0) AS BIGINT) FROM w JOIN "
+                          "call_metrics m ON m.call_id = w.id WHERE m.metric_id = ",
+                          next, " AND m.outcome IS NOT NULL"),
                       {figure.metric_id}));
           stmt.Bind(static_cast<int>(q.ints.size() + 2), figure.outcome);
           ASSIGN_OR_RETURN(bool found, stmt.Step());
@@ -580,50 +580,49 @@ absl::StatusOr<std::string> AlertsStore::Evaluate(int64_t rule_id, absl::Time no
   const AlertStep step = StepAlert(row.state, holds, value.newest, now_s, options_.damping);
   const std::string checked_at = FormatTimestamp(now);
 
-  return db::WriteResult<std::string>(
-      *db_, [&](db::Connection& c) -> absl::StatusOr<std::string> {
-        ASSIGN_OR_RETURN(
-            auto update,
-            c.Prepare("UPDATE alert_rules SET state = ?, streak = ?, streak_time = ?, "
-                      "streak_mark = ?, resolved_time = ?, last_value = ?, last_samples = ?, "
-                      "last_checked_at = ?, checked_time = ?, version = version + 1 "
-                      "WHERE id = ? AND version = ?"));
-        update.Bind(1, step.next.state)
-            .Bind(2, static_cast<int64_t>(step.next.streak))
-            .Bind(3, step.next.streak_time)
-            .Bind(4, step.next.streak_mark)
-            .Bind(5, step.next.resolved_time)
-            .Bind(6, value.value)
-            .Bind(7, value.samples)
-            .Bind(8, checked_at)
-            .Bind(9, now_s)
-            .Bind(10, rule_id)
-            .Bind(11, row.version);
-        RETURN_IF_ERROR(update.Run());
-        // Another evaluation wrote first: its result stands, and this one's is dropped.
-        if (c.Changes() == 0 || step.event.empty()) return std::string();
-        v1::AlertRule now_rule = rule;
-        now_rule.set_state(step.next.state);
-        AlertNotice notice;
-        notice.event = step.event;
-        notice.rule = RuleJson(now_rule);
-        notice.value = value.value;
-        notice.threshold = rule.threshold();
-        notice.samples = value.samples;
-        notice.window = rule.window();
-        notice.at = checked_at;
-        ASSIGN_OR_RETURN(
-            auto insert,
-            c.Prepare("INSERT INTO alert_deliveries (rule_id, event, body, state, due_time, "
-                      "created_at) VALUES (?, ?, ?, 'pending', ?, ?)"));
-        insert.Bind(1, rule_id)
-            .Bind(2, step.event)
-            .Bind(3, AlertBody(rule.format(), notice))
-            .Bind(4, now_s)
-            .Bind(5, checked_at);
-        RETURN_IF_ERROR(insert.Run());
-        return step.event;
-      });
+  return db::WriteResult<std::string>(*db_, [&](db::Connection& c) -> absl::StatusOr<std::string> {
+    ASSIGN_OR_RETURN(
+        auto update,
+        c.Prepare("UPDATE alert_rules SET state = ?, streak = ?, streak_time = ?, "
+                  "streak_mark = ?, resolved_time = ?, last_value = ?, last_samples = ?, "
+                  "last_checked_at = ?, checked_time = ?, version = version + 1 "
+                  "WHERE id = ? AND version = ?"));
+    update.Bind(1, step.next.state)
+        .Bind(2, static_cast<int64_t>(step.next.streak))
+        .Bind(3, step.next.streak_time)
+        .Bind(4, step.next.streak_mark)
+        .Bind(5, step.next.resolved_time)
+        .Bind(6, value.value)
+        .Bind(7, value.samples)
+        .Bind(8, checked_at)
+        .Bind(9, now_s)
+        .Bind(10, rule_id)
+        .Bind(11, row.version);
+    RETURN_IF_ERROR(update.Run());
+    // Another evaluation wrote first: its result stands, and this one's is dropped.
+    if (c.Changes() == 0 || step.event.empty()) return std::string();
+    v1::AlertRule now_rule = rule;
+    now_rule.set_state(step.next.state);
+    AlertNotice notice;
+    notice.event = step.event;
+    notice.rule = RuleJson(now_rule);
+    notice.value = value.value;
+    notice.threshold = rule.threshold();
+    notice.samples = value.samples;
+    notice.window = rule.window();
+    notice.at = checked_at;
+    ASSIGN_OR_RETURN(
+        auto insert,
+        c.Prepare("INSERT INTO alert_deliveries (rule_id, event, body, state, due_time, "
+                  "created_at) VALUES (?, ?, ?, 'pending', ?, ?)"));
+    insert.Bind(1, rule_id)
+        .Bind(2, step.event)
+        .Bind(3, AlertBody(rule.format(), notice))
+        .Bind(4, now_s)
+        .Bind(5, checked_at);
+    RETURN_IF_ERROR(insert.Run());
+    return step.event;
+  });
 }
 
 absl::StatusOr<std::optional<AlertDeliveryJob>> AlertsStore::LeaseDelivery(absl::Time now) {
@@ -684,18 +683,18 @@ absl::Duration AlertsStore::RetryDelay(int64_t attempt) const {
   return options_.retry_base * kFactors[i];
 }
 
-absl::StatusOr<std::optional<absl::Time>> AlertsStore::RecordAttempt(
-    const AlertDeliveryJob& job, absl::Time now, bool delivered, int http_status,
-    const std::string& error) {
+absl::StatusOr<std::optional<absl::Time>> AlertsStore::RecordAttempt(const AlertDeliveryJob& job,
+                                                                     absl::Time now, bool delivered,
+                                                                     int http_status,
+                                                                     const std::string& error) {
   std::optional<absl::Time> next;
   if (!delivered && job.attempt < options_.max_attempts) next = now + RetryDelay(job.attempt);
   const std::string state = delivered ? "delivered" : (next ? "pending" : "abandoned");
   RETURN_IF_ERROR(db_->Write([&](db::Connection& c) -> absl::Status {
     // Only the holder of this attempt's lease records it.
-    ASSIGN_OR_RETURN(auto update,
-                     c.Prepare("UPDATE alert_deliveries SET state = ?, due_time = ?, "
-                               "lease_until = NULL WHERE id = ? AND attempts = ? AND "
-                               "state = 'pending'"));
+    ASSIGN_OR_RETURN(auto update, c.Prepare("UPDATE alert_deliveries SET state = ?, due_time = ?, "
+                                            "lease_until = NULL WHERE id = ? AND attempts = ? AND "
+                                            "state = 'pending'"));
     update.Bind(1, state)
         .Bind(2, next ? absl::ToUnixSeconds(*next) : absl::ToUnixSeconds(now))
         .Bind(3, job.id)

@@ -124,9 +124,9 @@ class AlertsTest : public ::testing::Test {
     client_ = std::make_unique<HttpClient>(server_->http_base_url());
     client_->set_api_key(server_->bootstrap()->key.api_key);
     HttpResponse agent = client_->Post("/api/v1/agents", json{{"name", "alerted"},
-                                                               {"phone_number", "+14155550123"},
-                                                               {"language_id", 1},
-                                                               {"instructions", "x"}});
+                                                              {"phone_number", "+14155550123"},
+                                                              {"language_id", 1},
+                                                              {"instructions", "x"}});
     ASSERT_EQ(agent.status, 201) << agent.body;
     agent_ = agent.json()["id"];
     HttpResponse metric =
@@ -145,16 +145,15 @@ class AlertsTest : public ::testing::Test {
   }
 
   json CreateRule(const std::string& url, const std::string& format) {
-    HttpResponse r = client_->Post(
-        "/api/v1/alert_rules",
-        json{{"name", "Thanks missing"},
-             {"agent_id", agent_},
-             {"figure", absl::StrCat("metric.", metric_, ".false_rate")},
-             {"op", ">"},
-             {"threshold", 0.2},
-             {"window", "10 calls"},
-             {"webhook_url", url},
-             {"format", format}});
+    HttpResponse r = client_->Post("/api/v1/alert_rules",
+                                   json{{"name", "Thanks missing"},
+                                        {"agent_id", agent_},
+                                        {"figure", absl::StrCat("metric.", metric_, ".false_rate")},
+                                        {"op", ">"},
+                                        {"threshold", 0.2},
+                                        {"window", "10 calls"},
+                                        {"webhook_url", url},
+                                        {"format", format}});
     EXPECT_EQ(r.status, 201) << r.body;
     return r.json();
   }
@@ -307,12 +306,9 @@ TEST_F(AlertsTest, FiresAndResolvesOnceEachSignedInJsonAndSlack) {
 TEST_F(AlertsTest, RefusesBadRulesAndHidesOtherWorkspaces) {
   TestHttpServer receivers;
   auto post = [&](json body) { return client_->Post("/api/v1/alert_rules", body); };
-  const json good = {{"name", "p95"},
-                     {"figure", "latency.p95_ms"},
-                     {"op", ">"},
-                     {"threshold", 1500},
-                     {"window", "1h"},
-                     {"webhook_url", receivers.url("/hook")}};
+  const json good = {{"name", "p95"},  {"figure", "latency.p95_ms"},
+                     {"op", ">"},      {"threshold", 1500},
+                     {"window", "1h"}, {"webhook_url", receivers.url("/hook")}};
   auto field_of = [](const HttpResponse& r) {
     json body = r.json();
     return body["error"]["details"].empty() ? std::string()

@@ -57,9 +57,7 @@ class AlertWorkersTest : public ::testing::Test {
     agent.set_language_id(1);
     agent.set_instructions("i");
     agent_ = directories_->agents.Create(workspace_, agent)->id();
-    AgentLookup lookup = [](int64_t, int64_t) -> absl::StatusOr<AgentInfo> {
-      return AgentInfo{};
-    };
+    AgentLookup lookup = [](int64_t, int64_t) -> absl::StatusOr<AgentInfo> { return AgentInfo{}; };
     CallsStore::Options options;
     recordings_ = *OpenBlobStore(dir_);
     options.recordings = recordings_.get();

@@ -76,8 +76,9 @@ class AlertsStoreTest : public ::testing::TestWithParam<db::Backend> {
     alert_options.scenarios = [](int64_t, int64_t) -> absl::StatusOr<int64_t> {
       return NotFoundError("scenario");
     };
-    alert_options.metrics = [workspace](int64_t ws, const std::vector<int64_t>& ids)
-        -> absl::StatusOr<std::vector<v1::Metric>> {
+    alert_options.metrics =
+        [workspace](int64_t ws,
+                    const std::vector<int64_t>& ids) -> absl::StatusOr<std::vector<v1::Metric>> {
       std::vector<v1::Metric> out;
       for (int64_t id : ids) {
         if (ws == workspace && id == kCustomMetric) {
@@ -193,8 +194,7 @@ TEST_P(AlertsStoreTest, CreatesReadsListsAndDeletesAWorkspacesRules) {
   EXPECT_EQ(got->figure(), "metric.101.false_rate");
   EXPECT_EQ(alerts_->Get(other_workspace_, created->id()).status().code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(alerts_->Delete(other_workspace_, created->id()).code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(alerts_->Delete(other_workspace_, created->id()).code(), absl::StatusCode::kNotFound);
 
   auto second = alerts_->Create(workspace_, Rule("latency.p95_ms", ">", 1500, "1h"));
   ASSERT_TRUE(second.ok());
@@ -234,12 +234,12 @@ TEST_P(AlertsStoreTest, RefusesBadRulesNamingTheFields) {
   EXPECT_THAT(Fields(alerts_->Create(workspace_, plain).status()), ElementsAre("webhook_url"));
   plain.set_webhook_url("http://127.0.0.1:9/a");
   EXPECT_TRUE(alerts_->Create(workspace_, plain).ok());
-  EXPECT_THAT(Fields(alerts_->Create(workspace_, Rule("metric.999.false_rate", ">", 0.1, "1h"))
-                         .status()),
-              ElementsAre("figure"));
-  EXPECT_THAT(Fields(alerts_->Create(workspace_, Rule("pass_rate", "<", 0.9, "100 calls"))
-                         .status()),
-              ElementsAre("window"));
+  EXPECT_THAT(
+      Fields(alerts_->Create(workspace_, Rule("metric.999.false_rate", ">", 0.1, "1h")).status()),
+      ElementsAre("figure"));
+  EXPECT_THAT(
+      Fields(alerts_->Create(workspace_, Rule("pass_rate", "<", 0.9, "100 calls")).status()),
+      ElementsAre("window"));
   auto both = Rule("calls.failed_rate", ">", 0.1, "1h");
   both.set_agent_id(agent_);
   both.set_scenario_id(1);
