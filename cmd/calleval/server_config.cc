@@ -323,8 +323,7 @@ const std::vector<Flag>& Flags() {
       SecondsFlag("transcription-lease-seconds", &ServerConfig::transcription_lease, 1,
                   "how long a transcription worker's lease on a recording lasts; renewed every "
                   "third of it while the recording is transcribed"),
-      SecondsFlag("alert-evaluation-interval-seconds", &ServerConfig::alert_evaluation_interval,
-                  1,
+      SecondsFlag("alert-evaluation-interval-seconds", &ServerConfig::alert_evaluation_interval, 1,
                   "alert rules are evaluated at least this often (time windows slide), and "
                   "evaluations without new samples count towards resolving this far apart"),
       SecondsFlag("alert-retry-base-seconds", &ServerConfig::alert_retry_base, 1,
