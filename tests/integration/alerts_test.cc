@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -217,8 +218,12 @@ TEST_F(AlertsTest, FiresAndResolvesOnceEachSignedInJsonAndSlack) {
   ASSERT_TRUE(WaitFor([&] { return json_hook.got().size() >= 2; })) << "no resolution delivered";
   ASSERT_TRUE(WaitFor([&] { return slack_hook.got().size() >= 2; }));
   EXPECT_EQ(client_->Get(path).json()["state"], "ok");
-  // Three more evaluation intervals: nothing else arrives.
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // Three more evaluations of the rule (one a second): nothing else arrives.
+  std::set<std::string> checked;
+  ASSERT_TRUE(WaitFor([&] {
+    checked.insert(client_->Get(path).json().value("last_checked_at", ""));
+    return checked.size() >= 4;
+  }));
   const std::vector<Received> got = json_hook.got();
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].event, "firing");
@@ -290,6 +295,12 @@ TEST_F(AlertsTest, FiresAndResolvesOnceEachSignedInJsonAndSlack) {
   EXPECT_EQ((*retried)["next_retry_at"], nullptr);
   EXPECT_EQ((*retried)["delivery_id"], (*failed)["delivery_id"]);
   EXPECT_GT((*retried)["id"], (*failed)["id"]);
+  // The retry waited for its time (--alert-retry-base-seconds 1 here), both in whole seconds.
+  const std::string failed_at = (*failed)["attempted_at"];
+  const std::string retry_at = (*failed)["next_retry_at"];
+  const std::string retried_at = (*retried)["attempted_at"];
+  EXPECT_GT(retry_at, failed_at);
+  EXPECT_GE(retried_at, retry_at);
   EXPECT_EQ((*resolved)["attempt"], 1);
   EXPECT_EQ((*resolved)["delivered"], true);
   EXPECT_EQ(log["pagination"]["total_count"], 3);
