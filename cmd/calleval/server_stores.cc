@@ -320,8 +320,8 @@ absl::Status OpenCallsAndMetricsStores(ServerState* s) {
     s->credits = calls::NewStoreCredits(s->accounts_store.get());
   }
   calls_options.credits = s->credits.get();
-  calls_options.on_settled = [s](int64_t call_id) {
-    if (calls::AlertWorkers* alerts = s->alert_hook.load()) alerts->MarkSettled(call_id);
+  calls_options.on_settled = [s](int64_t workspace_id) {
+    if (calls::AlertWorkers* alerts = s->alert_hook.load()) alerts->MarkWorkspace(workspace_id);
   };
   if (s->database) {
     s->calls_store =

@@ -59,48 +59,28 @@ void AlertWorkers::Stop() {
   senders_.Stop();
 }
 
-void AlertWorkers::MarkSettled(int64_t call_id) {
-  {
-    absl::MutexLock lock(&mu_);
-    settled_calls_.push_back(call_id);
-  }
-  if (started_) evaluator_.Notify();
-}
-
 void AlertWorkers::MarkWorkspace(int64_t workspace_id) {
   {
     absl::MutexLock lock(&mu_);
-    workspaces_.push_back(workspace_id);
+    workspaces_.insert(workspace_id);
   }
   if (started_) evaluator_.Notify();
 }
 
 bool AlertWorkers::EvaluateOnce(absl::Time now) {
-  std::vector<int64_t> calls;
   std::vector<int64_t> workspaces;
   {
     absl::MutexLock lock(&mu_);
-    calls.swap(settled_calls_);
-    workspaces.swap(workspaces_);
+    workspaces.assign(workspaces_.begin(), workspaces_.end());
+    workspaces_.clear();
   }
-  if (!calls.empty()) {
-    absl::StatusOr<std::vector<int64_t>> of_calls = store_->WorkspacesOfCalls(calls);
-    if (!of_calls.ok()) {
-      LogWarn("alert rules: could not read the workspaces of settled calls",
-              {{"error", of_calls.status()}});
-      // Given back: the next pass tries again.
-      absl::MutexLock lock(&mu_);
-      settled_calls_.insert(settled_calls_.end(), calls.begin(), calls.end());
-    } else {
-      workspaces.insert(workspaces.end(), of_calls->begin(), of_calls->end());
-    }
-  }
-  std::sort(workspaces.begin(), workspaces.end());
-  workspaces.erase(std::unique(workspaces.begin(), workspaces.end()), workspaces.end());
   absl::StatusOr<std::vector<int64_t>> due = store_->DueRules(workspaces, now, kRulesPerPass);
   if (!due.ok()) {
     LogWarn("alert rules: could not read the rules due", {{"error", due.status()}});
     EvaluationErrors().Increment();
+    // Given back: the next pass tries again.
+    absl::MutexLock lock(&mu_);
+    workspaces_.insert(workspaces.begin(), workspaces.end());
     return false;
   }
   bool queued = false;

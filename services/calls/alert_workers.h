@@ -2,16 +2,18 @@
 
 // The workers behind alert rules (docs/api.md §5.11):
 //
-//  * the evaluator: a call that settles marks its workspace dirty (MarkSettled, a push under a
-//    lock: ingestion and scoring never wait for an evaluation); one thread evaluates the dirty
-//    workspaces' rules within about a second, and every rule not evaluated for the store's
-//    evaluation_interval, so a time window slides and a rule resolves when bad calls age out.
+//  * the evaluator: a call that settles or a run that ends marks its workspace (MarkWorkspace, an
+//    insert under a lock: ingestion, scoring and runs never wait for an evaluation); one thread
+//    evaluates the dirty workspaces' rules within about a second, and every rule not evaluated for
+//    the store's evaluation_interval, so a time window slides and a rule resolves when bad calls
+//    age out.
 //  * the senders: they lease the outbox's notifications and POST each, signed, to its rule's
 //    webhook, bounded (connect and total timeouts, an answer byte cap, no redirects) and under
 //    the outbound URL guard, re-checked at connect time.
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,9 +45,8 @@ class AlertWorkers {
   void Start();
   void Stop();
 
-  // A call settled (its analysis ended): its workspace's rules are evaluated soon.
-  void MarkSettled(int64_t call_id);
-  // A run of the workspace ended, likewise.
+  // A call of the workspace settled (its analysis ended) or a run of it ended: its rules are
+  // evaluated soon.
   void MarkWorkspace(int64_t workspace_id);
 
   // One pass of each, for tests that drive them by hand: true when there was work.
@@ -56,8 +57,7 @@ class AlertWorkers {
   AlertsStore* store_;
   Options options_;
   absl::Mutex mu_;
-  std::vector<int64_t> settled_calls_ ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> workspaces_ ABSL_GUARDED_BY(mu_);
+  std::set<int64_t> workspaces_ ABSL_GUARDED_BY(mu_);
   PollingWorkers evaluator_;
   PollingWorkers senders_;
   bool started_ = false;

@@ -371,23 +371,6 @@ absl::StatusOr<v1::ListAlertDeliveriesResponse> AlertsStore::ListDeliveries(int6
       });
 }
 
-absl::StatusOr<std::vector<int64_t>> AlertsStore::WorkspacesOfCalls(
-    const std::vector<int64_t>& call_ids) {
-  return db::ReadResult<std::vector<int64_t>>(
-      *db_, [&](db::Connection& c) -> absl::StatusOr<std::vector<int64_t>> {
-        std::vector<int64_t> workspaces;
-        for (int64_t id : call_ids) {
-          ASSIGN_OR_RETURN(auto stmt, c.Prepare("SELECT workspace_id FROM calls WHERE id = ?"));
-          stmt.Bind(1, id);
-          ASSIGN_OR_RETURN(bool found, stmt.Step());
-          if (found) workspaces.push_back(stmt.Int64(0));
-        }
-        std::sort(workspaces.begin(), workspaces.end());
-        workspaces.erase(std::unique(workspaces.begin(), workspaces.end()), workspaces.end());
-        return workspaces;
-      });
-}
-
 absl::StatusOr<std::vector<int64_t>> AlertsStore::DueRules(const std::vector<int64_t>& workspaces,
                                                            absl::Time now, int limit) {
   const int64_t stale = absl::ToUnixSeconds(now - options_.evaluation_interval);

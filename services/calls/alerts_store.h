@@ -75,8 +75,6 @@ class AlertsStore {
   absl::StatusOr<v1::ListAlertDeliveriesResponse> ListDeliveries(int64_t workspace_id, int64_t id,
                                                                  int page, int per_page);
 
-  // The workspaces of these calls (the ones that just settled).
-  absl::StatusOr<std::vector<int64_t>> WorkspacesOfCalls(const std::vector<int64_t>& call_ids);
   // The rules to evaluate now: every rule of `workspaces` (where results just arrived) and every
   // rule not evaluated for evaluation_interval, at most `limit`.
   absl::StatusOr<std::vector<int64_t>> DueRules(const std::vector<int64_t>& workspaces,

@@ -1,6 +1,6 @@
-// The alert workers driven by hand (EvaluateOnce, SendOnce) against local receivers: a settled
-// call marks its workspace and the notification goes out signed; a redirect is not followed, a
-// name resolving to a private address is refused at connect time (DNS rebinding), a slow or
+// The alert workers driven by hand (EvaluateOnce, SendOnce) against local receivers: a marked
+// workspace is evaluated at once and the notification goes out signed; a redirect is not followed,
+// a name resolving to a private address is refused at connect time (DNS rebinding), a slow or
 // oversized answer is a failed attempt.
 
 #include "services/calls/alert_workers.h"
@@ -129,7 +129,7 @@ class AlertWorkersTest : public ::testing::Test {
   int calls_made_ = 0;
 };
 
-TEST_F(AlertWorkersTest, ASettledCallMarksItsWorkspaceAndTheNotificationGoesOutSigned) {
+TEST_F(AlertWorkersTest, AMarkedWorkspaceIsEvaluatedAndTheNotificationGoesOutSigned) {
   TestHttpServer receiver;
   std::vector<TestHttpServer::Request> got;
   absl::Mutex mu;
@@ -148,9 +148,10 @@ TEST_F(AlertWorkersTest, ASettledCallMarksItsWorkspaceAndTheNotificationGoesOutS
   EXPECT_EQ(alerts_->Get(workspace_, rule.id())->state(), "firing");
   ASSERT_TRUE(workers.SendOnce(now));
   EXPECT_FALSE(workers.SendOnce(now));  // nothing else to send
-  // A call that settles marks the workspace: evaluated again at once, though not due by time.
+  // A marked workspace (a call settled) is evaluated again at once, though not due by time.
   const std::string checked = alerts_->Get(workspace_, rule.id())->last_checked_at();
-  workers.MarkSettled(FailedCall());
+  FailedCall();
+  workers.MarkWorkspace(workspace_);
   EXPECT_FALSE(workers.EvaluateOnce(now + absl::Seconds(2)));
   EXPECT_NE(alerts_->Get(workspace_, rule.id())->last_checked_at(), checked);
 
