@@ -42,10 +42,10 @@ std::vector<std::string> QueryNames(const Route& route) {
 
 TEST(RouteTableTest, BuildsOneRoutePerAnnotatedMethod) {
   RouteTable table = RealTable();
-  // Calls 8 (calls, waveform and stats), Agents 22 (agents, languages, scenarios, a call's
+  // Calls 13 (calls, waveform, stats and alert rules), Agents 22 (agents, languages, scenarios, a call's
   // replay, runs, batch runs, integration settings), Accounts 2 (GetCurrentWorkspace, ListWorkspaces; Authenticate
   // has no route).
-  EXPECT_EQ(table.routes().size(), 32u);
+  EXPECT_EQ(table.routes().size(), 37u);
   for (const auto& route : table.routes()) {
     EXPECT_NE(route->method_descriptor->name(), "Authenticate");
   }
