@@ -76,6 +76,9 @@ void Server::Shutdown() {
   // Transcriptions in progress are cancelled and their recordings given back.
   if (s.transcription_workers) s.transcription_workers->Stop();
   if (s.scoring_workers) s.scoring_workers->Stop();
+  // Notifications being sent are given back to the outbox (their lease runs out).
+  s.alert_hook.store(nullptr);
+  if (s.alert_workers) s.alert_workers->Stop();
   // Each runs what was queued; the slow pools first, their tasks may still use the store pool.
   s.sandbox_pool.reset();
   s.llm_pool.reset();

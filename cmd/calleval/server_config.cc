@@ -323,6 +323,15 @@ const std::vector<Flag>& Flags() {
       SecondsFlag("transcription-lease-seconds", &ServerConfig::transcription_lease, 1,
                   "how long a transcription worker's lease on a recording lasts; renewed every "
                   "third of it while the recording is transcribed"),
+      SecondsFlag("alert-evaluation-interval-seconds", &ServerConfig::alert_evaluation_interval, 1,
+                  "alert rules are evaluated at least this often (time windows slide), and "
+                  "evaluations without new samples count towards resolving this far apart"),
+      SecondsFlag("alert-retry-base-seconds", &ServerConfig::alert_retry_base, 1,
+                  "the first retry of a failed alert notification; later ones wait 3, 12, 60, "
+                  "180 and 360 times it"),
+      SecondsFlag("alert-quiet-period-seconds", &ServerConfig::alert_quiet_period, 0,
+                  "an alert rule that resolved less than this ago fires again only on three "
+                  "evaluations in a row"),
       StringFlag("agent-ca-file", "FILE", &ServerConfig::agent_ca_file,
                  "PEM certificate authorities trusted, besides the system's, when runs dial "
                  "wss:// agents"),

@@ -155,6 +155,14 @@ struct ServerConfig {
   // lease while it transcribes (an hour of audio takes about 6 minutes with the embedded
   // recognizer, which the heartbeat covers).
   absl::Duration transcription_lease = absl::Seconds(30);
+  // Alert rules (docs/api.md §5.11): every rule is evaluated at least this often (and an
+  // evaluation without new samples counts towards the damping only this far apart from the
+  // last); a failed notification's first retry waits alert_retry_base (later ones 3, 12, 60, 180
+  // and 360 times it); a rule that resolved fires again within alert_quiet_period only on three
+  // evaluations in a row. Tests shorten them.
+  absl::Duration alert_evaluation_interval = absl::Seconds(60);
+  absl::Duration alert_retry_base = absl::Seconds(10);
+  absl::Duration alert_quiet_period = absl::Minutes(10);
 };
 
 // Parses `serve` flags (argv after the subcommand) over the environment's CALLEVAL_* values.

@@ -118,6 +118,14 @@ absl::Status WireRuns(ServerState* s) {
       s->run_agents = std::make_unique<agents::InProcessRunAgents>(
           s->agents_store.get(), s->scenarios_store.get(), s->integrations_store.get());
     }
+    // A run that ended re-evaluates its workspace's alert rules when the calls role runs here
+    // (else the calls role's periodic evaluation sees it).
+    s->run_queue = std::make_unique<runs::NotifyingRunQueue>(
+        std::move(s->run_queue), [s](int64_t workspace_id) {
+          if (calls::AlertWorkers* alerts = s->alert_hook.load()) {
+            alerts->MarkWorkspace(workspace_id);
+          }
+        });
     if (AskedOverGrpc(config, "calls", config.calls_addr)) {
       s->run_calls =
           calls::NewGrpcRunCalls(CreateInternalChannel(config.calls_addr, s->internal_credential));
@@ -356,6 +364,33 @@ absl::Status WireCalls(ServerState* s) {
           }
         },
         internal_credential, s->stats_store.get());
+    // Alert rules: evaluated here as this role's calls settle, sent from the outbox.
+    calls::AlertsStore::Options alerts;
+    alerts.credentials_key = s->credentials_key;
+    alerts.url_guard.allowed_hosts = config.allow_private_hosts;
+    alerts.agents = s->call_agents;
+    alerts.scenarios = [scenarios](int64_t workspace_id,
+                                   int64_t scenario_id) -> absl::StatusOr<int64_t> {
+      const int64_t ids[] = {scenario_id};
+      ASSIGN_OR_RETURN(auto agents, scenarios->ScenarioAgents(workspace_id, ids));
+      auto it = agents.find(scenario_id);
+      if (it == agents.end()) return NotFoundError(absl::StrCat("scenario ", scenario_id));
+      return it->second.agent_id;
+    };
+    alerts.metrics = s->metric_definitions;
+    alerts.runs = runs_counter;
+    alerts.evaluation_interval = config.alert_evaluation_interval;
+    alerts.retry_base = config.alert_retry_base;
+    alerts.damping.min_spacing = config.alert_evaluation_interval;
+    alerts.damping.quiet_period = config.alert_quiet_period;
+    s->alerts_store = std::make_unique<calls::AlertsStore>(s->database.get(), std::move(alerts));
+    calls::AlertWorkers::Options alert_workers;
+    alert_workers.url_guard.allowed_hosts = config.allow_private_hosts;
+    s->alert_workers =
+        std::make_unique<calls::AlertWorkers>(s->alerts_store.get(), std::move(alert_workers));
+    s->alert_workers->Start();
+    s->alert_hook.store(s->alert_workers.get());
+    s->calls_service->set_alerts(s->alerts_store.get());
   }
   return absl::OkStatus();
 }

@@ -46,6 +46,8 @@
 #include "services/calls/recording_downloader.h"
 #include "services/calls/recording_locator.h"
 #include "services/calls/recording_signer.h"
+#include "services/calls/alert_workers.h"
+#include "services/calls/alerts_store.h"
 #include "services/calls/stats_store.h"
 #include "services/judges/sandbox.h"
 #include "services/metrics/metrics_service.h"
@@ -162,6 +164,14 @@ struct ServerState {
   calls::MetricDefinitions metric_definitions;
   std::unique_ptr<calls::CallsStore> calls_store;
   std::unique_ptr<calls::StatsStore> stats_store;
+  // Alert rules (docs/api.md §5.11), with the calls role. `alert_hook` is what a settled call
+  // marks: set once the workers exist (calls may settle before, on the scoring workers).
+  std::unique_ptr<calls::AlertsStore> alerts_store;
+  std::unique_ptr<calls::AlertWorkers> alert_workers;
+  std::atomic<calls::AlertWorkers*> alert_hook{nullptr};
+  // The installation's key that seals secrets at rest (integrations, alert rules' signing
+  // secrets).
+  std::string credentials_key;
   std::unique_ptr<calls::RecordingDownloader> downloader;
   std::unique_ptr<scoring::AnalysisQueue> analysis_queue;
   std::unique_ptr<scoring::ScoringWorkers> scoring_workers;

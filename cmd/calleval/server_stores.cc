@@ -201,6 +201,7 @@ absl::Status OpenStores(ServerState* s) {
   agents::AgentsStore::Options agents_options;
   agents_options.url_guard.allowed_hosts = config.allow_private_hosts;
   agents_options.credentials_key = credentials_key;
+  s->credentials_key = credentials_key;
   if (s->database) {
     s->agents_store =
         std::make_unique<agents::AgentsStore>(s->database.get(), std::move(agents_options));
@@ -319,6 +320,9 @@ absl::Status OpenCallsAndMetricsStores(ServerState* s) {
     s->credits = calls::NewStoreCredits(s->accounts_store.get());
   }
   calls_options.credits = s->credits.get();
+  calls_options.on_settled = [s](int64_t workspace_id) {
+    if (calls::AlertWorkers* alerts = s->alert_hook.load()) alerts->MarkWorkspace(workspace_id);
+  };
   if (s->database) {
     s->calls_store =
         std::make_unique<calls::CallsStore>(s->database.get(), s->call_agents, calls_options);

@@ -539,8 +539,10 @@ absl::Status CallsStore::RecordAnalysis(int64_t call_id, absl::string_view token
                                         const std::vector<v1::StandardMetricResult>& results,
                                         const std::vector<v1::MetricResult>& metric_results,
                                         const v1::CallWaveform* waveform) {
+  int64_t workspace_id = 0;
   RETURN_IF_ERROR(WriteCall([&](db::Connection& c) -> absl::Status {
     ASSIGN_OR_RETURN(LeasedCall leased, CheckLease(c, call_id, token));
+    workspace_id = leased.workspace_id;
     v1::StoredStandardMetrics stored;
     v1::StoredMetricResults stored_custom;
     std::vector<int64_t> completed;
@@ -605,13 +607,16 @@ absl::Status CallsStore::RecordAnalysis(int64_t call_id, absl::string_view token
   }));
   // Once the results are committed; left owed on failure, for the next sweep.
   ApplyOwedRefundsOf(call_id).IgnoreError();
+  if (options_.on_settled) options_.on_settled(workspace_id);
   return absl::OkStatus();
 }
 
 absl::Status CallsStore::FailAnalysis(int64_t call_id, absl::string_view token,
                                       absl::string_view reason, absl::string_view message) {
+  int64_t workspace_id = 0;
   RETURN_IF_ERROR(WriteCall([&](db::Connection& c) -> absl::Status {
-    RETURN_IF_ERROR(CheckLease(c, call_id, token).status());
+    ASSIGN_OR_RETURN(LeasedCall leased, CheckLease(c, call_id, token));
+    workspace_id = leased.workspace_id;
     ASSIGN_OR_RETURN(auto update,
                      c.Prepare("UPDATE calls SET analysis_status = 'failed', failure_reason = ?, "
                                "failure_message = ?, analysis_token = NULL, "
@@ -624,6 +629,7 @@ absl::Status CallsStore::FailAnalysis(int64_t call_id, absl::string_view token,
     return EndTranscription(c, call_id, absl::StrCat("the call's analysis failed: ", reason));
   }));
   ApplyOwedRefundsOf(call_id).IgnoreError();  // like RecordAnalysis
+  if (options_.on_settled) options_.on_settled(workspace_id);
   return absl::OkStatus();
 }
 

@@ -1,5 +1,6 @@
 #include "services/calls/calls_service.h"
 
+#include "common/pagination.h"
 #include "common/status_macros.h"
 #include "services/calls/calls_methods.h"
 #include "services/calls/in_process_run_calls.h"
@@ -80,6 +81,51 @@ absl::Status CallsService::GetScenarioStats(const RequestContext& context,
   ASSIGN_OR_RETURN(StatsRange range, RangeOf(request));
   ASSIGN_OR_RETURN(*response,
                    stats_->ScenarioStats(context.workspace_id, request.scenario_id(), range));
+  return absl::OkStatus();
+}
+
+absl::Status CallsService::CreateAlertRule(const RequestContext& context,
+                                           const v1::CreateAlertRuleRequest& request,
+                                           v1::AlertRule* response) {
+  if (alerts_ == nullptr) return absl::UnavailableError("alert rules are not served here");
+  ASSIGN_OR_RETURN(*response, alerts_->Create(context.workspace_id, request));
+  return absl::OkStatus();
+}
+
+absl::Status CallsService::ListAlertRules(const RequestContext& context,
+                                          const v1::ListAlertRulesRequest& request,
+                                          v1::ListAlertRulesResponse* response) {
+  if (alerts_ == nullptr) return absl::UnavailableError("alert rules are not served here");
+  ASSIGN_OR_RETURN(*response,
+                   alerts_->List(context.workspace_id, request.has_page() ? request.page() : 1,
+                                 request.has_per_page() ? request.per_page() : kDefaultPerPage));
+  return absl::OkStatus();
+}
+
+absl::Status CallsService::GetAlertRule(const RequestContext& context,
+                                        const v1::GetAlertRuleRequest& request,
+                                        v1::AlertRule* response) {
+  if (alerts_ == nullptr) return absl::UnavailableError("alert rules are not served here");
+  ASSIGN_OR_RETURN(*response, alerts_->Get(context.workspace_id, request.id()));
+  return absl::OkStatus();
+}
+
+absl::Status CallsService::DeleteAlertRule(const RequestContext& context,
+                                           const v1::GetAlertRuleRequest& request,
+                                           google::protobuf::Empty* response) {
+  if (alerts_ == nullptr) return absl::UnavailableError("alert rules are not served here");
+  return alerts_->Delete(context.workspace_id, request.id());
+}
+
+absl::Status CallsService::ListAlertDeliveries(const RequestContext& context,
+                                               const v1::ListAlertDeliveriesRequest& request,
+                                               v1::ListAlertDeliveriesResponse* response) {
+  if (alerts_ == nullptr) return absl::UnavailableError("alert rules are not served here");
+  ASSIGN_OR_RETURN(
+      *response,
+      alerts_->ListDeliveries(context.workspace_id, request.id(),
+                              request.has_page() ? request.page() : 1,
+                              request.has_per_page() ? request.per_page() : kDefaultPerPage));
   return absl::OkStatus();
 }
 

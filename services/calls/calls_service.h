@@ -11,6 +11,7 @@
 #include "common/thread_pool.h"
 #include "services/accounts/authenticator.h"
 #include "services/accounts/request_guard.h"
+#include "services/calls/alerts_store.h"
 #include "services/calls/calls_store.h"
 #include "services/calls/stats_store.h"
 
@@ -32,6 +33,9 @@ class CallsService {
         guard_(authenticator, std::move(internal_credential)),
         on_ingest_(std::move(on_ingest)),
         stats_(stats) {}
+
+  // Serves the alert rules' methods (unavailable without it).
+  void set_alerts(AlertsStore* alerts) { alerts_ = alerts; }
 
   ThreadPool* pool() const { return pool_; }
   const RequestGuard& guard() const { return guard_; }
@@ -55,6 +59,21 @@ class CallsService {
   absl::Status GetCallWaveform(const RequestContext& context,
                                const v1::GetCallWaveformRequest& request,
                                v1::CallWaveform* response);
+
+  // Alert rules (docs/api.md §5.11).
+  absl::Status CreateAlertRule(const RequestContext& context,
+                               const v1::CreateAlertRuleRequest& request, v1::AlertRule* response);
+  absl::Status ListAlertRules(const RequestContext& context,
+                              const v1::ListAlertRulesRequest& request,
+                              v1::ListAlertRulesResponse* response);
+  absl::Status GetAlertRule(const RequestContext& context, const v1::GetAlertRuleRequest& request,
+                            v1::AlertRule* response);
+  absl::Status DeleteAlertRule(const RequestContext& context,
+                               const v1::GetAlertRuleRequest& request,
+                               google::protobuf::Empty* response);
+  absl::Status ListAlertDeliveries(const RequestContext& context,
+                                   const v1::ListAlertDeliveriesRequest& request,
+                                   v1::ListAlertDeliveriesResponse* response);
 
   // The analysis queue for scoring workers in other processes (internal: the installation's
   // credential, no API key).
@@ -112,6 +131,7 @@ class CallsService {
   const accounts::ApiKeyGuard guard_;
   std::function<void(const v1::Call&)> on_ingest_;
   StatsStore* stats_;
+  AlertsStore* alerts_ = nullptr;
 };
 
 // The analysis job on the wire and back.

@@ -132,6 +132,10 @@ class CallsStore {
     MetricDefinitions definitions;
     // The credit ledger (accounts'). Without it, the accounts store on the same database.
     Credits* credits = nullptr;
+    // Runs after a call's analysis ended (RecordAnalysis, FailAnalysis) and was committed, with
+    // the call's workspace: the alert rules' evaluator marks it (services/calls/
+    // alert_workers.h). Must not block.
+    std::function<void(int64_t workspace_id)> on_settled;
   };
 
   CallsStore(db::Database* db, AgentLookup agents, Options options);

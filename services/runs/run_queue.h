@@ -11,10 +11,15 @@
 // kFailedPrecondition and changes nothing.
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "calleval/v1/agents.pb.h"
 #include "services/runs/runs_store.h"
@@ -70,6 +75,61 @@ class StoreRunQueue final : public RunQueue {
 
  private:
   RunsStore* store_;
+};
+
+// Another queue that also says, after each run it finished, which workspace the run was of
+// (the calls role's alert rules re-evaluate their pass_rate then, docs/api.md §5.11).
+// `on_finished` must not block.
+class NotifyingRunQueue final : public RunQueue {
+ public:
+  NotifyingRunQueue(std::unique_ptr<RunQueue> queue,
+                    std::function<void(int64_t workspace_id)> on_finished)
+      : queue_(std::move(queue)), on_finished_(std::move(on_finished)) {}
+
+  absl::StatusOr<std::optional<RunJob>> Lease(absl::Duration lease, int max_attempts,
+                                              absl::string_view holder) override {
+    absl::StatusOr<std::optional<RunJob>> job = queue_->Lease(lease, max_attempts, holder);
+    if (job.ok() && job->has_value()) {
+      absl::MutexLock lock(&mu_);
+      workspaces_[(*job)->run_id] = (*job)->workspace_id;
+    }
+    return job;
+  }
+  absl::Status Renew(int64_t run_id, absl::string_view token, absl::Duration lease) override {
+    return queue_->Renew(run_id, token, lease);
+  }
+  absl::Status SetCall(int64_t run_id, absl::string_view token, int64_t call_id) override {
+    return queue_->SetCall(run_id, token, call_id);
+  }
+  absl::Status Finish(int64_t run_id, absl::string_view token,
+                      const RunOutcome& outcome) override {
+    absl::Status finished = queue_->Finish(run_id, token, outcome);
+    std::optional<int64_t> workspace = Forget(run_id);
+    if (finished.ok() && workspace.has_value() && on_finished_) on_finished_(*workspace);
+    return finished;
+  }
+  absl::Status Release(int64_t run_id, absl::string_view token) override {
+    Forget(run_id);
+    return queue_->Release(run_id, token);
+  }
+  absl::StatusOr<int> ReleaseLeasesOf(absl::string_view holder) override {
+    return queue_->ReleaseLeasesOf(holder);
+  }
+
+ private:
+  std::optional<int64_t> Forget(int64_t run_id) {
+    absl::MutexLock lock(&mu_);
+    auto it = workspaces_.find(run_id);
+    if (it == workspaces_.end()) return std::nullopt;
+    const int64_t workspace = it->second;
+    workspaces_.erase(it);
+    return workspace;
+  }
+
+  std::unique_ptr<RunQueue> queue_;
+  std::function<void(int64_t)> on_finished_;
+  absl::Mutex mu_;
+  std::map<int64_t, int64_t> workspaces_ ABSL_GUARDED_BY(mu_);  // leased run -> its workspace
 };
 
 // A leased run on the wire (LeaseRun) and back.

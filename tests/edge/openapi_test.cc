@@ -96,7 +96,7 @@ TEST_F(OpenApiTest, EveryRouteHasAnOperation) {
     EXPECT_EQ(op["responses"]["422"]["$ref"], "#/components/responses/UnprocessableEntity");
     EXPECT_FALSE(op.contains("security")) << "routed operations use the global bearer auth";
   }
-  EXPECT_EQ(ids.size(), 45u);
+  EXPECT_EQ(ids.size(), 50u);
 }
 
 TEST_F(OpenApiTest, PathAndQueryParameters) {
@@ -429,7 +429,8 @@ TEST_F(OpenApiTest, ValidatorCatchesMismatches) {
   const Json run = Json{{"$ref", "#/components/schemas/calleval.v1.Run"}};
   Json bad_run = Json::parse(R"({"id":1,"scenario_id":1,"agent_id":1,"batch_run_id":null,
       "channel":"fax","status":"queued","call_id":null,"passed":null,"started_at":null,
-      "ended_at":null,"end_reason":null,"error":null,"created_at":"yesterday","version":null})");
+      "ended_at":null,"end_reason":null,"error":null,"created_at":"yesterday","version":null,
+      "platform_version":null})");
   EXPECT_THAT(ValidateSchema(doc_, run, bad_run),
               UnorderedElementsAre("$.channel: \"fax\" is not one of [\"phone\",\"web\",\"text\"]",
                                    "$.created_at: \"yesterday\" is not an RFC 3339 date-time"));

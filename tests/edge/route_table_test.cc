@@ -42,10 +42,10 @@ std::vector<std::string> QueryNames(const Route& route) {
 
 TEST(RouteTableTest, BuildsOneRoutePerAnnotatedMethod) {
   RouteTable table = RealTable();
-  // Calls 8 (calls, waveform and stats), Agents 23 (agents, languages, scenarios, a call's
-  // replay, runs, batch runs and their comparison, integration settings), Accounts 2
+  // Calls 13 (calls, waveform, stats and alert rules), Agents 23 (agents, languages, scenarios,
+  // a call's replay, runs, batch runs and their comparison, integration settings), Accounts 2
   // (GetCurrentWorkspace, ListWorkspaces; Authenticate has no route).
-  EXPECT_EQ(table.routes().size(), 33u);
+  EXPECT_EQ(table.routes().size(), 38u);
   for (const auto& route : table.routes()) {
     EXPECT_NE(route->method_descriptor->name(), "Authenticate");
   }

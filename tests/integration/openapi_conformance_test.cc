@@ -336,6 +336,24 @@ TEST_F(OpenApiConformanceTest, EveryRouteAnswersAsDocumented) {
   Post("/api/v1/calls/{id}/scenario", absl::StrCat("/api/v1/calls/", call_id, "/scenario"),
        json::object(), 201);
 
+  // Alert rules: made (with the secret), read, listed, their delivery log, deleted.
+  const json rule = Post("/api/v1/alert_rules", "/api/v1/alert_rules",
+                         {{"name", "Slow answers"},
+                          {"agent_id", agent_id},
+                          {"figure", "latency.p95_ms"},
+                          {"op", ">"},
+                          {"threshold", 1500},
+                          {"window", "1h"},
+                          {"webhook_url", "http://127.0.0.1:9/hook"},
+                          {"format", "slack"}},
+                         201);
+  EXPECT_TRUE(rule["secret"].is_string());
+  const std::string rule_path = absl::StrCat("/api/v1/alert_rules/", rule["id"].get<int64_t>());
+  Get("/api/v1/alert_rules/{id}", rule_path);
+  Get("/api/v1/alert_rules", "/api/v1/alert_rules?per_page=10");
+  Get("/api/v1/alert_rules/{id}/deliveries", rule_path + "/deliveries");
+  Send("DELETE", "/api/v1/alert_rules/{id}", rule_path, nullptr, 204);
+
   // Deletes answer 204 without a body.
   Send("DELETE", "/api/public/v1/calls/{call_identifier_or_id}",
        "/api/public/v1/calls/conformance-1", nullptr, 204);

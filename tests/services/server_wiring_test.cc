@@ -213,7 +213,7 @@ TEST_P(ServerWiringTest, EveryAnnotatedMethodHasARoute) {
     }
   }
   EXPECT_TRUE(missing.empty()) << absl::StrJoin(missing, ", ");
-  EXPECT_GE(annotated, 38);
+  EXPECT_GE(annotated, 43);
 }
 
 // Whether a method runs inline or on the pool is chosen once, in its service's method table,
@@ -242,14 +242,14 @@ TEST_P(ServerWiringTest, EveryRoutedMethodRunsAsItsServicesTableSays) {
     }
     ++checked;
   }
-  EXPECT_GE(checked, 38);
-  EXPECT_GE(short_reads, 7);
+  EXPECT_GE(checked, 43);
+  EXPECT_GE(short_reads, 8);
 }
 
 // Without a key every route is refused the same way by both paths: each handler ran (the
 // gRPC server has the method, the edge's direct registration has it) and authenticated.
 TEST_P(ServerWiringTest, EveryRouteRefusesAMissingKeyLikeItsGrpcMethod) {
-  ASSERT_GE(routes_->routes().size(), 38u);
+  ASSERT_GE(routes_->routes().size(), 43u);
   for (const auto& route : routes_->routes()) {
     ExpectSameAnswer(*route, "", "1");
     ExpectSameAnswer(*route, "Bearer cev_notakeyofthisinstallation000000", "1");
@@ -267,7 +267,7 @@ TEST_P(ServerWiringTest, EveryRouteAnswersAnEmptyRequestLikeItsGrpcMethod) {
 
 // The id of the object `route` reads, among those the test made (0 for routes without one).
 struct Made {
-  int64_t agent = 0, scenario = 0, metric = 0, call = 0;
+  int64_t agent = 0, scenario = 0, metric = 0, call = 0, alert_rule = 0;
 };
 int64_t NumericIdFor(const edge::Route& route, const Made& made) {
   const std::string& method = route.method_descriptor->name();
@@ -276,6 +276,7 @@ int64_t NumericIdFor(const edge::Route& route, const Made& made) {
     if (segment.field_path == "agent_id") return made.agent;
     if (segment.field_path == "scenario_id") return made.scenario;
     if (segment.field_path == "call_identifier_or_id") return made.call;
+    if (absl::StrContains(method, "Alert")) return made.alert_rule;
     if (absl::StrContains(method, "Agent")) return made.agent;
     if (absl::StrContains(method, "Scenario")) return made.scenario;
     if (absl::StrContains(method, "Metric")) return made.metric;
@@ -338,6 +339,16 @@ TEST_P(ServerWiringTest, EveryReadOfExistingObjectsAnswersLikeItsGrpcMethod) {
   v1::Call call;
   ASSERT_GRPC_OK(calls->IngestCall(context().get(), ingest, &call));
   made.call = call.id();
+  v1::CreateAlertRuleRequest rule_request;
+  rule_request.set_name("Slow answers");
+  rule_request.set_figure("latency.p95_ms");
+  rule_request.set_op(">");
+  rule_request.set_threshold(1500);
+  rule_request.set_window("1h");
+  rule_request.set_webhook_url("https://hooks.example.com/calleval");
+  v1::AlertRule rule;
+  ASSERT_GRPC_OK(calls->CreateAlertRule(context().get(), rule_request, &rule));
+  made.alert_rule = rule.id();
   // The scoring role works on the call in the background: compare once it is done.
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (call.analysis_status() == "pending" || call.analysis_status() == "processing" ||
